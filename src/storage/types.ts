@@ -1,0 +1,94 @@
+/**
+ * The one storage interface. Callers never know which database sits behind it; the SQLite and
+ * PostgreSQL implementations pass the same contract tests. Nothing on the request hot path awaits
+ * storage: keys and rules are loaded into memory at start-up, usage is written in batches.
+ */
+
+export interface ApiKeyRecord {
+  id: string;
+  name: string;
+  /** Normalised user path the key is bound to, or null when unbound. */
+  userPath: string | null;
+  /** Hex SHA-256 of the secret; the secret itself is never stored. */
+  keyHash: string;
+  createdAt: Date;
+}
+
+export type RuleScope = 'user_path' | 'provider' | 'model';
+
+export interface StoredRule {
+  scope: RuleScope;
+  subject: string;
+  periodSeconds: number;
+  maxRequests: number | null;
+  maxTokens: number | null;
+  source: 'manual' | 'config';
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+/** Identity of a rule: subject compared case-insensitively. */
+export interface RuleKey {
+  scope: RuleScope;
+  subject: string;
+  periodSeconds: number;
+}
+
+export interface UsageRecord {
+  timestamp: Date;
+  userPath: string;
+  /** Provider instance that executed the request (empty for cache hits served by the gateway). */
+  provider: string;
+  /** Model id as executed by the provider. */
+  model: string;
+  endpoint: string;
+  promptTokens: number;
+  completionTokens: number;
+  totalTokens: number;
+  cached: boolean;
+  status: number;
+  latencyMs: number;
+  apiKeyId: string | null;
+}
+
+export interface UsageSummaryRow {
+  provider: string;
+  model: string;
+  requests: number;
+  promptTokens: number;
+  completionTokens: number;
+  totalTokens: number;
+  cachedRequests: number;
+}
+
+export interface UsageQuery {
+  /** Only records whose user path is this path or below it. */
+  userPathPrefix: string;
+  from: Date;
+  /** Exclusive. */
+  to: Date;
+}
+
+export interface Storage {
+  readonly kind: 'sqlite' | 'postgres';
+  /** Applies pending schema migrations; idempotent. */
+  migrate(): Promise<void>;
+
+  insertApiKey(key: ApiKeyRecord): Promise<void>;
+  listApiKeys(): Promise<ApiKeyRecord[]>;
+  /** Returns false when no such key exists. */
+  deleteApiKey(id: string): Promise<boolean>;
+
+  listRules(): Promise<StoredRule[]>;
+  /** Inserts or updates by key (scope, lower(subject), periodSeconds); keeps createdAt on update. */
+  upsertRule(rule: StoredRule): Promise<void>;
+  /** Returns false when no such rule exists. */
+  deleteRule(key: RuleKey): Promise<boolean>;
+  /** Replaces every `config` rule with `rules` in one transaction; manual rules are untouched. */
+  replaceConfigRules(rules: StoredRule[]): Promise<void>;
+
+  insertUsage(records: UsageRecord[]): Promise<void>;
+  summarizeUsage(query: UsageQuery): Promise<UsageSummaryRow[]>;
+
+  close(): Promise<void>;
+}
