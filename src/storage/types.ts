@@ -62,7 +62,10 @@ export interface UsageSummaryRow {
 }
 
 export interface UsageQuery {
-  /** Only records whose user path is this path or below it. */
+  /**
+   * Only records whose user path is this path or below it (`/a` covers `/a` and `/a/b`, not
+   * `/ab`; `/` covers everything). Compared case-insensitively (ASCII), like rule matching.
+   */
   userPathPrefix: string;
   from: Date;
   /** Exclusive. */
@@ -84,8 +87,14 @@ export interface Storage {
   upsertRule(rule: StoredRule): Promise<void>;
   /** Returns false when no such rule exists. */
   deleteRule(key: RuleKey): Promise<boolean>;
-  /** Replaces every `config` rule with `rules` in one transaction; manual rules are untouched. */
-  replaceConfigRules(rules: StoredRule[]): Promise<void>;
+  /**
+   * Replaces every `config` rule with `rules` in one transaction; manual rules are untouched.
+   * A config rule whose key matches an existing `manual` rule is not written (the operator's
+   * manual rule wins); those keys are returned so the caller can warn. A config rule re-seeded
+   * under an existing key keeps its createdAt (and its updatedAt when nothing changed), so
+   * restarts do not rewrite history.
+   */
+  replaceConfigRules(rules: StoredRule[]): Promise<RuleKey[]>;
 
   insertUsage(records: UsageRecord[]): Promise<void>;
   summarizeUsage(query: UsageQuery): Promise<UsageSummaryRow[]>;

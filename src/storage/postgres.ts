@@ -1,0 +1,355 @@
+/**
+ * PostgreSQL storage (pg Pool). Same schema and semantics as the SQLite implementation; times
+ * are `timestamptz` (pg returns Dates), counters `bigint` (pg returns strings, converted here).
+ * Every query is parameterised.
+ */
+
+import pg from 'pg';
+import type { PoolClient } from 'pg';
+import { escapeLike, planConfigReseed, subtreePrefix } from './shared.ts';
+import type {
+  ApiKeyRecord,
+  RuleKey,
+  RuleScope,
+  Storage,
+  StoredRule,
+  UsageQuery,
+  UsageRecord,
+  UsageSummaryRow,
+} from './types.ts';
+
+interface Migration {
+  version: number;
+  sql: string;
+}
+
+/** Append-only: never edit a shipped migration, add a new version instead. */
+const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    sql: `
+      CREATE TABLE api_keys (
+        id text PRIMARY KEY,
+        name text NOT NULL,
+        user_path text,
+        key_hash text NOT NULL UNIQUE,
+        created_at timestamptz NOT NULL
+      );
+      CREATE TABLE rate_limit_rules (
+        scope text NOT NULL CHECK (scope IN ('user_path', 'provider', 'model')),
+        subject text NOT NULL,
+        subject_key text NOT NULL,
+        period_seconds integer NOT NULL,
+        max_requests bigint,
+        max_tokens bigint,
+        source text NOT NULL CHECK (source IN ('manual', 'config')),
+        created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL,
+        PRIMARY KEY (scope, subject_key, period_seconds)
+      );
+      CREATE TABLE usage_records (
+        id bigserial PRIMARY KEY,
+        ts timestamptz NOT NULL,
+        user_path text NOT NULL,
+        provider text NOT NULL,
+        model text NOT NULL,
+        endpoint text NOT NULL,
+        prompt_tokens bigint NOT NULL,
+        completion_tokens bigint NOT NULL,
+        total_tokens bigint NOT NULL,
+        cached boolean NOT NULL,
+        status integer NOT NULL,
+        latency_ms integer NOT NULL,
+        api_key_id text
+      );
+      CREATE INDEX usage_records_user_path_ts ON usage_records (user_path, ts);
+    `,
+  },
+];
+
+/** Arbitrary constant for pg_advisory_xact_lock: serialises migrations across processes. */
+const MIGRATION_LOCK_ID = 7_301_944_021;
+
+interface KeyRow {
+  id: string;
+  name: string;
+  user_path: string | null;
+  key_hash: string;
+  created_at: Date;
+}
+
+interface RuleRow {
+  scope: RuleScope;
+  subject: string;
+  period_seconds: number;
+  max_requests: string | null;
+  max_tokens: string | null;
+  source: 'manual' | 'config';
+  created_at: Date;
+  updated_at: Date;
+}
+
+interface SummaryRow {
+  provider: string;
+  model: string;
+  requests: string;
+  prompt_tokens: string | null;
+  completion_tokens: string | null;
+  total_tokens: string | null;
+  cached_requests: string | null;
+}
+
+export interface PostgresStorageOptions {
+  /** Connection string, e.g. postgres://user@host:5432/db. */
+  url: string;
+  /** Pool size; storage is off the hot path, so a few connections suffice. */
+  maxConnections?: number;
+  /**
+   * Errors raised by idle pooled connections (server restart, network drop). pg emits them as
+   * 'error' events, which would crash the process if nobody listened.
+   */
+  onError?: (err: Error) => void;
+}
+
+const RULE_COLUMNS =
+  'scope, subject, period_seconds, max_requests, max_tokens, source, created_at, updated_at';
+
+const UPSERT_RULE = `
+  INSERT INTO rate_limit_rules
+    (scope, subject, subject_key, period_seconds, max_requests, max_tokens, source, created_at, updated_at)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+  ON CONFLICT (scope, subject_key, period_seconds) DO UPDATE SET
+    subject = excluded.subject,
+    max_requests = excluded.max_requests,
+    max_tokens = excluded.max_tokens,
+    source = excluded.source,
+    updated_at = excluded.updated_at`;
+
+// ORDER BY ... COLLATE "C" everywhere: byte order, the same as SQLite's BINARY collation, so
+// both implementations list in the same order whatever the database locale.
+const SUMMARY_SELECT = `
+  SELECT provider, model,
+    COUNT(*) AS requests,
+    SUM(prompt_tokens) AS prompt_tokens,
+    SUM(completion_tokens) AS completion_tokens,
+    SUM(total_tokens) AS total_tokens,
+    COUNT(*) FILTER (WHERE cached) AS cached_requests
+  FROM usage_records`;
+
+export class PostgresStorage implements Storage {
+  readonly kind = 'postgres' as const;
+  private readonly pool: pg.Pool;
+  private closed = false;
+
+  constructor(options: PostgresStorageOptions) {
+    this.pool = new pg.Pool({
+      connectionString: options.url,
+      max: options.maxConnections ?? 5,
+    });
+    const onError = options.onError ?? (() => {});
+    this.pool.on('error', (err) => onError(err));
+  }
+
+  async migrate(): Promise<void> {
+    for (const migration of MIGRATIONS) {
+      await this.transaction(async (client) => {
+        // The lock is held to the end of this transaction, so concurrent starters queue here
+        // instead of racing on CREATE TABLE.
+        await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_ID]);
+        await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
+          version integer PRIMARY KEY,
+          applied_at timestamptz NOT NULL DEFAULT now()
+        )`);
+        const done = await client.query('SELECT 1 FROM schema_migrations WHERE version = $1', [
+          migration.version,
+        ]);
+        if (done.rowCount) return;
+        await client.query(migration.sql);
+        await client.query('INSERT INTO schema_migrations (version) VALUES ($1)', [
+          migration.version,
+        ]);
+      });
+    }
+  }
+
+  /** Highest applied migration version (0 before `migrate()`). */
+  async schemaVersion(): Promise<number> {
+    const exists = await this.pool.query<{ t: string | null }>(
+      "SELECT to_regclass('schema_migrations')::text AS t",
+    );
+    if (!exists.rows[0]?.t) return 0;
+    const res = await this.pool.query<{ v: number | null }>(
+      'SELECT MAX(version) AS v FROM schema_migrations',
+    );
+    return res.rows[0]?.v ?? 0;
+  }
+
+  /** Number of applied migrations; lets tests prove that re-running applies nothing twice. */
+  async appliedMigrationCount(): Promise<number> {
+    const res = await this.pool.query<{ n: string }>('SELECT COUNT(*) AS n FROM schema_migrations');
+    return Number(res.rows[0]?.n ?? 0);
+  }
+
+  async insertApiKey(key: ApiKeyRecord): Promise<void> {
+    await this.pool.query(
+      'INSERT INTO api_keys (id, name, user_path, key_hash, created_at) VALUES ($1, $2, $3, $4, $5)',
+      [key.id, key.name, key.userPath, key.keyHash, key.createdAt],
+    );
+  }
+
+  async listApiKeys(): Promise<ApiKeyRecord[]> {
+    const res = await this.pool.query<KeyRow>(
+      'SELECT id, name, user_path, key_hash, created_at FROM api_keys ORDER BY created_at, id COLLATE "C"',
+    );
+    return res.rows.map((row) => ({
+      id: row.id,
+      name: row.name,
+      userPath: row.user_path,
+      keyHash: row.key_hash,
+      createdAt: row.created_at,
+    }));
+  }
+
+  async deleteApiKey(id: string): Promise<boolean> {
+    const res = await this.pool.query('DELETE FROM api_keys WHERE id = $1', [id]);
+    return (res.rowCount ?? 0) > 0;
+  }
+
+  async listRules(): Promise<StoredRule[]> {
+    return listRulesWith(this.pool);
+  }
+
+  async upsertRule(rule: StoredRule): Promise<void> {
+    await this.pool.query(UPSERT_RULE, ruleParams(rule));
+  }
+
+  async deleteRule(key: RuleKey): Promise<boolean> {
+    const res = await this.pool.query(
+      'DELETE FROM rate_limit_rules WHERE scope = $1 AND subject_key = $2 AND period_seconds = $3',
+      [key.scope, key.subject.toLowerCase(), key.periodSeconds],
+    );
+    return (res.rowCount ?? 0) > 0;
+  }
+
+  async replaceConfigRules(rules: StoredRule[]): Promise<RuleKey[]> {
+    return this.transaction(async (client) => {
+      // Lock the table so a concurrent admin write cannot slip between the read and the writes
+      // (readers are not blocked by this mode).
+      await client.query('LOCK TABLE rate_limit_rules IN SHARE ROW EXCLUSIVE MODE');
+      const plan = planConfigReseed(await listRulesWith(client), rules);
+      await client.query("DELETE FROM rate_limit_rules WHERE source = 'config'");
+      for (const rule of plan.inserts) await client.query(UPSERT_RULE, ruleParams(rule));
+      return plan.skipped;
+    });
+  }
+
+  async insertUsage(records: UsageRecord[]): Promise<void> {
+    if (records.length === 0) return;
+    // unnest() over one array per column: a single parameterised statement for any batch size,
+    // without hitting the 65535-parameter limit of a multi-row VALUES list.
+    await this.pool.query(
+      `INSERT INTO usage_records
+         (ts, user_path, provider, model, endpoint, prompt_tokens, completion_tokens, total_tokens,
+          cached, status, latency_ms, api_key_id)
+       SELECT * FROM unnest(
+         $1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[],
+         $7::bigint[], $8::bigint[], $9::boolean[], $10::integer[], $11::integer[], $12::text[])`,
+      [
+        records.map((r) => r.timestamp),
+        records.map((r) => r.userPath),
+        records.map((r) => r.provider),
+        records.map((r) => r.model),
+        records.map((r) => r.endpoint),
+        records.map((r) => r.promptTokens),
+        records.map((r) => r.completionTokens),
+        records.map((r) => r.totalTokens),
+        records.map((r) => r.cached),
+        records.map((r) => r.status),
+        records.map((r) => Math.round(r.latencyMs)),
+        records.map((r) => r.apiKeyId),
+      ],
+    );
+  }
+
+  async summarizeUsage(query: UsageQuery): Promise<UsageSummaryRow[]> {
+    const prefix = subtreePrefix(query.userPathPrefix);
+    const res =
+      prefix === null
+        ? await this.pool.query<SummaryRow>(
+            `${SUMMARY_SELECT} WHERE ts >= $1 AND ts < $2
+             GROUP BY provider, model ORDER BY provider COLLATE "C", model COLLATE "C"`,
+            [query.from, query.to],
+          )
+        : // ILIKE/lower(): case-insensitive like rule matching and like the SQLite implementation.
+          await this.pool.query<SummaryRow>(
+            `${SUMMARY_SELECT}
+             WHERE (lower(user_path) = lower($1) OR user_path ILIKE $2 ESCAPE '\\')
+               AND ts >= $3 AND ts < $4
+             GROUP BY provider, model ORDER BY provider COLLATE "C", model COLLATE "C"`,
+            [prefix, `${escapeLike(prefix)}/%`, query.from, query.to],
+          );
+    return res.rows.map((row) => ({
+      provider: row.provider,
+      model: row.model,
+      requests: Number(row.requests),
+      promptTokens: Number(row.prompt_tokens ?? 0),
+      completionTokens: Number(row.completion_tokens ?? 0),
+      totalTokens: Number(row.total_tokens ?? 0),
+      cachedRequests: Number(row.cached_requests ?? 0),
+    }));
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.pool.end();
+  }
+
+  private async transaction<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const result = await work(client);
+      await client.query('COMMIT');
+      return result;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => {});
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+}
+
+type Queryable = Pick<pg.Pool, 'query'> | PoolClient;
+
+async function listRulesWith(db: Queryable): Promise<StoredRule[]> {
+  const res = await db.query<RuleRow>(
+    `SELECT ${RULE_COLUMNS} FROM rate_limit_rules ORDER BY scope, subject_key COLLATE "C", period_seconds`,
+  );
+  return res.rows.map((row) => ({
+    scope: row.scope,
+    subject: row.subject,
+    periodSeconds: row.period_seconds,
+    maxRequests: row.max_requests === null ? null : Number(row.max_requests),
+    maxTokens: row.max_tokens === null ? null : Number(row.max_tokens),
+    source: row.source,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  }));
+}
+
+function ruleParams(rule: StoredRule): unknown[] {
+  return [
+    rule.scope,
+    rule.subject,
+    // Folded in JS, not with SQL lower(), so both implementations derive the same key.
+    rule.subject.toLowerCase(),
+    rule.periodSeconds,
+    rule.maxRequests,
+    rule.maxTokens,
+    rule.source,
+    rule.createdAt,
+    rule.updatedAt,
+  ];
+}

@@ -1,0 +1,82 @@
+/**
+ * Small helpers both storage implementations share, so the two cannot drift apart on the
+ * semantics the contract tests pin down.
+ */
+
+import type { RuleKey, StoredRule } from './types.ts';
+
+/** Escape character used in every LIKE pattern we build (declared with `ESCAPE '\'`). */
+export const LIKE_ESCAPE = '\\';
+
+/** Escapes LIKE metacharacters so a user path is matched literally (`_` and `%` are legal in paths). */
+export function escapeLike(value: string): string {
+  return value.replace(/[\\%_]/g, (ch) => LIKE_ESCAPE + ch);
+}
+
+/**
+ * Reduces a user-path prefix to the form used for subtree matching, or null when it covers
+ * every path. A trailing slash is dropped so `/a/` behaves as `/a` rather than matching nothing.
+ */
+export function subtreePrefix(prefix: string): string | null {
+  const trimmed = prefix.trim().replace(/\/+$/, '');
+  return trimmed === '' ? null : trimmed;
+}
+
+/** Map key for a rule identity; subject compared case-insensitively as the contract requires. */
+export function ruleKeyString(key: RuleKey): string {
+  return `${key.scope}\u0000${key.subject.toLowerCase()}\u0000${key.periodSeconds}`;
+}
+
+export function toRuleKey(rule: StoredRule): RuleKey {
+  return { scope: rule.scope, subject: rule.subject, periodSeconds: rule.periodSeconds };
+}
+
+/** True when re-seeding `next` over `prev` would change nothing an operator can see. */
+export function sameRuleContent(prev: StoredRule, next: StoredRule): boolean {
+  return (
+    prev.subject === next.subject &&
+    prev.maxRequests === next.maxRequests &&
+    prev.maxTokens === next.maxTokens
+  );
+}
+
+export interface ReseedPlan {
+  /** Config rules to insert after every existing config rule has been deleted. */
+  inserts: StoredRule[];
+  /** Keys that were not written because a manual rule holds them. */
+  skipped: RuleKey[];
+}
+
+/**
+ * Decides what `replaceConfigRules` writes, given the rules currently stored. Pure, so both
+ * implementations run it inside their own transaction and agree exactly.
+ */
+export function planConfigReseed(existing: StoredRule[], rules: StoredRule[]): ReseedPlan {
+  const manual = new Set<string>();
+  const oldConfig = new Map<string, StoredRule>();
+  for (const rule of existing) {
+    const key = ruleKeyString(rule);
+    if (rule.source === 'manual') manual.add(key);
+    else oldConfig.set(key, rule);
+  }
+  // Last declaration of a key wins, mirroring an upsert applied in order.
+  const wanted = new Map<string, StoredRule>();
+  for (const rule of rules) wanted.set(ruleKeyString(rule), rule);
+
+  const inserts: StoredRule[] = [];
+  const skipped: RuleKey[] = [];
+  for (const [key, rule] of wanted) {
+    if (manual.has(key)) {
+      skipped.push(toRuleKey(rule));
+      continue;
+    }
+    const prev = oldConfig.get(key);
+    inserts.push({
+      ...rule,
+      source: 'config',
+      createdAt: prev ? prev.createdAt : rule.createdAt,
+      updatedAt: prev && sameRuleContent(prev, rule) ? prev.updatedAt : rule.updatedAt,
+    });
+  }
+  return { inserts, skipped };
+}

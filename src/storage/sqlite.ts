@@ -1,0 +1,386 @@
+/**
+ * SQLite storage (better-sqlite3). The driver is synchronous; methods still return promises so
+ * callers see the one `Storage` interface. Timestamps are stored as epoch milliseconds (INTEGER):
+ * compact, sortable, and exactly what a JS Date holds.
+ */
+
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import Database from 'better-sqlite3';
+import type { Database as Db, Statement } from 'better-sqlite3';
+import { escapeLike, planConfigReseed, subtreePrefix } from './shared.ts';
+import type {
+  ApiKeyRecord,
+  RuleKey,
+  RuleScope,
+  Storage,
+  StoredRule,
+  UsageQuery,
+  UsageRecord,
+  UsageSummaryRow,
+} from './types.ts';
+
+interface Migration {
+  version: number;
+  sql: string;
+}
+
+/** Append-only: never edit a shipped migration, add a new version instead. */
+const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    sql: `
+      CREATE TABLE api_keys (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        user_path TEXT,
+        key_hash TEXT NOT NULL UNIQUE,
+        created_at INTEGER NOT NULL
+      );
+      CREATE TABLE rate_limit_rules (
+        scope TEXT NOT NULL CHECK (scope IN ('user_path', 'provider', 'model')),
+        subject TEXT NOT NULL,
+        subject_key TEXT NOT NULL,
+        period_seconds INTEGER NOT NULL,
+        max_requests INTEGER,
+        max_tokens INTEGER,
+        source TEXT NOT NULL CHECK (source IN ('manual', 'config')),
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (scope, subject_key, period_seconds)
+      );
+      CREATE TABLE usage_records (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        ts INTEGER NOT NULL,
+        user_path TEXT NOT NULL,
+        provider TEXT NOT NULL,
+        model TEXT NOT NULL,
+        endpoint TEXT NOT NULL,
+        prompt_tokens INTEGER NOT NULL,
+        completion_tokens INTEGER NOT NULL,
+        total_tokens INTEGER NOT NULL,
+        cached INTEGER NOT NULL,
+        status INTEGER NOT NULL,
+        latency_ms INTEGER NOT NULL,
+        api_key_id TEXT
+      );
+      CREATE INDEX usage_records_user_path_ts ON usage_records (user_path, ts);
+    `,
+  },
+];
+
+interface KeyRow {
+  id: string;
+  name: string;
+  user_path: string | null;
+  key_hash: string;
+  created_at: number;
+}
+
+interface RuleRow {
+  scope: RuleScope;
+  subject: string;
+  period_seconds: number;
+  max_requests: number | null;
+  max_tokens: number | null;
+  source: 'manual' | 'config';
+  created_at: number;
+  updated_at: number;
+}
+
+interface SummaryRow {
+  provider: string;
+  model: string;
+  requests: number;
+  prompt_tokens: number | null;
+  completion_tokens: number | null;
+  total_tokens: number | null;
+  cached_requests: number | null;
+}
+
+interface Statements {
+  insertKey: Statement<[string, string, string | null, string, number]>;
+  listKeys: Statement<[], KeyRow>;
+  deleteKey: Statement<[string]>;
+  listRules: Statement<[], RuleRow>;
+  upsertRule: Statement<
+    [string, string, string, number, number | null, number | null, string, number, number]
+  >;
+  deleteRule: Statement<[string, string, number]>;
+  deleteConfigRules: Statement<[]>;
+  insertUsage: Statement<
+    [
+      number,
+      string,
+      string,
+      string,
+      string,
+      number,
+      number,
+      number,
+      number,
+      number,
+      number,
+      string | null,
+    ]
+  >;
+  summarizeAll: Statement<[number, number], SummaryRow>;
+  summarizeSubtree: Statement<[string, string, number, number], SummaryRow>;
+}
+
+export interface SqliteStorageOptions {
+  /** Database file; its directory is created. `:memory:` gives a private in-memory database. */
+  path: string;
+  /** How long a writer waits for another process's lock before failing (ms). */
+  busyTimeoutMs?: number;
+}
+
+const SUMMARY_COLUMNS = `
+  provider, model,
+  COUNT(*) AS requests,
+  SUM(prompt_tokens) AS prompt_tokens,
+  SUM(completion_tokens) AS completion_tokens,
+  SUM(total_tokens) AS total_tokens,
+  SUM(cached) AS cached_requests`;
+
+export class SqliteStorage implements Storage {
+  readonly kind = 'sqlite' as const;
+  readonly path: string;
+  private readonly db: Db;
+  private stmts: Statements | undefined;
+
+  constructor(options: SqliteStorageOptions) {
+    this.path = options.path;
+    if (options.path !== ':memory:') mkdirSync(dirname(options.path), { recursive: true });
+    this.db = new Database(options.path);
+    // WAL lets readers run beside the single writer; NORMAL is durable across process crashes
+    // in WAL mode (only an OS crash can lose the last commits), which fits usage records.
+    this.db.pragma('journal_mode = WAL');
+    this.db.pragma('synchronous = NORMAL');
+    this.db.pragma(`busy_timeout = ${Math.max(0, Math.trunc(options.busyTimeoutMs ?? 5000))}`);
+    this.db.pragma('foreign_keys = ON');
+  }
+
+  async migrate(): Promise<void> {
+    this.db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+      version INTEGER PRIMARY KEY,
+      applied_at INTEGER NOT NULL
+    )`);
+    const applied = this.db.prepare<[number], { version: number }>(
+      'SELECT version FROM schema_migrations WHERE version = ?',
+    );
+    const record = this.db.prepare<[number, number]>(
+      'INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)',
+    );
+    for (const migration of MIGRATIONS) {
+      // IMMEDIATE takes the write lock before the check, so two processes starting together
+      // cannot both apply the same migration.
+      this.db
+        .transaction(() => {
+          if (applied.get(migration.version)) return;
+          this.db.exec(migration.sql);
+          record.run(migration.version, Date.now());
+        })
+        .immediate();
+    }
+    this.prepare();
+  }
+
+  /** Highest applied migration version (0 before `migrate()`). */
+  async schemaVersion(): Promise<number> {
+    const exists = this.db
+      .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'")
+      .get();
+    if (!exists) return 0;
+    const row = this.db
+      .prepare<[], { v: number | null }>('SELECT MAX(version) AS v FROM schema_migrations')
+      .get();
+    return row?.v ?? 0;
+  }
+
+  /** Number of applied migrations; lets tests prove that re-running applies nothing twice. */
+  async appliedMigrationCount(): Promise<number> {
+    const row = this.db
+      .prepare<[], { n: number }>('SELECT COUNT(*) AS n FROM schema_migrations')
+      .get();
+    return row?.n ?? 0;
+  }
+
+  async insertApiKey(key: ApiKeyRecord): Promise<void> {
+    this.s().insertKey.run(key.id, key.name, key.userPath, key.keyHash, key.createdAt.getTime());
+  }
+
+  async listApiKeys(): Promise<ApiKeyRecord[]> {
+    return this.s()
+      .listKeys.all()
+      .map((row) => ({
+        id: row.id,
+        name: row.name,
+        userPath: row.user_path,
+        keyHash: row.key_hash,
+        createdAt: new Date(row.created_at),
+      }));
+  }
+
+  async deleteApiKey(id: string): Promise<boolean> {
+    return this.s().deleteKey.run(id).changes > 0;
+  }
+
+  async listRules(): Promise<StoredRule[]> {
+    return this.s().listRules.all().map(ruleFromRow);
+  }
+
+  async upsertRule(rule: StoredRule): Promise<void> {
+    this.writeRule(rule);
+  }
+
+  async deleteRule(key: RuleKey): Promise<boolean> {
+    return this.s().deleteRule.run(key.scope, key.subject.toLowerCase(), key.periodSeconds)
+      .changes > 0;
+  }
+
+  async replaceConfigRules(rules: StoredRule[]): Promise<RuleKey[]> {
+    const stmts = this.s();
+    return this.db
+      .transaction(() => {
+        const plan = planConfigReseed(stmts.listRules.all().map(ruleFromRow), rules);
+        stmts.deleteConfigRules.run();
+        for (const rule of plan.inserts) this.writeRule(rule);
+        return plan.skipped;
+      })
+      .immediate();
+  }
+
+  async insertUsage(records: UsageRecord[]): Promise<void> {
+    if (records.length === 0) return;
+    const insert = this.s().insertUsage;
+    // One transaction per batch: one fsync instead of one per record.
+    this.db.transaction(() => {
+      for (const r of records) {
+        insert.run(
+          r.timestamp.getTime(),
+          r.userPath,
+          r.provider,
+          r.model,
+          r.endpoint,
+          r.promptTokens,
+          r.completionTokens,
+          r.totalTokens,
+          r.cached ? 1 : 0,
+          r.status,
+          Math.round(r.latencyMs),
+          r.apiKeyId,
+        );
+      }
+    })();
+  }
+
+  async summarizeUsage(query: UsageQuery): Promise<UsageSummaryRow[]> {
+    const prefix = subtreePrefix(query.userPathPrefix);
+    const from = query.from.getTime();
+    const to = query.to.getTime();
+    const rows =
+      prefix === null
+        ? this.s().summarizeAll.all(from, to)
+        : this.s().summarizeSubtree.all(prefix, `${escapeLike(prefix)}/%`, from, to);
+    return rows.map((row) => ({
+      provider: row.provider,
+      model: row.model,
+      requests: row.requests,
+      promptTokens: row.prompt_tokens ?? 0,
+      completionTokens: row.completion_tokens ?? 0,
+      totalTokens: row.total_tokens ?? 0,
+      cachedRequests: row.cached_requests ?? 0,
+    }));
+  }
+
+  async close(): Promise<void> {
+    if (this.db.open) this.db.close();
+  }
+
+  private writeRule(rule: StoredRule): void {
+    this.s().upsertRule.run(
+      rule.scope,
+      rule.subject,
+      rule.subject.toLowerCase(),
+      rule.periodSeconds,
+      rule.maxRequests,
+      rule.maxTokens,
+      rule.source,
+      rule.createdAt.getTime(),
+      rule.updatedAt.getTime(),
+    );
+  }
+
+  private s(): Statements {
+    if (!this.stmts) throw new Error('SqliteStorage: call migrate() before using the storage');
+    return this.stmts;
+  }
+
+  /** Statements are prepared once, after the schema exists (preparing needs the tables). */
+  private prepare(): void {
+    if (this.stmts) return;
+    const db = this.db;
+    this.stmts = {
+      insertKey: db.prepare(
+        'INSERT INTO api_keys (id, name, user_path, key_hash, created_at) VALUES (?, ?, ?, ?, ?)',
+      ),
+      listKeys: db.prepare(
+        'SELECT id, name, user_path, key_hash, created_at FROM api_keys ORDER BY created_at, id',
+      ),
+      deleteKey: db.prepare('DELETE FROM api_keys WHERE id = ?'),
+      listRules: db.prepare(
+        `SELECT scope, subject, period_seconds, max_requests, max_tokens, source, created_at, updated_at
+         FROM rate_limit_rules ORDER BY scope, subject_key, period_seconds`,
+      ),
+      // created_at is left alone on conflict: the rule's history starts at its first write.
+      upsertRule: db.prepare(
+        `INSERT INTO rate_limit_rules
+           (scope, subject, subject_key, period_seconds, max_requests, max_tokens, source, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (scope, subject_key, period_seconds) DO UPDATE SET
+           subject = excluded.subject,
+           max_requests = excluded.max_requests,
+           max_tokens = excluded.max_tokens,
+           source = excluded.source,
+           updated_at = excluded.updated_at`,
+      ),
+      deleteRule: db.prepare(
+        'DELETE FROM rate_limit_rules WHERE scope = ? AND subject_key = ? AND period_seconds = ?',
+      ),
+      deleteConfigRules: db.prepare("DELETE FROM rate_limit_rules WHERE source = 'config'"),
+      insertUsage: db.prepare(
+        `INSERT INTO usage_records
+           (ts, user_path, provider, model, endpoint, prompt_tokens, completion_tokens, total_tokens,
+            cached, status, latency_ms, api_key_id)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      ),
+      summarizeAll: db.prepare(
+        `SELECT ${SUMMARY_COLUMNS} FROM usage_records
+         WHERE ts >= ? AND ts < ?
+         GROUP BY provider, model ORDER BY provider, model`,
+      ),
+      // SQLite's = is case-sensitive but LIKE folds ASCII case; lower() on both sides of = keeps
+      // the two halves consistent (rule matching is case-insensitive too).
+      summarizeSubtree: db.prepare(
+        `SELECT ${SUMMARY_COLUMNS} FROM usage_records
+         WHERE (lower(user_path) = lower(?) OR user_path LIKE ? ESCAPE '\\')
+           AND ts >= ? AND ts < ?
+         GROUP BY provider, model ORDER BY provider, model`,
+      ),
+    };
+  }
+}
+
+function ruleFromRow(row: RuleRow): StoredRule {
+  return {
+    scope: row.scope,
+    subject: row.subject,
+    periodSeconds: row.period_seconds,
+    maxRequests: row.max_requests,
+    maxTokens: row.max_tokens,
+    source: row.source,
+    createdAt: new Date(row.created_at),
+    updatedAt: new Date(row.updated_at),
+  };
+}

@@ -1,0 +1,316 @@
+/**
+ * The storage contract: one suite that every Storage implementation must pass, so SQLite and
+ * PostgreSQL cannot drift apart. Each implementation's test file supplies a harness.
+ */
+
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { ApiKeyRecord, Storage, StoredRule, UsageRecord } from '../../src/storage/types.ts';
+
+/** The storage plus introspection the implementations expose for tests. */
+export type InspectableStorage = Storage & {
+  schemaVersion(): Promise<number>;
+  appliedMigrationCount(): Promise<number>;
+};
+
+/** One empty backing store (file or database); `open` may be called repeatedly against it. */
+export interface Store {
+  /** A new, already migrated connection to this store. */
+  open(): Promise<InspectableStorage>;
+}
+
+export interface Harness {
+  /** A fresh, empty store per test. */
+  freshStore(): Promise<Store>;
+}
+
+const T0 = new Date('2025-01-01T00:00:00.000Z');
+const at = (seconds: number): Date => new Date(T0.getTime() + seconds * 1000);
+
+function rule(overrides: Partial<StoredRule> = {}): StoredRule {
+  return {
+    scope: 'user_path',
+    subject: '/team',
+    periodSeconds: 60,
+    maxRequests: 100,
+    maxTokens: null,
+    source: 'manual',
+    createdAt: at(0),
+    updatedAt: at(0),
+    ...overrides,
+  };
+}
+
+function usage(overrides: Partial<UsageRecord> = {}): UsageRecord {
+  return {
+    timestamp: at(10),
+    userPath: '/a',
+    provider: 'openai',
+    model: 'gpt-4o-mini',
+    endpoint: '/v1/chat/completions',
+    promptTokens: 10,
+    completionTokens: 5,
+    totalTokens: 15,
+    cached: false,
+    status: 200,
+    latencyMs: 12,
+    apiKeyId: null,
+    ...overrides,
+  };
+}
+
+function key(id: string, overrides: Partial<ApiKeyRecord> = {}): ApiKeyRecord {
+  return {
+    id,
+    name: `key ${id}`,
+    userPath: '/team',
+    keyHash: `hash-${id}`,
+    createdAt: at(Number(id.replace(/\D/g, '') || 0)),
+    ...overrides,
+  };
+}
+
+/** Opens a fresh store, runs `fn`, and always closes the connection. */
+async function withStorage(
+  harness: Harness,
+  fn: (storage: InspectableStorage, store: Store) => Promise<void>,
+): Promise<void> {
+  const store = await harness.freshStore();
+  const storage = await store.open();
+  try {
+    await fn(storage, store);
+  } finally {
+    await storage.close();
+  }
+}
+
+export function storageContract(name: string, harness: Harness): void {
+  describe(`Storage contract: ${name}`, () => {
+    it('migrates idempotently', async () => {
+      await withStorage(harness, async (storage) => {
+        const version = await storage.schemaVersion();
+        const count = await storage.appliedMigrationCount();
+        assert.ok(version >= 1);
+        await storage.migrate();
+        await storage.migrate();
+        assert.equal(await storage.schemaVersion(), version);
+        assert.equal(await storage.appliedMigrationCount(), count);
+        // Data written before a re-run survives it.
+        await storage.insertApiKey(key('k1'));
+        await storage.migrate();
+        assert.equal((await storage.listApiKeys()).length, 1);
+      });
+    });
+
+    it('inserts, lists and deletes API keys', async () => {
+      await withStorage(harness, async (storage) => {
+        assert.deepEqual(await storage.listApiKeys(), []);
+        await storage.insertApiKey(key('k2', { userPath: null, name: 'unbound' }));
+        await storage.insertApiKey(key('k1'));
+        const keys = await storage.listApiKeys();
+        assert.deepEqual(keys, [key('k1'), key('k2', { userPath: null, name: 'unbound' })]);
+        assert.ok(keys[0]?.createdAt instanceof Date);
+
+        assert.equal(await storage.deleteApiKey('k1'), true);
+        assert.equal(await storage.deleteApiKey('k1'), false);
+        assert.equal(await storage.deleteApiKey('nope'), false);
+        assert.deepEqual(
+          (await storage.listApiKeys()).map((k) => k.id),
+          ['k2'],
+        );
+      });
+    });
+
+    it('rejects a duplicate key hash', async () => {
+      await withStorage(harness, async (storage) => {
+        await storage.insertApiKey(key('k1', { keyHash: 'same' }));
+        await assert.rejects(storage.insertApiKey(key('k2', { keyHash: 'same' })));
+        assert.equal((await storage.listApiKeys()).length, 1);
+      });
+    });
+
+    it('upserts rules by case-insensitive key, keeping createdAt', async () => {
+      await withStorage(harness, async (storage) => {
+        await storage.upsertRule(rule({ subject: '/Team' }));
+        await storage.upsertRule(
+          rule({ subject: '/TEAM', maxRequests: 5, maxTokens: 1000, createdAt: at(50), updatedAt: at(50) }),
+        );
+        const rules = await storage.listRules();
+        assert.equal(rules.length, 1);
+        assert.deepEqual(rules[0], {
+          ...rule(),
+          subject: '/TEAM', // spelling of the latest write
+          maxRequests: 5,
+          maxTokens: 1000,
+          createdAt: at(0),
+          updatedAt: at(50),
+        });
+        // Same subject, other period or scope: distinct rules.
+        await storage.upsertRule(rule({ periodSeconds: 3600 }));
+        await storage.upsertRule(rule({ scope: 'model', subject: 'openai/gpt-4o', periodSeconds: 0, maxRequests: 2 }));
+        await storage.upsertRule(rule({ scope: 'provider', subject: 'openai', maxRequests: null, maxTokens: 9_000_000_000 }));
+        const listed = await storage.listRules();
+        assert.deepEqual(
+          listed.map((r) => [r.scope, r.subject, r.periodSeconds]),
+          [
+            ['model', 'openai/gpt-4o', 0],
+            ['provider', 'openai', 60],
+            ['user_path', '/TEAM', 60],
+            ['user_path', '/team', 3600],
+          ],
+        );
+        // Caps beyond 32 bits survive as numbers.
+        assert.equal(listed[1]?.maxTokens, 9_000_000_000);
+        assert.equal(listed[1]?.maxRequests, null);
+      });
+    });
+
+    it('deletes rules case-insensitively and reports a missing rule', async () => {
+      await withStorage(harness, async (storage) => {
+        await storage.upsertRule(rule({ subject: '/Team' }));
+        assert.equal(await storage.deleteRule({ scope: 'user_path', subject: '/team', periodSeconds: 3600 }), false);
+        assert.equal(await storage.deleteRule({ scope: 'provider', subject: '/team', periodSeconds: 60 }), false);
+        assert.equal(await storage.deleteRule({ scope: 'user_path', subject: '/TEAM', periodSeconds: 60 }), true);
+        assert.equal(await storage.deleteRule({ scope: 'user_path', subject: '/team', periodSeconds: 60 }), false);
+        assert.deepEqual(await storage.listRules(), []);
+      });
+    });
+
+    it('replaceConfigRules replaces config rules, keeps manual ones and reports skipped keys', async () => {
+      await withStorage(harness, async (storage) => {
+        await storage.upsertRule(rule({ subject: '/manual', source: 'manual', maxRequests: 7 }));
+        await storage.upsertRule(rule({ subject: '/Clash', source: 'manual', maxRequests: 8 }));
+        const first = await storage.replaceConfigRules([
+          rule({ subject: '/old', source: 'config', createdAt: at(1), updatedAt: at(1) }),
+          rule({ subject: '/kept', source: 'config', createdAt: at(1), updatedAt: at(1) }),
+          rule({ subject: '/changed', source: 'config', createdAt: at(1), updatedAt: at(1) }),
+          rule({ subject: '/clash', source: 'config', maxRequests: 1, createdAt: at(1), updatedAt: at(1) }),
+        ]);
+        assert.deepEqual(first, [{ scope: 'user_path', subject: '/clash', periodSeconds: 60 }]);
+
+        // A restart re-seeds: /old is gone, /kept unchanged, /changed has a new cap, /new appears.
+        const second = await storage.replaceConfigRules([
+          rule({ subject: '/kept', source: 'config', createdAt: at(99), updatedAt: at(99) }),
+          rule({ subject: '/changed', source: 'config', maxRequests: 1, createdAt: at(99), updatedAt: at(99) }),
+          rule({ subject: '/new', source: 'config', createdAt: at(99), updatedAt: at(99) }),
+          rule({ subject: '/CLASH', source: 'config', createdAt: at(99), updatedAt: at(99) }),
+        ]);
+        assert.deepEqual(second, [{ scope: 'user_path', subject: '/CLASH', periodSeconds: 60 }]);
+
+        const bySubject = new Map((await storage.listRules()).map((r) => [r.subject, r]));
+        assert.deepEqual([...bySubject.keys()].sort(), ['/Clash', '/changed', '/kept', '/manual', '/new']);
+        assert.equal(bySubject.get('/manual')?.source, 'manual');
+        assert.equal(bySubject.get('/manual')?.maxRequests, 7);
+        assert.equal(bySubject.get('/Clash')?.source, 'manual');
+        assert.equal(bySubject.get('/Clash')?.maxRequests, 8);
+        assert.deepEqual(bySubject.get('/kept')?.createdAt, at(1));
+        assert.deepEqual(bySubject.get('/kept')?.updatedAt, at(1));
+        assert.deepEqual(bySubject.get('/changed')?.createdAt, at(1));
+        assert.deepEqual(bySubject.get('/changed')?.updatedAt, at(99));
+        assert.equal(bySubject.get('/changed')?.maxRequests, 1);
+        assert.deepEqual(bySubject.get('/new')?.createdAt, at(99));
+        assert.equal(bySubject.get('/new')?.source, 'config');
+
+        // An empty declaration removes every config rule and nothing else.
+        assert.deepEqual(await storage.replaceConfigRules([]), []);
+        assert.deepEqual(
+          (await storage.listRules()).map((r) => r.subject),
+          ['/Clash', '/manual'],
+        );
+      });
+    });
+
+    it('inserts usage and summarises by user-path subtree', async () => {
+      await withStorage(harness, async (storage) => {
+        await storage.insertUsage([]);
+        await storage.insertUsage([
+          usage({ userPath: '/a' }),
+          usage({ userPath: '/a/b', promptTokens: 1, completionTokens: 2, totalTokens: 3, cached: true }),
+          usage({ userPath: '/A/c', model: 'other' }),
+          usage({ userPath: '/ab' }),
+          usage({ userPath: '/', provider: 'anthropic', model: 'claude' }),
+          usage({ userPath: '/a', timestamp: at(1000) }), // outside the window
+          usage({ userPath: '/a_x' }),
+          usage({ userPath: '/a%y/z' }),
+        ]);
+        const window = { from: at(0), to: at(1000) }; // `to` is exclusive
+
+        const a = await storage.summarizeUsage({ userPathPrefix: '/a', ...window });
+        assert.deepEqual(a, [
+          {
+            provider: 'openai',
+            model: 'gpt-4o-mini',
+            requests: 2,
+            promptTokens: 11,
+            completionTokens: 7,
+            totalTokens: 18,
+            cachedRequests: 1,
+          },
+          {
+            provider: 'openai',
+            model: 'other',
+            requests: 1,
+            promptTokens: 10,
+            completionTokens: 5,
+            totalTokens: 15,
+            cachedRequests: 0,
+          },
+        ]);
+
+        const all = await storage.summarizeUsage({ userPathPrefix: '/', ...window });
+        assert.deepEqual(
+          all.map((r) => [r.provider, r.model, r.requests]),
+          [
+            ['anthropic', 'claude', 1],
+            ['openai', 'gpt-4o-mini', 5],
+            ['openai', 'other', 1],
+          ],
+        );
+
+        // LIKE wildcards in a path match literally.
+        const underscore = await storage.summarizeUsage({ userPathPrefix: '/a_x', ...window });
+        assert.deepEqual(underscore.map((r) => r.requests), [1]);
+        const percent = await storage.summarizeUsage({ userPathPrefix: '/a%y', ...window });
+        assert.deepEqual(percent.map((r) => r.requests), [1]);
+        assert.deepEqual(await storage.summarizeUsage({ userPathPrefix: '/a%', ...window }), []);
+
+        assert.deepEqual(await storage.summarizeUsage({ userPathPrefix: '/nobody', ...window }), []);
+        assert.deepEqual(
+          await storage.summarizeUsage({ userPathPrefix: '/a', from: at(2000), to: at(3000) }),
+          [],
+        );
+      });
+    });
+
+    it('inserts a large usage batch', async () => {
+      await withStorage(harness, async (storage) => {
+        const records = Array.from({ length: 2500 }, (_, i) =>
+          usage({ userPath: `/bulk/${i % 10}`, totalTokens: 2, latencyMs: i + 0.4, apiKeyId: 'k1' }),
+        );
+        await storage.insertUsage(records);
+        const rows = await storage.summarizeUsage({ userPathPrefix: '/bulk', from: at(0), to: at(100) });
+        assert.equal(rows[0]?.requests, 2500);
+        assert.equal(rows[0]?.totalTokens, 5000);
+      });
+    });
+
+    it('keeps data across close and reopen', async () => {
+      const store = await harness.freshStore();
+      const first = await store.open();
+      await first.insertApiKey(key('k1'));
+      await first.upsertRule(rule());
+      await first.insertUsage([usage()]);
+      await first.close();
+
+      const second = await store.open();
+      try {
+        assert.deepEqual(await second.listApiKeys(), [key('k1')]);
+        assert.deepEqual(await second.listRules(), [rule()]);
+        const rows = await second.summarizeUsage({ userPathPrefix: '/', from: at(0), to: at(100) });
+        assert.equal(rows[0]?.requests, 1);
+      } finally {
+        await second.close();
+      }
+    });
+  });
+}
