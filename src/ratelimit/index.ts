@@ -1,0 +1,21 @@
+/** Public surface of the rate-limit engine. */
+export * from './types.ts';
+export * from './normalize.ts';
+export type { BreachedLimit } from './rules.ts';
+export { messageSubject } from './rules.ts';
+export type { RateLimitHeaderData, RateLimitTriple } from './headers.ts';
+export type { RuleStatus, UserPathUsage } from './status.ts';
+export { formatTimestamp } from './status.ts';
+export type { CounterHandle, CounterRule, CounterStore } from './store.ts';
+export { MemoryCounterStore, SNAPSHOT_STRIDE } from './store.ts';
+export { retryAfterSeconds, slidingEstimate, windowStart } from './window.ts';
+export type {
+  AdmissionRefusal,
+  AdmissionResult,
+  AdmissionTarget,
+  AdmissionTicket,
+  AdmitOptions,
+  ProbeResult,
+  RateLimiterOptions,
+} from './limiter.ts';
+export { RateLimiter } from './limiter.ts';

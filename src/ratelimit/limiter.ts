@@ -1,0 +1,439 @@
+/**
+ * The rate-limit engine's facade: rule management, admission, token charging, probing
+ * and status. Pure: no I/O, no timers, no logging. Time comes from a Clock, counters
+ * live in a CounterStore.
+ */
+import type { RateLimitHeaderData } from './headers.ts';
+import { successHeaders } from './headers.ts';
+import { buildRule, normalizeUserPath } from './normalize.ts';
+import { RuleIndex } from './rule-index.ts';
+import type { BreachedLimit } from './rules.ts';
+import { canonicalKey, compareRules, CompiledRule, ruleKeyString } from './rules.ts';
+import type { RuleStatus, UserPathUsage } from './status.ts';
+import { isExhausted, ruleStatus } from './status.ts';
+import type { CounterStore } from './store.ts';
+import {
+  MemoryCounterStore,
+  SNAP_GENERATION,
+  SNAP_IN_FLIGHT,
+  SNAP_REQ_CUR,
+  SNAP_REQ_PREV,
+  SNAP_TOK_CUR,
+  SNAP_TOK_PREV,
+  SNAP_WINDOW_START,
+  SNAPSHOT_STRIDE,
+} from './store.ts';
+import type { Clock, RuleDefinition, RuleKey } from './types.ts';
+import { systemClock } from './types.ts';
+import { retryAfterSeconds, slidingEstimate } from './window.ts';
+
+/** What a request is: any of its user path, the provider instance called and the model executed. */
+export interface AdmissionTarget {
+  /** A normalised user path (see normalizeUserPath). Given → user-path rules apply. */
+  readonly userPath?: string | undefined;
+  /** Provider instance name. Given → provider rules apply. */
+  readonly provider?: string | undefined;
+  /** Model id as the provider knows it (without the provider prefix). With provider → model rules apply. */
+  readonly model?: string | undefined;
+}
+
+export interface AdmitOptions {
+  /**
+   * Default true. False for batch submissions: the request is counted in request
+   * windows but takes (and checks) no concurrency slot.
+   */
+  readonly holdSlot?: boolean;
+}
+
+export interface RateLimiterOptions {
+  readonly clock?: Clock;
+  readonly store?: CounterStore;
+  /** Enforce token caps at admission. False when usage tracking is off (token rules are then inert). Default true. */
+  readonly enforceTokens?: boolean;
+}
+
+/** An admitted request. Call release() once the response is fully sent or the client is gone. */
+export interface AdmissionTicket {
+  readonly ok: true;
+  /** Values for the x-ratelimit-* success headers; undefined when no windowed rule matched. */
+  readonly headers: RateLimitHeaderData | undefined;
+  /** Give back the concurrency slots. Idempotent; safe after the rule was reset or deleted. */
+  release(): void;
+}
+
+/** A refused request: nothing was counted. */
+export interface AdmissionRefusal {
+  readonly ok: false;
+  /** The breached limit with the longest Retry-After. */
+  readonly breach: BreachedLimit;
+  /** Seconds until a retry would be admitted with no other traffic (>= 1). */
+  readonly retryAfterSeconds: number;
+  /** The exact client message (same as breach.message). */
+  readonly message: string;
+  /** For a request/token breach: that dimension's triple with remaining 0 and reset = Retry-After. */
+  readonly headers: RateLimitHeaderData | undefined;
+}
+
+export type AdmissionResult = AdmissionTicket | AdmissionRefusal;
+
+export type ProbeResult =
+  | { readonly ok: true }
+  | { readonly ok: false; readonly retryAfterSeconds: number; readonly breach: BreachedLimit };
+
+/** Returned whenever no rule applies: nothing to release, no headers, no allocation. */
+const NO_OP_TICKET: AdmissionTicket = Object.freeze({ ok: true as const, headers: undefined, release(): void {} });
+const PROBE_OK: ProbeResult = Object.freeze({ ok: true as const });
+
+/** A flood of distinct user paths must not grow memory without bound. */
+const MATCH_CACHE_LIMIT = 10_000;
+
+/** Rules to check and count for one kind of admission, plus where its concurrency rules sit. */
+class MatchPlan {
+  readonly rules: readonly CompiledRule[];
+  readonly slots: readonly CompiledRule[];
+  /** Position of each slot rule in `rules`, to read its generation from the snapshot. */
+  readonly slotIndexes: readonly number[];
+
+  constructor(rules: readonly CompiledRule[]) {
+    this.rules = rules;
+    const slots: CompiledRule[] = [];
+    const slotIndexes: number[] = [];
+    rules.forEach((rule, i) => {
+      if (rule.concurrent) {
+        slots.push(rule);
+        slotIndexes.push(i);
+      }
+    });
+    this.slots = slots;
+    this.slotIndexes = slotIndexes;
+  }
+}
+
+/** Everything precomputed for one distinct (user path, provider, model) lookup. */
+class MatchSet {
+  readonly admission: MatchPlan;
+  /** Same without concurrency rules (holdSlot: false). */
+  readonly withoutSlots: MatchPlan;
+  readonly tokenRules: readonly CompiledRule[];
+
+  constructor(rules: readonly CompiledRule[]) {
+    this.admission = new MatchPlan(rules);
+    this.withoutSlots =
+      this.admission.slots.length === 0 ? this.admission : new MatchPlan(rules.filter((rule) => !rule.concurrent));
+    this.tokenRules = rules.filter((rule) => rule.configuredMaxTokens > 0);
+  }
+}
+
+class HeldTicket implements AdmissionTicket {
+  readonly ok = true as const;
+  readonly headers: RateLimitHeaderData | undefined;
+  private readonly store: CounterStore;
+  private readonly slots: readonly CompiledRule[];
+  /** Counter generation each slot was taken at; a reset in between makes its release a no-op. */
+  private readonly generations: readonly number[] | undefined;
+  private released = false;
+
+  constructor(
+    store: CounterStore,
+    slots: readonly CompiledRule[],
+    generations: readonly number[] | undefined,
+    headers: RateLimitHeaderData | undefined,
+  ) {
+    this.store = store;
+    this.slots = slots;
+    this.generations = generations;
+    this.headers = headers;
+  }
+
+  release(): void {
+    if (this.released) return;
+    this.released = true;
+    const generations = this.generations;
+    if (generations === undefined) return;
+    for (let i = 0; i < this.slots.length; i++) this.store.release(this.slots[i]!.counter, generations[i]!);
+  }
+}
+
+interface FoundBreach {
+  readonly breach: BreachedLimit;
+  readonly retryAfterSeconds: number;
+}
+
+export class RateLimiter {
+  private readonly clock: Clock;
+  private readonly store: CounterStore;
+  private readonly enforceTokens: boolean;
+  private readonly index = new RuleIndex();
+  private readonly matchCache = new Map<string, MatchSet>();
+  /** Reused scratch space for store snapshots; sized to the largest match set seen. */
+  private snapshot = new Float64Array(SNAPSHOT_STRIDE * 16);
+
+  constructor(options: RateLimiterOptions = {}) {
+    this.clock = options.clock ?? systemClock;
+    this.store = options.store ?? new MemoryCounterStore();
+    this.enforceTokens = options.enforceTokens ?? true;
+  }
+
+  get ruleCount(): number {
+    return this.index.size;
+  }
+
+  /** Whether any rule has a token cap (for the "token rules without usage tracking" warning). */
+  get hasTokenRules(): boolean {
+    return this.index.hasTokenRules;
+  }
+
+  get tokensEnforced(): boolean {
+    return this.enforceTokens;
+  }
+
+  // ---------------------------------------------------------------- admission
+
+  /**
+   * Check every rule matching the target and, if none is breached, count the request in
+   * every matching window and take every matching concurrency slot, atomically.
+   * Throws RangeError if `userPath` is not a valid user path (validate it first).
+   */
+  admit(target: AdmissionTarget, options?: AdmitOptions): AdmissionResult {
+    if (this.index.size === 0) return NO_OP_TICKET;
+    const set = this.matchSet(target.userPath, target.provider, target.model);
+    const plan = options !== undefined && options.holdSlot === false ? set.withoutSlots : set.admission;
+    const rules = plan.rules;
+    if (rules.length === 0) return NO_OP_TICKET;
+    const now = this.nowSeconds();
+    const snapshot = this.snapshot;
+    if (!this.store.tryAdmit(rules, now, snapshot)) return this.refusal(rules, snapshot, now);
+
+    const headers = successHeaders(rules, snapshot, now);
+    const slotIndexes = plan.slotIndexes;
+    if (slotIndexes.length === 0) return headers === undefined ? NO_OP_TICKET : new HeldTicket(this.store, plan.slots, undefined, headers);
+    const generations = new Array<number>(slotIndexes.length);
+    for (let i = 0; i < slotIndexes.length; i++) {
+      generations[i] = snapshot[slotIndexes[i]! * SNAPSHOT_STRIDE + SNAP_GENERATION]!;
+    }
+    return new HeldTicket(this.store, plan.slots, generations, headers);
+  }
+
+  /**
+   * Would a request to this provider/model be admitted now? Side-effect free; used by
+   * routing to skip saturated targets. Considers provider and model rules only.
+   */
+  probe(target: { readonly provider: string; readonly model: string }): ProbeResult {
+    if (this.index.size === 0) return PROBE_OK;
+    const rules = this.matchSet(undefined, target.provider, target.model).admission.rules;
+    if (rules.length === 0) return PROBE_OK;
+    const now = this.nowSeconds();
+    this.store.read(rules, now, this.snapshot);
+    const found = this.findBreach(rules, this.snapshot, now);
+    if (found === undefined) return PROBE_OK;
+    return { ok: false, retryAfterSeconds: found.retryAfterSeconds, breach: found.breach };
+  }
+
+  /**
+   * After a response completes: add its total tokens to every matching token window —
+   * the user path (`/` when none) and the provider and model that actually executed it.
+   */
+  chargeTokens(target: AdmissionTarget, tokens: number): void {
+    if (!(tokens > 0) || !this.index.hasTokenRules) return;
+    const set = this.matchSet(target.userPath ?? '/', target.provider, target.model);
+    if (set.tokenRules.length === 0) return;
+    this.store.addTokens(set.tokenRules, Math.ceil(tokens), this.nowSeconds());
+  }
+
+  // ---------------------------------------------------------------- rules
+
+  /** Replace the whole rule set. Counters of keys present before and after are kept; others are dropped. */
+  replaceRules(rules: readonly RuleDefinition[]): void {
+    const compiled = new Map<string, RuleDefinition>();
+    for (const rule of rules) {
+      const valid = validated(rule);
+      compiled.set(keyOf(valid), valid);
+    }
+    for (const key of [...this.index.byKey.keys()]) {
+      if (!compiled.has(key)) this.store.drop(key);
+    }
+    this.index.clear();
+    for (const [key, rule] of compiled) this.index.put(this.compile(rule, key));
+    this.invalidate();
+  }
+
+  /**
+   * Create or update the rule with this key (scope, subject case-insensitively, period).
+   * Editing only caps keeps its counters. The subject's display spelling becomes this
+   * write's. Throws RangeError with a field-naming message if the rule is invalid.
+   */
+  upsertRule(rule: RuleDefinition): RuleDefinition {
+    const valid = validated(rule);
+    const key = keyOf(valid);
+    this.index.put(this.compile(valid, key));
+    this.invalidate();
+    return valid;
+  }
+
+  /** Delete a rule and its counters. Returns false when no such rule exists. */
+  deleteRule(key: RuleKey): boolean {
+    const canonical = canonicalKey(key);
+    if (canonical === undefined || this.index.remove(canonical) === undefined) return false;
+    this.store.drop(canonical);
+    this.invalidate();
+    return true;
+  }
+
+  /** Zero one rule's counters (live tickets' later releases become no-ops). False when no such rule. */
+  resetRule(key: RuleKey): boolean {
+    const canonical = canonicalKey(key);
+    if (canonical === undefined || !this.index.byKey.has(canonical)) return false;
+    this.store.reset(canonical);
+    return true;
+  }
+
+  resetAll(): void {
+    this.store.resetAll();
+  }
+
+  getRule(key: RuleKey): RuleDefinition | undefined {
+    const canonical = canonicalKey(key);
+    return canonical === undefined ? undefined : this.index.byKey.get(canonical)?.definition;
+  }
+
+  /** All rules, sorted by scope, subject (case-insensitive), period_seconds. */
+  listRules(): RuleDefinition[] {
+    return [...this.index.byKey.values()].map((rule) => rule.definition).sort(compareRules);
+  }
+
+  // ---------------------------------------------------------------- status
+
+  /** Every rule with its live counters, sorted by scope, subject, period_seconds. */
+  status(nowMs: number = this.clock.now()): RuleStatus[] {
+    const rules = [...this.index.byKey.values()].sort((a, b) => compareRules(a.definition, b.definition));
+    return this.statusOf(rules, Math.floor(nowMs / 1000));
+  }
+
+  /**
+   * The user-path rules governing `userPath` (its own and its ancestors', root first),
+   * with their counters and whether each would refuse a request now.
+   * Throws RangeError if the path is invalid.
+   */
+  usageFor(userPath: string, nowMs: number = this.clock.now()): UserPathUsage[] {
+    const rules: CompiledRule[] = [];
+    this.index.collectUserPath(normalizedLowerPath(userPath), rules);
+    return this.statusOf(rules, Math.floor(nowMs / 1000)).map((status) => ({
+      ...status,
+      exhausted: isExhausted(status, this.enforceTokens),
+    }));
+  }
+
+  // ---------------------------------------------------------------- internals
+
+  private nowSeconds(): number {
+    return Math.floor(this.clock.now() / 1000);
+  }
+
+  private compile(rule: RuleDefinition, key: string): CompiledRule {
+    return new CompiledRule(rule, key, this.store.counter(key), this.enforceTokens);
+  }
+
+  private statusOf(rules: readonly CompiledRule[], nowSeconds: number): RuleStatus[] {
+    const snapshot = new Float64Array(rules.length * SNAPSHOT_STRIDE);
+    this.store.read(rules, nowSeconds, snapshot);
+    return rules.map((rule, i) => ruleStatus(rule, snapshot, i * SNAPSHOT_STRIDE, nowSeconds));
+  }
+
+  private invalidate(): void {
+    this.matchCache.clear();
+  }
+
+  /** Matching rules for a lookup, cached per distinct (path, provider, model) until rules change. */
+  private matchSet(userPath: string | undefined, provider: string | undefined, model: string | undefined): MatchSet {
+    // Control characters are refused in every subject and path, so they can't collide here.
+    const cacheKey = (userPath ?? '\u0001') + '\u0000' + (provider ?? '\u0001') + '\u0000' + (model ?? '\u0001');
+    const cached = this.matchCache.get(cacheKey);
+    if (cached !== undefined) return cached;
+
+    const rules: CompiledRule[] = [];
+    if (userPath !== undefined) this.index.collectUserPath(normalizedLowerPath(userPath), rules);
+    if (provider !== undefined) {
+      const lowerProvider = provider.toLowerCase();
+      this.index.collectProvider(lowerProvider, rules);
+      if (model !== undefined) this.index.collectModel(lowerProvider, model.toLowerCase(), rules);
+    }
+    const set = new MatchSet(rules);
+    if (this.snapshot.length < rules.length * SNAPSHOT_STRIDE) {
+      this.snapshot = new Float64Array(rules.length * SNAPSHOT_STRIDE * 2);
+    }
+    if (this.matchCache.size >= MATCH_CACHE_LIMIT) this.matchCache.clear();
+    this.matchCache.set(cacheKey, set);
+    return set;
+  }
+
+  private refusal(rules: readonly CompiledRule[], snapshot: Float64Array, now: number): AdmissionRefusal {
+    const found = this.findBreach(rules, snapshot, now);
+    if (found === undefined) {
+      // The store refused but the engine sees no breach: the two disagree on the arithmetic.
+      throw new Error('rate-limit store refused a request without a breached rule');
+    }
+    const { breach, retryAfterSeconds: retryAfter } = found;
+    const triple = { limit: breach.cap, remaining: 0, reset: retryAfter };
+    const headers: RateLimitHeaderData | undefined =
+      breach.kind === 'requests' ? { requests: triple } : breach.kind === 'tokens' ? { tokens: triple } : undefined;
+    return { ok: false, breach, retryAfterSeconds: retryAfter, message: breach.message, headers };
+  }
+
+  /** Every breached limit in the snapshot; the one with the longest Retry-After wins (first on a tie). */
+  private findBreach(rules: readonly CompiledRule[], snapshot: Float64Array, now: number): FoundBreach | undefined {
+    let worst: BreachedLimit | undefined;
+    let worstRetry = 0;
+    for (let i = 0; i < rules.length; i++) {
+      const rule = rules[i]!;
+      const at = i * SNAPSHOT_STRIDE;
+      if (rule.concurrent) {
+        if (snapshot[at + SNAP_IN_FLIGHT]! >= rule.maxRequests && 1 > worstRetry) {
+          worst = rule.requestBreach;
+          worstRetry = 1;
+        }
+        continue;
+      }
+      const period = rule.periodSeconds;
+      const elapsed = now - snapshot[at + SNAP_WINDOW_START]!;
+      if (rule.maxRequests > 0) {
+        const previous = snapshot[at + SNAP_REQ_PREV]!;
+        const current = snapshot[at + SNAP_REQ_CUR]!;
+        if (slidingEstimate(previous, current, period, elapsed) >= rule.maxRequests) {
+          const retry = retryAfterSeconds(previous, current, rule.maxRequests, period, elapsed);
+          if (retry > worstRetry) {
+            worst = rule.requestBreach;
+            worstRetry = retry;
+          }
+        }
+      }
+      if (rule.maxTokens > 0) {
+        const previous = snapshot[at + SNAP_TOK_PREV]!;
+        const current = snapshot[at + SNAP_TOK_CUR]!;
+        if (slidingEstimate(previous, current, period, elapsed) >= rule.maxTokens) {
+          const retry = retryAfterSeconds(previous, current, rule.maxTokens, period, elapsed);
+          if (retry > worstRetry) {
+            worst = rule.tokenBreach;
+            worstRetry = retry;
+          }
+        }
+      }
+    }
+    return worst === undefined ? undefined : { breach: worst, retryAfterSeconds: worstRetry };
+  }
+}
+
+function validated(rule: RuleDefinition): RuleDefinition {
+  const result = buildRule(rule);
+  if (!result.ok) throw new RangeError(result.error);
+  return result.value;
+}
+
+function keyOf(rule: RuleDefinition): string {
+  return ruleKeyString(rule.scope, rule.subject.toLowerCase(), rule.periodSeconds);
+}
+
+function normalizedLowerPath(userPath: string): string {
+  const path = normalizeUserPath(userPath);
+  if (!path.ok) throw new RangeError(path.error);
+  return path.value.toLowerCase();
+}

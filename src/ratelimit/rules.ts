@@ -1,0 +1,127 @@
+/**
+ * Rule identity and the compiled form of a rule: everything the hot path needs
+ * (caps as plain numbers, counter handle, pre-rendered breach messages) is computed
+ * once when a rule is written, never per request.
+ */
+import { normalizeUserPath, periodLabel } from './normalize.ts';
+import type { CounterHandle, CounterRule } from './store.ts';
+import type { LimitKind, RuleDefinition, RuleKey, Scope } from './types.ts';
+
+/** A refused limit, as reported to the client and the logs. */
+export interface BreachedLimit {
+  readonly scope: Scope;
+  /** The rule's subject with the spelling of its latest write. */
+  readonly subject: string;
+  readonly periodSeconds: number;
+  /** `minute`, `hour`, `day`, `concurrent` or `<n>s`. */
+  readonly label: string;
+  readonly kind: LimitKind;
+  readonly cap: number;
+  /** The exact client-facing message, e.g. `rate limit exceeded for /team: minute request limit of 10 reached`. */
+  readonly message: string;
+}
+
+/** Canonical key string of a rule: scope, lowercase subject, period. */
+export function ruleKeyString(scope: Scope, lowerSubject: string, periodSeconds: number): string {
+  return `${scope}\u0000${lowerSubject}\u0000${periodSeconds}`;
+}
+
+/**
+ * The canonical key of a caller-supplied RuleKey, or undefined when its subject can't
+ * name any rule (e.g. an invalid user path).
+ */
+export function canonicalKey(key: RuleKey): string | undefined {
+  let subject: string;
+  if (key.scope === 'user_path') {
+    const path = normalizeUserPath(key.subject);
+    if (!path.ok) return undefined;
+    subject = path.value;
+  } else {
+    subject = key.subject.trim();
+  }
+  return ruleKeyString(key.scope, subject.toLowerCase(), key.periodSeconds);
+}
+
+/** How the subject reads in a client message: the path, `provider <name>` or `model <subject>`. */
+export function messageSubject(scope: Scope, subject: string): string {
+  switch (scope) {
+    case 'user_path':
+      return subject;
+    case 'provider':
+      return `provider ${subject}`;
+    case 'model':
+      return `model ${subject}`;
+  }
+}
+
+export class CompiledRule implements CounterRule {
+  readonly key: string;
+  readonly definition: RuleDefinition;
+  readonly scope: Scope;
+  readonly lowerSubject: string;
+  readonly periodSeconds: number;
+  readonly concurrent: boolean;
+  /** 0 = no request cap. */
+  readonly maxRequests: number;
+  /** Token cap enforced at admission: 0 when absent or when token enforcement is off. */
+  readonly maxTokens: number;
+  /** Token cap as configured (for charging and status), 0 = none. */
+  readonly configuredMaxTokens: number;
+  readonly counter: CounterHandle;
+  readonly label: string;
+  readonly requestBreach: BreachedLimit | undefined;
+  readonly tokenBreach: BreachedLimit | undefined;
+
+  constructor(definition: RuleDefinition, key: string, counter: CounterHandle, enforceTokens: boolean) {
+    this.key = key;
+    this.definition = definition;
+    this.scope = definition.scope;
+    this.lowerSubject = definition.subject.toLowerCase();
+    this.periodSeconds = definition.periodSeconds;
+    this.concurrent = definition.periodSeconds === 0;
+    this.maxRequests = definition.maxRequests ?? 0;
+    this.configuredMaxTokens = this.concurrent ? 0 : (definition.maxTokens ?? 0);
+    this.maxTokens = enforceTokens ? this.configuredMaxTokens : 0;
+    this.counter = counter;
+    this.label = periodLabel(this.periodSeconds);
+
+    const who = messageSubject(this.scope, definition.subject);
+    const base = { scope: this.scope, subject: definition.subject, periodSeconds: this.periodSeconds, label: this.label };
+    this.requestBreach =
+      this.maxRequests === 0
+        ? undefined
+        : this.concurrent
+          ? {
+              ...base,
+              kind: 'concurrent',
+              cap: this.maxRequests,
+              message: `rate limit exceeded for ${who}: concurrent request limit of ${this.maxRequests} reached`,
+            }
+          : {
+              ...base,
+              kind: 'requests',
+              cap: this.maxRequests,
+              message: `rate limit exceeded for ${who}: ${this.label} request limit of ${this.maxRequests} reached`,
+            };
+    this.tokenBreach =
+      this.configuredMaxTokens === 0
+        ? undefined
+        : {
+            ...base,
+            kind: 'tokens',
+            cap: this.configuredMaxTokens,
+            message: `rate limit exceeded for ${who}: ${this.label} token limit of ${this.configuredMaxTokens} reached`,
+          };
+  }
+}
+
+const SCOPE_ORDER: Readonly<Record<Scope, number>> = { model: 0, provider: 1, user_path: 2 };
+
+/** Listing order: scope, subject (case-insensitive), period_seconds. */
+export function compareRules(a: RuleDefinition, b: RuleDefinition): number {
+  if (a.scope !== b.scope) return SCOPE_ORDER[a.scope] - SCOPE_ORDER[b.scope];
+  const subjectA = a.subject.toLowerCase();
+  const subjectB = b.subject.toLowerCase();
+  if (subjectA !== subjectB) return subjectA < subjectB ? -1 : 1;
+  return a.periodSeconds - b.periodSeconds;
+}

@@ -1,0 +1,91 @@
+/**
+ * Shared vocabulary of the rate-limit engine. Everything here is plain data so the
+ * config parser, the admin API and the HTTP layer can use it without pulling in the
+ * engine itself.
+ */
+
+/** What a rule protects: a consumer (user path), a provider instance or a model. */
+export type Scope = 'user_path' | 'provider' | 'model';
+
+/** `manual`: created through the admin API or dashboard; `config`: seeded from YAML/env. */
+export type RuleSource = 'manual' | 'config';
+
+/** Which cap a breach hit. */
+export type LimitKind = 'requests' | 'tokens' | 'concurrent';
+
+export const SCOPES: readonly Scope[] = ['user_path', 'provider', 'model'];
+
+/**
+ * A rate-limit rule as stored and shown. Subjects are stored with the spelling of their
+ * latest write; matching and identity are case-insensitive.
+ */
+export interface RuleDefinition {
+  readonly scope: Scope;
+  /** user_path: a normalised path (`/team/a`); provider: instance name; model: `<provider>/<model>` or `<model>`. */
+  readonly subject: string;
+  /** Window length in seconds; 0 means a concurrency (in-flight) rule. */
+  readonly periodSeconds: number;
+  /** Request cap per window, or the in-flight cap for a concurrency rule. */
+  readonly maxRequests?: number | undefined;
+  /** Token cap per window (windowed rules only). */
+  readonly maxTokens?: number | undefined;
+  readonly source: RuleSource;
+  readonly createdAt: Date;
+  readonly updatedAt: Date;
+}
+
+/** A rule's identity. The subject is compared case-insensitively. */
+export interface RuleKey {
+  readonly scope: Scope;
+  readonly subject: string;
+  readonly periodSeconds: number;
+}
+
+/** Either a value or a human-readable error that names the offending field. */
+export type Result<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: string };
+
+export function ok<T>(value: T): Result<T> {
+  return { ok: true, value };
+}
+
+export function fail<T = never>(error: string): Result<T> {
+  return { ok: false, error };
+}
+
+/** Wall clock in milliseconds since the Unix epoch. The engine floors it to whole seconds. */
+export interface Clock {
+  now(): number;
+}
+
+export const systemClock: Clock = { now: () => Date.now() };
+
+/** A clock that only moves when told to; for tests and benchmarks. */
+export class ManualClock implements Clock {
+  private ms: number;
+
+  constructor(startMs = 0) {
+    this.ms = startMs;
+  }
+
+  now(): number {
+    return this.ms;
+  }
+
+  /** Jump to an absolute time in milliseconds. */
+  set(ms: number): void {
+    this.ms = ms;
+  }
+
+  /** Jump to an absolute time in whole seconds. */
+  setSeconds(seconds: number): void {
+    this.ms = seconds * 1000;
+  }
+
+  advance(ms: number): void {
+    this.ms += ms;
+  }
+
+  advanceSeconds(seconds: number): void {
+    this.ms += seconds * 1000;
+  }
+}
