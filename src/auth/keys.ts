@@ -1,0 +1,107 @@
+/**
+ * Managed API keys. Storage holds only SHA-256 hashes; the in-memory KeyRing answers lookups
+ * on the request path without touching storage.
+ */
+
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import type { ApiKeyRecord, Storage } from '../storage/types.ts';
+
+/** Prefix that makes a Floodgate key recognisable (and greppable in leaked-secret scanners). */
+export const SECRET_PREFIX = 'fg-';
+
+/** A new secret: `fg-` + 32 random bytes, base64url (256 bits of entropy). */
+export function generateSecret(): string {
+  return SECRET_PREFIX + randomBytes(32).toString('base64url');
+}
+
+/**
+ * Hex SHA-256 of a secret. A plain fast hash is enough here (unlike passwords): the secrets are
+ * 256-bit random values, so there is no dictionary to brute-force from a leaked hash.
+ */
+export function hashSecret(secret: string): string {
+  return createHash('sha256').update(secret, 'utf8').digest('hex');
+}
+
+export interface CreateKeyInput {
+  name: string;
+  /** Normalised user path to bind the key to, or null for an unbound key. */
+  userPath: string | null;
+}
+
+export interface CreatedKey {
+  record: ApiKeyRecord;
+  /** The only time the secret exists outside the client. */
+  secret: string;
+}
+
+type KeyStorage = Pick<Storage, 'insertApiKey' | 'listApiKeys' | 'deleteApiKey'>;
+
+export class KeyRing {
+  private readonly storage: KeyStorage;
+  private readonly byHash = new Map<string, ApiKeyRecord>();
+
+  constructor(storage: KeyStorage, records: readonly ApiKeyRecord[] = []) {
+    this.storage = storage;
+    for (const record of records) this.byHash.set(record.keyHash, record);
+  }
+
+  /** Loads every stored key into memory; call once at start-up. */
+  static async load(storage: KeyStorage): Promise<KeyRing> {
+    return new KeyRing(storage, await storage.listApiKeys());
+  }
+
+  /** Creates a key: storage first, so a key is never usable unless it will survive a restart. */
+  async create(input: CreateKeyInput): Promise<CreatedKey> {
+    const secret = generateSecret();
+    const record: ApiKeyRecord = {
+      id: randomUUID(),
+      name: input.name,
+      userPath: input.userPath,
+      keyHash: hashSecret(secret),
+      createdAt: new Date(),
+    };
+    await this.storage.insertApiKey(record);
+    this.byHash.set(record.keyHash, record);
+    return { record, secret };
+  }
+
+  /** All keys, oldest first. Records carry hashes, never secrets. */
+  list(): ApiKeyRecord[] {
+    return [...this.byHash.values()].sort(
+      (a, b) => a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
+    );
+  }
+
+  get size(): number {
+    return this.byHash.size;
+  }
+
+  /**
+   * Revokes a key; false when no such key exists. Memory is updated after storage succeeds, so a
+   * failed delete leaves the key working rather than half-revoked until the next restart.
+   */
+  async revoke(id: string): Promise<boolean> {
+    const deleted = await this.storage.deleteApiKey(id);
+    let known = false;
+    for (const [hash, record] of this.byHash) {
+      if (record.id === id) {
+        this.byHash.delete(hash);
+        known = true;
+      }
+    }
+    return deleted || known;
+  }
+
+  /**
+   * The key record for a presented secret, or undefined. No storage access.
+   *
+   * Why a Map lookup is timing-safe here: the secret is hashed before any comparison, so what
+   * the Map compares is SHA-256(presented) against stored hashes. Timing can at best reveal how
+   * much of an attacker's *own* digest matches a stored digest, and because SHA-256 is preimage
+   * resistant that gives no way to steer the next guess towards a real secret; the secret itself
+   * never takes part in a variable-time comparison.
+   */
+  lookup(secret: string): ApiKeyRecord | undefined {
+    return this.byHash.get(hashSecret(secret));
+  }
+}

@@ -1,0 +1,109 @@
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { describe, it } from 'node:test';
+import { KeyRing, generateSecret, hashSecret } from '../../src/auth/keys.ts';
+import { SqliteStorage } from '../../src/storage/sqlite.ts';
+import type { ApiKeyRecord } from '../../src/storage/types.ts';
+
+async function memoryStorage(): Promise<SqliteStorage> {
+  const storage = new SqliteStorage({ path: ':memory:' });
+  await storage.migrate();
+  return storage;
+}
+
+describe('generateSecret / hashSecret', () => {
+  it('makes fg- + 32 random bytes in base64url', () => {
+    const secret = generateSecret();
+    assert.match(secret, /^fg-[A-Za-z0-9_-]{43}$/);
+    assert.equal(Buffer.from(secret.slice(3), 'base64url').length, 32);
+    assert.notEqual(generateSecret(), secret);
+  });
+
+  it('hashes to hex SHA-256', () => {
+    assert.equal(hashSecret('abc'), createHash('sha256').update('abc').digest('hex'));
+    assert.match(hashSecret(generateSecret()), /^[0-9a-f]{64}$/);
+  });
+});
+
+describe('KeyRing', () => {
+  it('creates keys, stores only the hash, and looks them up', async () => {
+    const storage = await memoryStorage();
+    const ring = await KeyRing.load(storage);
+    const { record, secret } = await ring.create({ name: 'ci', userPath: '/team/ci' });
+    assert.equal(record.name, 'ci');
+    assert.equal(record.userPath, '/team/ci');
+    assert.equal(record.keyHash, hashSecret(secret));
+    assert.ok(record.createdAt instanceof Date);
+
+    const stored = await storage.listApiKeys();
+    assert.equal(stored.length, 1);
+    assert.equal(stored[0]?.keyHash, hashSecret(secret));
+    assert.ok(!JSON.stringify(stored).includes(secret));
+
+    assert.deepEqual(ring.lookup(secret), record);
+    assert.equal(ring.lookup(`${secret}x`), undefined);
+    assert.equal(ring.lookup(''), undefined);
+    await storage.close();
+  });
+
+  it('loads existing keys at start-up', async () => {
+    const storage = await memoryStorage();
+    const first = await KeyRing.load(storage);
+    const a = await first.create({ name: 'a', userPath: null });
+    const b = await first.create({ name: 'b', userPath: '/b' });
+
+    const second = await KeyRing.load(storage);
+    assert.equal(second.size, 2);
+    assert.deepEqual(second.lookup(a.secret)?.id, a.record.id);
+    assert.deepEqual(second.lookup(b.secret)?.userPath, '/b');
+    assert.deepEqual(
+      second.list().map((k) => k.name).sort(), // same-millisecond keys tie on createdAt
+      ['a', 'b'],
+    );
+    await storage.close();
+  });
+
+  it('lookup does not touch storage', async () => {
+    const storage = await memoryStorage();
+    const ring = await KeyRing.load(storage);
+    const { secret, record } = await ring.create({ name: 'x', userPath: null });
+    await storage.close(); // any storage call would now throw
+    assert.equal(ring.lookup(secret)?.id, record.id);
+  });
+
+  it('revokes keys', async () => {
+    const storage = await memoryStorage();
+    const ring = await KeyRing.load(storage);
+    const { secret, record } = await ring.create({ name: 'x', userPath: null });
+    const other = await ring.create({ name: 'y', userPath: null });
+    assert.equal(await ring.revoke(record.id), true);
+    assert.equal(ring.lookup(secret), undefined);
+    assert.equal(await ring.revoke(record.id), false);
+    assert.equal(await ring.revoke('no-such-id'), false);
+    assert.deepEqual(ring.list().map((k) => k.id), [other.record.id]);
+    assert.deepEqual((await storage.listApiKeys()).map((k) => k.id), [other.record.id]);
+    await storage.close();
+  });
+
+  it('does not add a key to memory when storage fails', async () => {
+    const failing = {
+      insertApiKey: async (): Promise<void> => {
+        throw new Error('disk full');
+      },
+      listApiKeys: async (): Promise<ApiKeyRecord[]> => [],
+      deleteApiKey: async (): Promise<boolean> => false,
+    };
+    const ring = await KeyRing.load(failing);
+    await assert.rejects(ring.create({ name: 'x', userPath: null }), /disk full/);
+    assert.equal(ring.size, 0);
+  });
+
+  it('keeps a key working when revoking it fails in storage', async () => {
+    const storage = await memoryStorage();
+    const ring = await KeyRing.load(storage);
+    const { secret, record } = await ring.create({ name: 'x', userPath: null });
+    await storage.close();
+    await assert.rejects(ring.revoke(record.id));
+    assert.equal(ring.lookup(secret)?.id, record.id);
+  });
+});

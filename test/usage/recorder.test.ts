@@ -1,0 +1,208 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { UsageBufferOverflowError, UsageRecorder } from '../../src/usage/recorder.ts';
+import type { UsageRecord } from '../../src/storage/types.ts';
+
+function rec(n: number): UsageRecord {
+  return {
+    timestamp: new Date(1_700_000_000_000 + n),
+    userPath: '/t',
+    provider: 'mock',
+    model: 'm',
+    endpoint: '/v1/chat/completions',
+    promptTokens: n,
+    completionTokens: 0,
+    totalTokens: n,
+    cached: false,
+    status: 200,
+    latencyMs: 1,
+    apiKeyId: null,
+  };
+}
+
+/** A fake sink that records each batch and can be told to fail or to block. */
+class FakeSink {
+  batches: UsageRecord[][] = [];
+  failNext = 0;
+  gate: Promise<void> | undefined;
+  calls = 0;
+
+  get written(): number[] {
+    return this.batches.flat().map((r) => r.promptTokens);
+  }
+
+  async insertUsage(records: UsageRecord[]): Promise<void> {
+    this.calls++;
+    if (this.gate) await this.gate;
+    if (this.failNext > 0) {
+      this.failNext--;
+      throw new Error('database is down');
+    }
+    this.batches.push([...records]);
+  }
+}
+
+const range = (from: number, to: number): number[] =>
+  Array.from({ length: to - from }, (_, i) => from + i);
+
+describe('UsageRecorder', () => {
+  it('record() does no I/O; flush() writes in batches, in order', async () => {
+    const sink = new FakeSink();
+    const recorder = new UsageRecorder(sink, { batchSize: 4, flushIntervalMs: 60_000 });
+    for (const n of range(0, 3)) recorder.record(rec(n));
+    assert.equal(sink.calls, 0);
+    assert.equal(recorder.pending, 3);
+    await recorder.flush();
+    assert.deepEqual(sink.written, [0, 1, 2]);
+    assert.equal(recorder.pending, 0);
+
+    for (const n of range(3, 13)) recorder.record(rec(n));
+    await recorder.close();
+    assert.deepEqual(sink.written, range(0, 13));
+    assert.ok(sink.batches.every((b) => b.length <= 4));
+  });
+
+  it('flushes early once a batch is full', async () => {
+    const sink = new FakeSink();
+    const recorder = new UsageRecorder(sink, { batchSize: 3, flushIntervalMs: 60_000 });
+    for (const n of range(0, 3)) recorder.record(rec(n));
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(sink.written, [0, 1, 2]);
+    await recorder.close();
+  });
+
+  it('flushes on the timer', async () => {
+    const sink = new FakeSink();
+    const recorder = new UsageRecorder(sink, { flushIntervalMs: 20 });
+    recorder.record(rec(1));
+    await new Promise((r) => setTimeout(r, 80));
+    assert.deepEqual(sink.written, [1]);
+    await recorder.close();
+  });
+
+  it('keeps records when a write fails and retries them first on the next flush', async () => {
+    const sink = new FakeSink();
+    const errors: Error[] = [];
+    const recorder = new UsageRecorder(sink, {
+      batchSize: 2,
+      flushIntervalMs: 60_000,
+      onError: (e) => errors.push(e),
+    });
+    for (const n of range(0, 5)) recorder.record(rec(n));
+    await recorder.flush(); // full-batch trigger wrote [0,1]; [2,3],[4] now pending
+    sink.failNext = 1;
+    recorder.record(rec(5));
+    await recorder.flush();
+    assert.equal(errors.length, 1);
+    assert.match(errors[0]?.message ?? '', /database is down/);
+    assert.equal(recorder.pending, 4 - sink.written.length + 2);
+
+    recorder.record(rec(6));
+    await recorder.flush();
+    assert.deepEqual(sink.written, range(0, 7));
+    assert.equal(recorder.pending, 0);
+    await recorder.close();
+  });
+
+  it('does not retry on every record() while storage is failing', async () => {
+    const sink = new FakeSink();
+    const recorder = new UsageRecorder(sink, { batchSize: 1, flushIntervalMs: 60_000, onError: () => {} });
+    sink.failNext = 2;
+    recorder.record(rec(0)); // background flush fails
+    await recorder.flush(); // and so does this one
+    const calls = sink.calls;
+    assert.equal(calls, 2);
+    for (const n of range(1, 50)) recorder.record(rec(n));
+    await new Promise((r) => setImmediate(r));
+    assert.equal(sink.calls, calls);
+    await recorder.flush();
+    assert.deepEqual(sink.written, range(0, 50));
+    await recorder.close();
+  });
+
+  it('flush() waits for a write already in progress and for records queued meanwhile', async () => {
+    const sink = new FakeSink();
+    let open!: () => void;
+    sink.gate = new Promise((r) => (open = r));
+    const recorder = new UsageRecorder(sink, { batchSize: 2, flushIntervalMs: 60_000 });
+    recorder.record(rec(0));
+    recorder.record(rec(1)); // triggers a background flush, now blocked on the gate
+    recorder.record(rec(2));
+    assert.equal(recorder.pending, 3);
+    const flushed = recorder.flush();
+    open();
+    sink.gate = undefined;
+    await flushed;
+    assert.deepEqual(sink.written, [0, 1, 2]);
+    await recorder.close();
+  });
+
+  it('bounds the buffer, dropping the oldest records with a counted warning', async () => {
+    const sink = new FakeSink();
+    const errors: Error[] = [];
+    const recorder = new UsageRecorder(sink, {
+      batchSize: 2,
+      maxBuffered: 10,
+      flushIntervalMs: 60_000,
+      onError: (e) => errors.push(e),
+    });
+    sink.failNext = 1_000;
+    recorder.record(rec(0));
+    recorder.record(rec(1)); // background flush fails
+    await recorder.flush();
+    for (const n of range(2, 14)) recorder.record(rec(n));
+    assert.ok(recorder.pending <= 10);
+    assert.ok(recorder.dropped > 0);
+    assert.equal(recorder.dropped, 14 - recorder.pending);
+    sink.failNext = 0;
+    await recorder.flush();
+    const overflow = errors.find((e) => e instanceof UsageBufferOverflowError);
+    assert.ok(overflow instanceof UsageBufferOverflowError);
+    assert.equal(overflow.totalDropped, recorder.dropped);
+    // What survived is the newest records, in order.
+    assert.deepEqual(sink.written, range(14 - sink.written.length, 14));
+    await recorder.close();
+  });
+
+  it('a throwing onError does not break flushing', async () => {
+    const sink = new FakeSink();
+    const recorder = new UsageRecorder(sink, {
+      flushIntervalMs: 60_000,
+      onError: () => {
+        throw new Error('bad callback');
+      },
+    });
+    sink.failNext = 1;
+    recorder.record(rec(0));
+    await recorder.flush();
+    await recorder.flush();
+    assert.deepEqual(sink.written, [0]);
+    await recorder.close();
+  });
+
+  it('is a no-op when disabled', async () => {
+    const sink = new FakeSink();
+    const recorder = new UsageRecorder(sink, { enabled: false });
+    recorder.record(rec(0));
+    assert.equal(recorder.pending, 0);
+    await recorder.flush();
+    await recorder.close();
+    assert.equal(sink.calls, 0);
+  });
+
+  it('writes through real SQLite storage', async () => {
+    const { SqliteStorage } = await import('../../src/storage/sqlite.ts');
+    const storage = new SqliteStorage({ path: ':memory:' });
+    await storage.migrate();
+    const recorder = new UsageRecorder(storage, { batchSize: 100, flushIntervalMs: 60_000 });
+    for (const n of range(0, 1234)) recorder.record(rec(1));
+    await recorder.close();
+    const rows = await storage.summarizeUsage({
+      userPathPrefix: '/',
+      from: new Date(0),
+      to: new Date(2_000_000_000_000),
+    });
+    assert.equal(rows[0]?.requests, 1234);
+    await storage.close();
+  });
+});
