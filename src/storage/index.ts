@@ -7,6 +7,7 @@ import { SqliteStorage } from './sqlite.ts';
 import type { Storage } from './types.ts';
 
 export type { Storage } from './types.ts';
+export { MemoryStorage, MemoryStore } from './memory.ts';
 export { PostgresStorage } from './postgres.ts';
 export { SqliteStorage } from './sqlite.ts';
 

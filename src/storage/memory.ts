@@ -1,0 +1,135 @@
+/**
+ * In-memory Storage for tests and throwaway runs. It passes the same contract suite as the real
+ * databases, so code tested against it behaves the same on SQLite and PostgreSQL.
+ */
+
+import { planConfigReseed, ruleKeyString, subtreePrefix } from './shared.ts';
+import type {
+  ApiKeyRecord,
+  RuleKey,
+  Storage,
+  StoredRule,
+  UsageQuery,
+  UsageRecord,
+  UsageSummaryRow,
+} from './types.ts';
+
+/** The data behind one or more MemoryStorage handles (a "database" that outlives a close). */
+export class MemoryStore {
+  readonly keys = new Map<string, ApiKeyRecord>();
+  readonly rules = new Map<string, StoredRule>();
+  readonly usage: UsageRecord[] = [];
+  migrated = false;
+}
+
+const byText = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+const clone = <T extends object>(value: T): T => ({ ...value });
+
+export class MemoryStorage implements Storage {
+  /** Reported as the embedded, single-process kind so the interface's `kind` union stays as is. */
+  readonly kind = 'sqlite' as const;
+  readonly store: MemoryStore;
+
+  constructor(store: MemoryStore = new MemoryStore()) {
+    this.store = store;
+  }
+
+  async migrate(): Promise<void> {
+    this.store.migrated = true;
+  }
+
+  async schemaVersion(): Promise<number> {
+    return this.store.migrated ? 1 : 0;
+  }
+
+  async appliedMigrationCount(): Promise<number> {
+    return this.store.migrated ? 1 : 0;
+  }
+
+  async insertApiKey(key: ApiKeyRecord): Promise<void> {
+    if (this.store.keys.has(key.id)) throw new Error(`duplicate api key id ${key.id}`);
+    for (const existing of this.store.keys.values()) {
+      if (existing.keyHash === key.keyHash) throw new Error('duplicate api key hash');
+    }
+    this.store.keys.set(key.id, clone(key));
+  }
+
+  async listApiKeys(): Promise<ApiKeyRecord[]> {
+    return [...this.store.keys.values()]
+      .map(clone)
+      .sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || byText(a.id, b.id));
+  }
+
+  async deleteApiKey(id: string): Promise<boolean> {
+    return this.store.keys.delete(id);
+  }
+
+  async listRules(): Promise<StoredRule[]> {
+    return [...this.store.rules.values()]
+      .map(clone)
+      .sort(
+        (a, b) =>
+          byText(a.scope, b.scope) ||
+          byText(a.subject.toLowerCase(), b.subject.toLowerCase()) ||
+          a.periodSeconds - b.periodSeconds,
+      );
+  }
+
+  async upsertRule(rule: StoredRule): Promise<void> {
+    const key = ruleKeyString(rule);
+    const prev = this.store.rules.get(key);
+    this.store.rules.set(key, { ...rule, createdAt: prev ? prev.createdAt : rule.createdAt });
+  }
+
+  async deleteRule(key: RuleKey): Promise<boolean> {
+    return this.store.rules.delete(ruleKeyString(key));
+  }
+
+  async replaceConfigRules(rules: StoredRule[]): Promise<RuleKey[]> {
+    const plan = planConfigReseed([...this.store.rules.values()], rules);
+    for (const [key, rule] of this.store.rules) {
+      if (rule.source === 'config') this.store.rules.delete(key);
+    }
+    for (const rule of plan.inserts) this.store.rules.set(ruleKeyString(rule), clone(rule));
+    return plan.skipped;
+  }
+
+  async insertUsage(records: UsageRecord[]): Promise<void> {
+    for (const r of records) this.store.usage.push(clone(r));
+  }
+
+  async summarizeUsage(query: UsageQuery): Promise<UsageSummaryRow[]> {
+    const prefix = subtreePrefix(query.userPathPrefix)?.toLowerCase() ?? null;
+    const from = query.from.getTime();
+    const to = query.to.getTime();
+    const groups = new Map<string, UsageSummaryRow>();
+    for (const r of this.store.usage) {
+      const ts = r.timestamp.getTime();
+      if (ts < from || ts >= to) continue;
+      const path = r.userPath.toLowerCase();
+      if (prefix !== null && path !== prefix && !path.startsWith(`${prefix}/`)) continue;
+      const id = `${r.provider}\u0000${r.model}`;
+      let row = groups.get(id);
+      if (!row) {
+        row = {
+          provider: r.provider,
+          model: r.model,
+          requests: 0,
+          promptTokens: 0,
+          completionTokens: 0,
+          totalTokens: 0,
+          cachedRequests: 0,
+        };
+        groups.set(id, row);
+      }
+      row.requests++;
+      row.promptTokens += r.promptTokens;
+      row.completionTokens += r.completionTokens;
+      row.totalTokens += r.totalTokens;
+      if (r.cached) row.cachedRequests++;
+    }
+    return [...groups.values()].sort((a, b) => byText(a.provider, b.provider) || byText(a.model, b.model));
+  }
+
+  async close(): Promise<void> {}
+}

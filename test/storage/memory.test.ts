@@ -1,0 +1,16 @@
+import { MemoryStorage, MemoryStore } from '../../src/storage/memory.ts';
+import { storageContract } from './contract.ts';
+import type { InspectableStorage } from './contract.ts';
+
+storageContract('memory', {
+  async freshStore() {
+    const store = new MemoryStore();
+    return {
+      async open(): Promise<InspectableStorage> {
+        const storage = new MemoryStorage(store);
+        await storage.migrate();
+        return storage;
+      },
+    };
+  },
+});
