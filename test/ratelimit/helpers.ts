@@ -1,0 +1,44 @@
+import assert from 'node:assert/strict';
+import { ManualClock, RateLimiter } from '../../src/ratelimit/index.ts';
+import type { AdmissionRefusal, AdmissionResult, AdmissionTicket, RuleDefinition, Scope } from '../../src/ratelimit/index.ts';
+
+/** 2023-11-14T22:14:00Z: aligned to minute windows (not to hours or days). */
+export const T0 = 1_700_000_040;
+/** 2023-11-15T00:00:00Z: aligned to minute, hour and day windows. */
+export const MIDNIGHT = 1_700_006_400;
+
+export const CREATED = new Date('2024-01-02T03:04:05.678Z');
+
+export function rule(
+  scope: Scope,
+  subject: string,
+  periodSeconds: number,
+  caps: { maxRequests?: number; maxTokens?: number },
+): RuleDefinition {
+  return { scope, subject, periodSeconds, ...caps, source: 'manual', createdAt: CREATED, updatedAt: CREATED };
+}
+
+export function setup(rules: RuleDefinition[], options: { enforceTokens?: boolean; startSeconds?: number } = {}) {
+  const clock = new ManualClock((options.startSeconds ?? T0) * 1000);
+  const limiter = new RateLimiter({ clock, enforceTokens: options.enforceTokens ?? true });
+  limiter.replaceRules(rules);
+  return { clock, limiter };
+}
+
+export function admitted(result: AdmissionResult): AdmissionTicket {
+  assert.ok(result.ok, result.ok ? '' : `refused: ${result.message}`);
+  return result;
+}
+
+export function refused(result: AdmissionResult): AdmissionRefusal {
+  assert.ok(!result.ok, 'expected a refusal');
+  return result;
+}
+
+export function statusOf(limiter: RateLimiter, scope: Scope, subject: string, periodSeconds: number) {
+  const found = limiter.status().find(
+    (s) => s.scope === scope && s.subject.toLowerCase() === subject.toLowerCase() && s.period_seconds === periodSeconds,
+  );
+  assert.ok(found, `no status for ${scope} ${subject} ${periodSeconds}`);
+  return found;
+}
