@@ -1,0 +1,6 @@
+#!/usr/bin/env node
+// Runs the compiled build when present (`npm run build`), else the TypeScript sources directly
+// (Node >= 22.18 strips types natively outside node_modules).
+import { existsSync } from 'node:fs';
+const compiled = new URL('../dist/cli.js', import.meta.url);
+await import(existsSync(compiled) ? compiled.href : new URL('../src/cli.ts', import.meta.url).href);

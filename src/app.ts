@@ -1,0 +1,142 @@
+import { isIP } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import { KeyRing } from './auth/keys.ts';
+import type { RuleSeed } from './config/load.ts';
+import type { GatewayConfig } from './config/schema.ts';
+import type { HttpServices } from './http/context.ts';
+import { buildServer } from './http/server.ts';
+import { createProviders } from './providers/registry.ts';
+import type { Provider } from './providers/types.ts';
+import { Resolver } from './routing/resolver.ts';
+import { openStorage } from './storage/index.ts';
+import type { Storage } from './storage/types.ts';
+import { UsageRecorder } from './usage/recorder.ts';
+
+export interface GatewayOptions {
+  config: GatewayConfig;
+  /** Rate-limit rules declared in the config file and environment. */
+  rateLimitSeeds?: readonly RuleSeed[];
+  logger: FastifyBaseLogger;
+  /** Milliseconds since the epoch; injectable for tests. */
+  now?: () => number;
+  /** How long shutdown waits for in-flight requests before closing their sockets. */
+  shutdownGraceMs?: number;
+}
+
+export interface Gateway {
+  readonly server: FastifyInstance;
+  readonly url: string;
+  readonly port: number;
+  /** Stops accepting, lets in-flight requests finish (bounded), flushes usage, closes storage. */
+  close(): Promise<void>;
+}
+
+export class StartupError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'StartupError';
+  }
+}
+
+const BUILT_IN_MOCK = { mock: { type: 'mock' as const } };
+
+export async function startGateway(options: GatewayOptions): Promise<Gateway> {
+  const { config, logger } = options;
+  const now = options.now ?? Date.now;
+  const masterKey = config.server.master_key || undefined;
+  assertSafeListen(config.server.host, masterKey);
+  if (!masterKey) logger.warn('MASTER_KEY is not set: every route is open (allowed on a loopback host only)');
+
+  const storage = await openStorage(config.storage, { onError: (err) => logger.error({ err }, 'storage connection error') });
+  const cleanup: Array<() => Promise<void>> = [() => storage.close()];
+  try {
+    const providerConfigs = Object.keys(config.providers).length > 0 ? config.providers : BUILT_IN_MOCK;
+    if (providerConfigs === BUILT_IN_MOCK) logger.info('no provider configured: serving the built-in mock provider (instance "mock")');
+    const providers = createProviders(providerConfigs);
+    cleanup.push(() => Promise.all(providers.map((p) => p.close())).then(() => undefined));
+    const resolver = new Resolver(providers, await discoverModels(providers, logger));
+
+    const keys = await KeyRing.load(storage);
+    const usage = new UsageRecorder(storage, {
+      enabled: config.usage.enabled,
+      onError: (err) => logger.error({ err }, 'writing usage records failed; will retry'),
+    });
+    cleanup.unshift(() => usage.close());
+
+    const services: HttpServices = {
+      options: {
+        masterKey,
+        userPathHeader: config.server.user_path_header.toLowerCase(),
+        bodyLimitBytes: config.server.body_limit,
+        logger,
+      },
+      resolver,
+      keys,
+      storage,
+      usage,
+      now,
+    };
+    const server = buildServer(services);
+    await server.listen({ host: config.server.host, port: config.server.port });
+    const port = (server.server.address() as AddressInfo).port;
+    const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;
+    const url = `http://${host}:${port}`;
+    logger.info({ url, providers: providers.map((p) => p.name) }, 'floodgate listening');
+    return {
+      server,
+      url,
+      port,
+      close: () => shutdown(server, cleanup, options.shutdownGraceMs ?? 10_000, logger),
+    };
+  } catch (err) {
+    await runAll(cleanup, logger);
+    throw err;
+  }
+}
+
+async function discoverModels(providers: readonly Provider[], logger: FastifyBaseLogger): Promise<Map<string, string[]>> {
+  const entries = await Promise.all(
+    providers.map(async (provider): Promise<[string, string[]]> => {
+      try {
+        return [provider.name, await provider.listModels()];
+      } catch (err) {
+        logger.warn({ err, provider: provider.name }, 'model discovery failed: the provider accepts any provider/model name');
+        return [provider.name, []];
+      }
+    }),
+  );
+  return new Map(entries);
+}
+
+/** A gateway reachable from other machines must not run open. */
+function assertSafeListen(host: string, masterKey: string | undefined): void {
+  if (masterKey) return;
+  if (host === 'localhost' || host === '::1' || (isIP(host) === 4 && host.startsWith('127.'))) return;
+  throw new StartupError(`refusing to listen on non-loopback HOST ${host} without MASTER_KEY: set MASTER_KEY, or HOST=127.0.0.1`);
+}
+
+async function shutdown(server: FastifyInstance, cleanup: Array<() => Promise<void>>, graceMs: number, logger: FastifyBaseLogger): Promise<void> {
+  const closing = server.close();
+  const grace = setTimeout(() => {
+    logger.warn('in-flight requests did not finish in time; closing their connections');
+    server.server.closeAllConnections();
+  }, graceMs);
+  grace.unref();
+  try {
+    await closing;
+  } finally {
+    clearTimeout(grace);
+    await runAll(cleanup, logger);
+  }
+}
+
+async function runAll(steps: Array<() => Promise<void>>, logger: FastifyBaseLogger): Promise<void> {
+  for (const step of steps) {
+    try {
+      await step();
+    } catch (err) {
+      logger.error({ err }, 'shutdown step failed');
+    }
+  }
+}

@@ -1,0 +1,37 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { KeyRing } from '../auth/keys.ts';
+import type { Resolver } from '../routing/resolver.ts';
+import type { Storage } from '../storage/types.ts';
+import type { UsageRecorder } from '../usage/recorder.ts';
+
+/** What the HTTP layer needs from the rest of the gateway; built once in app.ts. */
+export interface HttpServices {
+  options: HttpOptions;
+  resolver: Resolver;
+  keys: KeyRing;
+  storage: Storage;
+  usage: UsageRecorder;
+  now(): number;
+}
+
+export interface HttpOptions {
+  masterKey: string | undefined;
+  /** Lower-case header name carrying the caller's user path. */
+  userPathHeader: string;
+  bodyLimitBytes: number;
+  logger: FastifyBaseLogger | boolean;
+}
+
+/** Who is calling, settled by the auth hook before any route runs. */
+export interface Identity {
+  userPath: string;
+  /** Managed key id, or null for the master key / open mode. */
+  keyId: string | null;
+  isMaster: boolean;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    identity: Identity;
+  }
+}

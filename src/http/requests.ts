@@ -1,0 +1,60 @@
+import { z } from 'zod';
+import type { Endpoint } from '../providers/types.ts';
+import { badRequest } from './errors.ts';
+import { parseBody } from './validation.ts';
+
+/** A model request after validation: what routing and the provider adapters need. */
+export interface ModelRequest {
+  endpoint: Endpoint;
+  /** The model name as the client sent it. */
+  model: string;
+  stream: boolean;
+  json?: Record<string, unknown>;
+  form?: FormData;
+}
+
+const modelField = z.string({ error: 'must be a string' }).trim().min(1, { error: 'must not be empty' });
+const streamField = z.boolean({ error: 'must be a boolean' }).optional();
+
+// Loose objects: the gateway checks what it needs and forwards the rest untouched.
+const schemas = {
+  chat: z.looseObject({ model: modelField, messages: z.array(z.unknown(), { error: 'must be an array' }).min(1, { error: 'must not be empty' }), stream: streamField }),
+  responses: z.looseObject({ model: modelField, stream: streamField }),
+  embeddings: z.looseObject({ model: modelField, input: z.union([z.string(), z.array(z.unknown())], { error: 'must be a string or an array' }) }),
+  speech: z.looseObject({ model: modelField, input: z.string({ error: 'must be a string' }) }),
+  messages: z.looseObject({
+    model: modelField,
+    messages: z.array(z.unknown(), { error: 'must be an array' }).min(1, { error: 'must not be empty' }),
+    max_tokens: z.int({ error: 'must be an integer' }).positive({ error: 'must be at least 1' }),
+    stream: streamField,
+  }),
+} satisfies Record<Exclude<Endpoint, 'transcriptions'>, z.ZodType>;
+
+export function parseJsonRequest(endpoint: Exclude<Endpoint, 'transcriptions'>, body: unknown): ModelRequest {
+  const data = parseBody(schemas[endpoint], body);
+  return { endpoint, model: data.model, stream: (data as { stream?: boolean }).stream === true, json: body as Record<string, unknown> };
+}
+
+export async function parseTranscriptionRequest(raw: Buffer, contentType: string | undefined): Promise<ModelRequest> {
+  if (!contentType?.toLowerCase().startsWith('multipart/form-data')) {
+    throw badRequest('audio transcriptions take a multipart/form-data body', null, 'invalid_content_type');
+  }
+  let form: FormData;
+  try {
+    form = await new Request('http://gateway.invalid/', { method: 'POST', body: raw, headers: { 'content-type': contentType } }).formData();
+  } catch {
+    throw badRequest('malformed multipart/form-data body');
+  }
+  const model = form.get('model');
+  if (typeof model !== 'string' || model.trim() === '') throw badRequest('model: required form field (a string)', 'model');
+  if (!(form.get('file') instanceof Blob)) throw badRequest('file: required form field (an audio file)', 'file');
+  return { endpoint: 'transcriptions', model: model.trim(), stream: form.get('stream') === 'true', form };
+}
+
+/** Encodes a form again with the provider's model id in place of the client's. */
+export async function encodeFormForModel(form: FormData, model: string): Promise<{ body: Buffer; contentType: string }> {
+  const copy = new FormData();
+  for (const [name, value] of form) copy.append(name, name === 'model' ? model : value);
+  const encoded = new Response(copy);
+  return { body: Buffer.from(await encoded.arrayBuffer()), contentType: encoded.headers.get('content-type') ?? 'multipart/form-data' };
+}

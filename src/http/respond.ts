@@ -1,0 +1,89 @@
+import { once } from 'node:events';
+import type { FastifyReply } from 'fastify';
+import type { ProviderResult } from '../providers/types.ts';
+import { GatewayError, errorBody, type ErrorDialect } from './errors.ts';
+
+/**
+ * Writes a provider's answer to the client. Buffered answers go through fastify; streams are
+ * written straight to the socket chunk by chunk (reply.hijack) so nothing is held back.
+ * Resolves when the answer was fully written or the client went away.
+ */
+export async function sendResult(
+  reply: FastifyReply,
+  result: ProviderResult,
+  dialect: ErrorDialect,
+  extraHeaders: Record<string, string> | undefined,
+): Promise<void> {
+  if (result.status >= 400) {
+    const body = Buffer.isBuffer(result.body) ? result.body : await collect(result.body);
+    const err = upstreamError(result.status, body, result.headers);
+    if (extraHeaders) reply.headers(extraHeaders);
+    await reply.code(err.status).headers(err.headers ?? {}).type('application/json').send(errorBody(err, dialect));
+    return;
+  }
+  if (Buffer.isBuffer(result.body)) {
+    if (extraHeaders) reply.headers(extraHeaders);
+    await reply.code(result.status).headers(result.headers).send(result.body);
+    return;
+  }
+  await writeStream(reply, result, extraHeaders);
+}
+
+async function writeStream(reply: FastifyReply, result: ProviderResult, extraHeaders: Record<string, string> | undefined): Promise<void> {
+  reply.hijack();
+  const raw = reply.raw;
+  const headers: Record<string, string> = { ...result.headers, ...extraHeaders };
+  raw.writeHead(result.status, headers);
+  const isSse = (result.headers['content-type'] ?? '').includes('text/event-stream');
+  try {
+    for await (const chunk of result.body as AsyncIterable<Buffer>) {
+      if (raw.destroyed) return;
+      if (!raw.write(chunk)) await once(raw, 'drain');
+    }
+    raw.end();
+  } catch (err) {
+    if (raw.destroyed) return;
+    if (isSse) {
+      // Headers are gone already: tell an SSE client in-band, then end the stream.
+      const message = err instanceof Error ? err.message : 'upstream stream failed';
+      raw.end(`data: ${JSON.stringify({ error: { type: 'provider_error', message: `upstream stream failed: ${message}`, param: null, code: 'stream_interrupted' } })}\n\n`);
+    } else {
+      raw.destroy();
+    }
+    throw err;
+  }
+}
+
+async function collect(body: AsyncIterable<Buffer>): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of body) chunks.push(chunk);
+  return Buffer.concat(chunks);
+}
+
+/** Re-wraps an upstream error body as a gateway `provider_error`, keeping its message and code. */
+export function upstreamError(status: number, body: Buffer, headers: Record<string, string>): GatewayError {
+  let message = `upstream returned HTTP ${status}`;
+  let code: string | null = null;
+  try {
+    const parsed: unknown = JSON.parse(body.toString('utf8'));
+    const inner = isRecord(parsed) && isRecord(parsed.error) ? parsed.error : parsed;
+    if (isRecord(inner)) {
+      if (typeof inner.message === 'string' && inner.message !== '') message = inner.message;
+      if (typeof inner.code === 'string') code = inner.code;
+      else if (typeof inner.type === 'string') code = inner.type;
+    }
+  } catch {
+    const text = body.toString('utf8').trim();
+    if (text !== '') message = `${message}: ${text.slice(0, 500)}`;
+  }
+  const passOn: Record<string, string> = {};
+  for (const name of ['retry-after', 'retry-after-ms']) {
+    const value = headers[name];
+    if (value !== undefined) passOn[name] = value;
+  }
+  return new GatewayError({ status, type: 'provider_error', message, code, headers: passOn });
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}

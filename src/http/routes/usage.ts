@@ -1,0 +1,53 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import type { HttpServices } from '../context.ts';
+import { badRequest } from '../errors.ts';
+import { parseBody } from '../validation.ts';
+
+const DAY_MS = 86_400_000;
+const dateParam = z.string().regex(/^\d{4}-\d{2}-\d{2}(T[\d:.]+Z)?$/, { error: 'must be a date (YYYY-MM-DD) or an RFC 3339 UTC time' });
+const usageQuery = z.strictObject({ from: dateParam.optional(), to: dateParam.optional() });
+
+/** `GET /v1/usage?from&to`: the caller's own usage (its user path and below), by provider and model. */
+export function registerUsage(app: FastifyInstance, services: HttpServices): void {
+  app.get('/v1/usage', async (request) => {
+    const query = parseBody(usageQuery, request.query);
+    const to = query.to ? endOf(query.to) : new Date(services.now());
+    const from = query.from ? parseDate(query.from, 'from') : new Date(to.getTime() - 30 * DAY_MS);
+    if (from.getTime() >= to.getTime()) throw badRequest('from: must be before to', 'from');
+    const userPath = request.identity.userPath;
+    // Recent records may still sit in the recorder's buffer; a usage query is rare enough to wait for them.
+    await services.usage.flush();
+    const rows = await services.storage.summarizeUsage({ userPathPrefix: userPath, from, to });
+    const totals = { requests: 0, prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, cached_requests: 0 };
+    const byModel = rows.map((row) => {
+      totals.requests += row.requests;
+      totals.prompt_tokens += row.promptTokens;
+      totals.completion_tokens += row.completionTokens;
+      totals.total_tokens += row.totalTokens;
+      totals.cached_requests += row.cachedRequests;
+      return {
+        provider: row.provider,
+        model: row.model,
+        requests: row.requests,
+        prompt_tokens: row.promptTokens,
+        completion_tokens: row.completionTokens,
+        total_tokens: row.totalTokens,
+        cached_requests: row.cachedRequests,
+      };
+    });
+    return { user_path: userPath, from: from.toISOString(), to: to.toISOString(), totals, by_model: byModel };
+  });
+}
+
+function parseDate(value: string, field: string): Date {
+  const date = new Date(value.length === 10 ? `${value}T00:00:00Z` : value);
+  if (Number.isNaN(date.getTime())) throw badRequest(`${field}: not a valid date`, field);
+  return date;
+}
+
+/** A bare date as `to` means the whole of that day. */
+function endOf(value: string): Date {
+  const date = parseDate(value, 'to');
+  return value.length === 10 ? new Date(date.getTime() + DAY_MS) : date;
+}

@@ -1,0 +1,63 @@
+import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
+import { registerAuth } from './auth.ts';
+import type { HttpServices } from './context.ts';
+import { GatewayError, dialectOf, sendError } from './errors.ts';
+import { registerAdminKeys } from './routes/admin-keys.ts';
+import { registerModelEndpoints } from './routes/model-endpoints.ts';
+import { registerPassthrough } from './routes/passthrough.ts';
+import { registerUsage } from './routes/usage.ts';
+
+export function buildServer(services: HttpServices): FastifyInstance {
+  const app = Fastify({
+    logger: services.options.logger,
+    bodyLimit: services.options.bodyLimitBytes,
+    disableRequestLogging: true,
+    return503OnClosing: true,
+    forceCloseConnections: false,
+  });
+
+  registerAuth(app, services);
+  app.get('/health', async () => ({ status: 'ok' }));
+  registerModelEndpoints(app, services);
+  registerPassthrough(app, services);
+  registerUsage(app, services);
+  registerAdminKeys(app, services);
+
+  app.setNotFoundHandler((request, reply) => {
+    sendError(reply, new GatewayError({ status: 404, type: 'not_found_error', message: `no route for ${request.method} ${request.url.split('?')[0]}`, code: 'route_not_found' }), dialectOf(request.url));
+  });
+
+  app.setErrorHandler((error: FastifyError | GatewayError | Error, request, reply) => {
+    const dialect = dialectOf(request.url);
+    if (error instanceof GatewayError) return sendError(reply, error, dialect);
+    const mapped = mapFrameworkError(error as FastifyError, services.options.bodyLimitBytes);
+    if (mapped) return sendError(reply, mapped, dialect);
+    request.log.error({ err: error }, 'unhandled error');
+    return sendError(reply, new GatewayError({ status: 500, type: 'provider_error', message: 'internal gateway error', code: 'internal_error' }), dialect);
+  });
+
+  return app;
+}
+
+/** Fastify's own errors (body parsing, limits) get the gateway's error shape and a plain message. */
+function mapFrameworkError(error: FastifyError, bodyLimit: number): GatewayError | undefined {
+  switch (error.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new GatewayError({ status: 413, type: 'invalid_request_error', message: `request body exceeds the limit of ${bodyLimit} bytes`, code: 'request_too_large' });
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new GatewayError({ status: 415, type: 'invalid_request_error', message: 'unsupported content type: send application/json', code: 'unsupported_media_type' });
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return new GatewayError({ status: 400, type: 'invalid_request_error', message: 'request body is empty: send a JSON object', code: 'invalid_json' });
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new GatewayError({ status: 400, type: 'invalid_request_error', message: 'content-length does not match the body', code: 'invalid_body' });
+    default:
+      break;
+  }
+  if (error.statusCode === 400 && error instanceof SyntaxError) {
+    return new GatewayError({ status: 400, type: 'invalid_request_error', message: `malformed JSON body: ${error.message}`, code: 'invalid_json' });
+  }
+  if (typeof error.statusCode === 'number' && error.statusCode >= 400 && error.statusCode < 500) {
+    return new GatewayError({ status: error.statusCode, type: 'invalid_request_error', message: error.message, code: null });
+  }
+  return undefined;
+}
