@@ -84,8 +84,13 @@ export type ProbeResult =
 const NO_OP_TICKET: AdmissionTicket = Object.freeze({ ok: true as const, headers: undefined, release(): void {} });
 const PROBE_OK: ProbeResult = Object.freeze({ ok: true as const });
 
-/** A flood of distinct user paths must not grow memory without bound. */
+/** Most distinct lookups cached before the cache starts over. */
 const MATCH_CACHE_LIMIT = 10_000;
+/**
+ * Stands for an absent path/provider/model in the match cache. Control characters are
+ * refused in every valid path and subject, so no real value collides with it.
+ */
+const NONE = '\u0000';
 
 /** Rules to check and count for one kind of admission, plus where its concurrency rules sit. */
 class MatchPlan {
@@ -164,7 +169,12 @@ export class RateLimiter {
   private readonly store: CounterStore;
   private readonly enforceTokens: boolean;
   private readonly index = new RuleIndex();
-  private readonly matchCache = new Map<string, MatchSet>();
+  /**
+   * Resolved match sets by user path → provider → model (NONE for an absent part).
+   * Nested maps rather than one concatenated key: no string building per request.
+   */
+  private readonly matchCache = new Map<string, Map<string, Map<string, MatchSet>>>();
+  private matchCacheSize = 0;
   /** Reused scratch space for store snapshots; sized to the largest match set seen. */
   private snapshot = new Float64Array(SNAPSHOT_STRIDE * 16);
 
@@ -341,15 +351,23 @@ export class RateLimiter {
 
   private invalidate(): void {
     this.matchCache.clear();
+    this.matchCacheSize = 0;
   }
 
   /** Matching rules for a lookup, cached per distinct (path, provider, model) until rules change. */
   private matchSet(userPath: string | undefined, provider: string | undefined, model: string | undefined): MatchSet {
-    // Control characters are refused in every subject and path, so they can't collide here.
-    const cacheKey = (userPath ?? '\u0001') + '\u0000' + (provider ?? '\u0001') + '\u0000' + (model ?? '\u0001');
-    const cached = this.matchCache.get(cacheKey);
-    if (cached !== undefined) return cached;
+    const byProvider = this.matchCache.get(userPath ?? NONE);
+    if (byProvider !== undefined) {
+      const byModel = byProvider.get(provider ?? NONE);
+      if (byModel !== undefined) {
+        const cached = byModel.get(model ?? NONE);
+        if (cached !== undefined) return cached;
+      }
+    }
+    return this.resolveMatchSet(userPath, provider, model);
+  }
 
+  private resolveMatchSet(userPath: string | undefined, provider: string | undefined, model: string | undefined): MatchSet {
     const rules: CompiledRule[] = [];
     if (userPath !== undefined) this.index.collectUserPath(normalizedLowerPath(userPath), rules);
     if (provider !== undefined) {
@@ -361,8 +379,20 @@ export class RateLimiter {
     if (this.snapshot.length < rules.length * SNAPSHOT_STRIDE) {
       this.snapshot = new Float64Array(rules.length * SNAPSHOT_STRIDE * 2);
     }
-    if (this.matchCache.size >= MATCH_CACHE_LIMIT) this.matchCache.clear();
-    this.matchCache.set(cacheKey, set);
+    // A flood of distinct paths must not grow memory without bound: start over past the limit.
+    if (this.matchCacheSize >= MATCH_CACHE_LIMIT) this.invalidate();
+    let byProvider = this.matchCache.get(userPath ?? NONE);
+    if (byProvider === undefined) {
+      byProvider = new Map();
+      this.matchCache.set(userPath ?? NONE, byProvider);
+    }
+    let byModel = byProvider.get(provider ?? NONE);
+    if (byModel === undefined) {
+      byModel = new Map();
+      byProvider.set(provider ?? NONE, byModel);
+    }
+    byModel.set(model ?? NONE, set);
+    this.matchCacheSize++;
     return set;
   }
 
