@@ -1,0 +1,54 @@
+/**
+ * `floodgate check-config FILE`: validates without starting anything. Prints every error, or a
+ * short summary of what the file declares so an operator can eyeball it.
+ */
+import { ConfigError } from './errors.ts';
+import { loadConfig } from './load.ts';
+import { periodLabel } from '../ratelimit/normalize.ts';
+
+export interface CheckResult {
+  ok: boolean;
+  lines: string[];
+}
+
+export function checkConfigFile(file: string, env: NodeJS.ProcessEnv, cwd?: string): CheckResult {
+  let loaded;
+  try {
+    loaded = loadConfig({ file, env, cwd });
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      const n = err.errors.length;
+      return { ok: false, lines: [`${file}: ${n} error${n === 1 ? '' : 's'}`, ...err.errors.map((e) => `  error: ${e}`)] };
+    }
+    throw err;
+  }
+  const { config, rateLimitSeeds, warnings } = loaded;
+  const lines = [`${file}: OK`];
+
+  const providers = Object.entries(config.providers);
+  lines.push(
+    providers.length === 0
+      ? '  providers: none (the built-in mock provider will be served)'
+      : `  providers: ${providers
+          .map(([name, p]) => `${name} (${p.type}${p.models ? `, ${p.models.length} model${p.models.length === 1 ? '' : 's'}` : ''})`)
+          .join(', ')}`,
+  );
+  const aliases = Object.entries(config.aliases);
+  lines.push(`  aliases: ${aliases.length === 0 ? 'none' : aliases.map(([name, a]) => `${name} (${a.strategy}, ${a.targets.length} target${a.targets.length === 1 ? '' : 's'})`).join(', ')}`);
+  const failover = Object.keys(config.failover).length;
+  if (failover > 0) lines.push(`  failover: ${failover} model${failover === 1 ? '' : 's'}`);
+
+  const count = (scope: string): number => rateLimitSeeds.filter((s) => s.scope === scope).length;
+  lines.push(
+    `  rate limits: ${config.rate_limits.enabled ? 'enabled' : 'disabled'}; ${count('user_path')} user-path, ${count('provider')} provider, ${count('model')} model rule(s)`,
+  );
+  for (const s of rateLimitSeeds) {
+    const caps = [s.maxRequests !== undefined ? `${s.maxRequests} requests` : '', s.maxTokens !== undefined ? `${s.maxTokens} tokens` : '']
+      .filter((c) => c !== '')
+      .join(', ');
+    lines.push(`    ${s.scope} ${s.subject} ${periodLabel(s.periodSeconds)}: ${caps}  [${s.origin}]`);
+  }
+  lines.push(`  storage: ${config.storage.type}; usage tracking ${config.usage.enabled ? 'on' : 'off'}`);
+  for (const w of warnings) lines.push(`  warning: ${w}`);
+  return { ok: true, lines };
+}

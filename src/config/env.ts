@@ -1,0 +1,242 @@
+/**
+ * Environment overrides (env wins over the file) and the rate-limit env seeds
+ * (`SET_RATE_LIMIT_*`, `SET_PROVIDER_RATE_LIMIT_*`). Every error names the variable.
+ *
+ * An empty override variable (`HOST=`) counts as unset: container tooling often passes empty
+ * strings for variables it does not define, and an empty host or port is never intended.
+ */
+import type { Env } from './interpolate.ts';
+import { formatIssues } from './issues.ts';
+import { normalizeUserPath, validateProviderSubject } from '../ratelimit/normalize.ts';
+import { limitsSchema, parseBoolean, type LimitConfig, type PeriodName } from './schema.ts';
+
+type Kind = 'string' | 'boolean' | 'port' | 'storage_type' | 'header' | 'postgres_url';
+
+interface Override {
+  variable: string;
+  path: readonly string[];
+  kind: Kind;
+}
+
+export const ENV_OVERRIDES: readonly Override[] = [
+  { variable: 'HOST', path: ['server', 'host'], kind: 'string' },
+  { variable: 'PORT', path: ['server', 'port'], kind: 'port' },
+  { variable: 'MASTER_KEY', path: ['server', 'master_key'], kind: 'string' },
+  { variable: 'USER_PATH_HEADER', path: ['server', 'user_path_header'], kind: 'header' },
+  { variable: 'STORAGE_TYPE', path: ['storage', 'type'], kind: 'storage_type' },
+  { variable: 'SQLITE_PATH', path: ['storage', 'sqlite', 'path'], kind: 'string' },
+  { variable: 'POSTGRES_URL', path: ['storage', 'postgres', 'url'], kind: 'postgres_url' },
+  { variable: 'USAGE_ENABLED', path: ['usage', 'enabled'], kind: 'boolean' },
+  { variable: 'RATE_LIMITS_ENABLED', path: ['rate_limits', 'enabled'], kind: 'boolean' },
+];
+
+/** Parses a port: an integer 0..65535; undefined when malformed. */
+export function parsePort(raw: string | number): number | undefined {
+  const n = typeof raw === 'number' ? raw : /^\s*\d+\s*$/.test(raw) ? Number(raw) : NaN;
+  return Number.isInteger(n) && n >= 0 && n <= 65535 ? n : undefined;
+}
+
+function parseOverride(o: Override, raw: string): { value: unknown } | { error: string } {
+  const v = raw.trim();
+  switch (o.kind) {
+    case 'string':
+      return { value: v };
+    case 'boolean': {
+      const b = parseBoolean(v);
+      return b === undefined
+        ? { error: `${o.variable}: must be a boolean (true/false, 1/0, yes/no, on/off), got "${raw}"` }
+        : { value: b };
+    }
+    case 'port': {
+      const p = parsePort(v);
+      return p === undefined ? { error: `${o.variable}: must be an integer 0..65535, got "${raw}"` } : { value: p };
+    }
+    case 'storage_type': {
+      const t = v.toLowerCase();
+      return t === 'sqlite' || t === 'postgres'
+        ? { value: t }
+        : { error: `${o.variable}: must be one of sqlite, postgres, got "${raw}"` };
+    }
+    case 'header':
+      return /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(v)
+        ? { value: v }
+        : { error: `${o.variable}: must be a valid HTTP header name, got "${raw}"` };
+    case 'postgres_url':
+      return /^postgres(ql)?:\/\//.test(v)
+        ? { value: v }
+        : { error: `${o.variable}: must be a postgres:// or postgresql:// URL` };
+  }
+}
+
+/**
+ * Writes environment overrides into the parsed (pre-validation) tree, so overridden values go
+ * through the same schema and cross-checks as file values. Returns the variables applied.
+ */
+export function applyEnvOverrides(
+  tree: Record<string, unknown>,
+  env: Env,
+): { errors: string[]; applied: string[] } {
+  const errors: string[] = [];
+  const applied: string[] = [];
+  for (const o of ENV_OVERRIDES) {
+    const raw = env[o.variable];
+    if (raw === undefined || raw.trim() === '') continue;
+    const parsed = parseOverride(o, raw);
+    if ('error' in parsed) {
+      errors.push(parsed.error);
+      continue;
+    }
+    if (setIn(tree, o.path, parsed.value)) applied.push(o.variable);
+  }
+  return { errors, applied };
+}
+
+/** Sets a nested value, creating absent sections; leaves malformed sections for the schema to report. */
+function setIn(tree: Record<string, unknown>, path: readonly string[], value: unknown): boolean {
+  let node = tree;
+  for (const key of path.slice(0, -1)) {
+    const next = node[key];
+    if (next === undefined || next === null) node[key] = {};
+    else if (typeof next !== 'object' || Array.isArray(next)) return false;
+    node = node[key] as Record<string, unknown>;
+  }
+  node[path[path.length - 1] as string] = value;
+  return true;
+}
+
+// ---- rate-limit seeds -----------------------------------------------------------------------
+
+export const USER_PATH_PREFIX = 'SET_RATE_LIMIT_';
+export const PROVIDER_PREFIX = 'SET_PROVIDER_RATE_LIMIT_';
+
+export interface EnvRuleEntry {
+  /** The variable that declared it, e.g. `SET_RATE_LIMIT_TEAM__ALICE`. */
+  variable: string;
+  /** Normalised user path, or provider name. */
+  subject: string;
+  limits: LimitConfig[];
+}
+
+const COMPACT: Record<string, { period: PeriodName; cap: 'max_requests' | 'max_tokens' }> = {
+  rpm: { period: 'minute', cap: 'max_requests' },
+  tpm: { period: 'minute', cap: 'max_tokens' },
+  rph: { period: 'hour', cap: 'max_requests' },
+  tph: { period: 'hour', cap: 'max_tokens' },
+  rpd: { period: 'day', cap: 'max_requests' },
+  tpd: { period: 'day', cap: 'max_tokens' },
+  concurrent: { period: 'concurrent', cap: 'max_requests' },
+};
+const COMPACT_NAMES = Object.keys(COMPACT).join(', ');
+
+/** `SET_RATE_LIMIT_<SUFFIX>` suffix → user path: lowercased, `__` separates segments, `_` stays. */
+export function userPathFromSuffix(suffix: string): { ok: true; value: string } | { ok: false; error: string } {
+  const raw = suffix.toLowerCase().split('__').join('/');
+  return normalizeUserPath(raw, `user path "${raw}"`);
+}
+
+/** `SET_PROVIDER_RATE_LIMIT_<NAME>` suffix → provider name: `_` → `-`, lowercased. */
+export function providerFromSuffix(suffix: string): string {
+  return suffix.replaceAll('_', '-').toLowerCase();
+}
+
+/**
+ * Parses a limit value: compact `rpm=100,tpm=50000,concurrent=10` (items for one period merge into
+ * one rule) or a JSON array of limit objects validated exactly like YAML limits.
+ */
+export function parseLimitValue(variable: string, raw: string): { limits: LimitConfig[]; errors: string[] } {
+  const value = raw.trim();
+  if (value === '') {
+    return { limits: [], errors: [`${variable}: empty value (expected e.g. rpm=100,tpm=50000 or a JSON array of limits)`] };
+  }
+  if (value.startsWith('[') || value.startsWith('{')) return parseJsonLimits(variable, value);
+  return parseCompactLimits(variable, value);
+}
+
+function parseJsonLimits(variable: string, value: string): { limits: LimitConfig[]; errors: string[] } {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch (err) {
+    return { limits: [], errors: [`${variable}: invalid JSON: ${(err as Error).message}`] };
+  }
+  if (!Array.isArray(parsed)) {
+    return { limits: [], errors: [`${variable}: expected a JSON array of limits, e.g. [{"period_seconds":300,"max_requests":10}]`] };
+  }
+  const result = limitsSchema.safeParse(parsed);
+  if (!result.success) return { limits: [], errors: formatIssues(result.error.issues, [variable]) };
+  return { limits: result.data, errors: [] };
+}
+
+function parseCompactLimits(variable: string, value: string): { limits: LimitConfig[]; errors: string[] } {
+  const errors: string[] = [];
+  const seen = new Set<string>();
+  const byPeriod = new Map<PeriodName, LimitConfig>();
+  for (const rawItem of value.split(',')) {
+    const item = rawItem.trim();
+    const eq = item.indexOf('=');
+    if (eq === -1) {
+      errors.push(
+        item === ''
+          ? `${variable}: empty item (expected name=value pairs separated by commas, e.g. rpm=100,tpm=50000)`
+          : `${variable}: malformed item "${item}" (expected name=value, e.g. rpm=100)`,
+      );
+      continue;
+    }
+    const name = item.slice(0, eq).trim().toLowerCase();
+    const num = item.slice(eq + 1).trim();
+    const spec = COMPACT[name];
+    if (spec === undefined) {
+      errors.push(`${variable}: unknown limit name "${name}" (expected ${COMPACT_NAMES})`);
+      continue;
+    }
+    if (seen.has(name)) {
+      errors.push(`${variable}: duplicate limit name "${name}"`);
+      continue;
+    }
+    seen.add(name);
+    if (!/^\d+$/.test(num) || Number(num) < 1 || !Number.isSafeInteger(Number(num))) {
+      errors.push(`${variable}: ${name} must be an integer >= 1, got "${num}"`);
+      continue;
+    }
+    const rule = byPeriod.get(spec.period) ?? { period: spec.period };
+    rule[spec.cap] = Number(num);
+    byPeriod.set(spec.period, rule);
+  }
+  return errors.length > 0 ? { limits: [], errors } : { limits: [...byPeriod.values()], errors };
+}
+
+/** Reads every rate-limit seed variable, sorted by name so results are deterministic. */
+export function parseRateLimitEnv(env: Env): {
+  userPaths: EnvRuleEntry[];
+  providers: EnvRuleEntry[];
+  errors: string[];
+} {
+  const userPaths: EnvRuleEntry[] = [];
+  const providers: EnvRuleEntry[] = [];
+  const errors: string[] = [];
+  for (const variable of Object.keys(env).sort()) {
+    const raw = env[variable];
+    if (raw === undefined) continue;
+    if (variable.startsWith(USER_PATH_PREFIX)) {
+      const subject = userPathFromSuffix(variable.slice(USER_PATH_PREFIX.length));
+      if (!subject.ok) {
+        errors.push(`${variable}: ${subject.error}`);
+        continue;
+      }
+      const parsed = parseLimitValue(variable, raw);
+      errors.push(...parsed.errors);
+      if (parsed.errors.length === 0) userPaths.push({ variable, subject: subject.value, limits: parsed.limits });
+    } else if (variable.startsWith(PROVIDER_PREFIX)) {
+      const subject = providerFromSuffix(variable.slice(PROVIDER_PREFIX.length));
+      const checked = validateProviderSubject(subject, 'provider name');
+      if (!checked.ok) {
+        errors.push(`${variable}: ${checked.error}`);
+        continue;
+      }
+      const parsed = parseLimitValue(variable, raw);
+      errors.push(...parsed.errors);
+      if (parsed.errors.length === 0) providers.push({ variable, subject, limits: parsed.limits });
+    }
+  }
+  return { userPaths, providers, errors };
+}

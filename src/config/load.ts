@@ -1,0 +1,281 @@
+/**
+ * Loads the gateway configuration: file resolution, YAML parsing, interpolation, environment
+ * overrides, schema validation, rate-limit seeds and cross-reference checks. All problems are
+ * collected and thrown together as one ConfigError so an operator sees every mistake at once.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { isAbsolute, relative, resolve } from 'node:path';
+import { LineCounter, parseDocument } from 'yaml';
+import { applyEnvOverrides, parsePort, parseRateLimitEnv, type EnvRuleEntry } from './env.ts';
+import { ConfigError, formatPath } from './errors.ts';
+import { interpolate, type Env } from './interpolate.ts';
+import { formatIssues } from './issues.ts';
+import { configSchema, type GatewayConfig, type LimitConfig } from './schema.ts';
+import { buildSeeds, type RuleEntry, type RuleSeed } from './seeds.ts';
+
+export type { GatewayConfig } from './schema.ts';
+export type { RuleSeed } from './seeds.ts';
+export { ConfigError } from './errors.ts';
+
+export const BUILT_IN_DEFAULTS = 'built-in defaults';
+export const DEFAULT_CONFIG_FILE = 'floodgate.yaml';
+/** Instance name of the provider served when none is configured (CONTRACT §1). */
+export const BUILT_IN_MOCK_PROVIDER = 'mock';
+
+export const TOKEN_RULES_WITHOUT_USAGE_WARNING =
+  'token limits are configured but usage tracking is off (USAGE_ENABLED=false); they will not be enforced';
+
+export interface LoadOptions {
+  /** Explicit config file (`--config`); relative paths resolve against `cwd`. */
+  file?: string | undefined;
+  env: NodeJS.ProcessEnv;
+  cwd?: string | undefined;
+  /** `--port`, which wins over PORT and the file. */
+  portOverride?: number | undefined;
+}
+
+export interface LoadedConfig {
+  config: GatewayConfig;
+  rateLimitSeeds: RuleSeed[];
+  /** Absolute path of the file read, or 'built-in defaults'. */
+  source: string;
+  warnings: string[];
+}
+
+interface ResolvedFile {
+  path: string;
+  /** How the file is named in messages and seed origins (relative to cwd when inside it). */
+  label: string;
+}
+
+/** Loads and validates the configuration; throws ConfigError listing every problem. */
+export function loadConfig(options: LoadOptions): LoadedConfig {
+  const env: Env = options.env;
+  const cwd = options.cwd ?? process.cwd();
+  const errors: string[] = [];
+  const warnings: string[] = [];
+
+  // 1. Which file, and its parsed tree.
+  const resolved = resolveFile(options.file, env, cwd, errors);
+  let tree: unknown = {};
+  if (resolved) {
+    const parsed = readYaml(resolved, errors, warnings);
+    if (parsed !== undefined) tree = parsed;
+  }
+  // A YAML or file error leaves no trustworthy tree, but env problems are still worth reporting.
+  const fileOk = errors.length === 0;
+
+  // 2. Interpolation over string scalars.
+  const interpolated = interpolate(tree, env);
+  errors.push(...interpolated.errors);
+  warnings.push(...interpolated.warnings);
+  const raw: unknown = interpolated.value === null || interpolated.value === undefined ? {} : interpolated.value;
+
+  // 3. Environment overrides are written into the tree so they pass the same validation.
+  // Their errors are listed after the file's own, which is where an operator looks first.
+  const envErrors: string[] = [];
+  if (isPlainObject(raw)) {
+    const overrides = applyEnvOverrides(raw, env);
+    envErrors.push(...overrides.errors);
+    if (options.portOverride !== undefined) {
+      const port = parsePort(options.portOverride);
+      if (port === undefined) envErrors.push(`--port: must be an integer 0..65535, got ${options.portOverride}`);
+      else setPort(raw, port);
+    }
+  }
+  const envRules = parseRateLimitEnv(env);
+  envErrors.push(...envRules.errors);
+
+  // 4. Schema. Cross-reference checks below need a valid tree, so they only run when it is.
+  if (!fileOk) throw new ConfigError([...errors, ...envErrors]);
+  const result = configSchema.safeParse(raw, { reportInput: true });
+  if (!result.success) errors.push(...formatIssues(result.error.issues, [], interpolated.unset));
+  errors.push(...envErrors);
+  if (!result.success) throw new ConfigError(errors);
+  const config = result.data;
+
+  // 5. Rate-limit seeds: env entries replace YAML entries for the same subject.
+  const fileLabel = resolved?.label ?? BUILT_IN_DEFAULTS;
+  const entries = mergeRuleEntries(config, envRules.userPaths, envRules.providers, fileLabel);
+  const seeds = buildSeeds(entries);
+  errors.push(...seeds.errors);
+
+  // 6. Cross references.
+  checkReferences(config, entries, errors, warnings);
+  if (!config.usage.enabled && seeds.seeds.some((s) => s.maxTokens !== undefined)) {
+    warnings.push(TOKEN_RULES_WITHOUT_USAGE_WARNING);
+  }
+
+  if (errors.length > 0) throw new ConfigError(errors);
+  return { config, rateLimitSeeds: seeds.seeds, source: resolved?.path ?? BUILT_IN_DEFAULTS, warnings };
+}
+
+// ---- file -----------------------------------------------------------------------------------
+
+function resolveFile(file: string | undefined, env: Env, cwd: string, errors: string[]): ResolvedFile | undefined {
+  let chosen: string | undefined;
+  let via = '';
+  if (file !== undefined && file !== '') {
+    chosen = file;
+  } else if (env['FLOODGATE_CONFIG'] !== undefined && env['FLOODGATE_CONFIG'].trim() !== '') {
+    chosen = env['FLOODGATE_CONFIG'].trim();
+    via = 'FLOODGATE_CONFIG: ';
+  } else {
+    const fallback = resolve(cwd, DEFAULT_CONFIG_FILE);
+    if (!existsSync(fallback)) return undefined;
+    chosen = fallback;
+  }
+  const path = resolve(cwd, chosen);
+  if (!existsSync(path)) {
+    errors.push(`${via}config file not found: ${path}`);
+    return undefined;
+  }
+  const rel = relative(cwd, path);
+  const label = rel !== '' && !rel.startsWith('..') && !isAbsolute(rel) ? rel : path;
+  return { path, label };
+}
+
+function readYaml(file: ResolvedFile, errors: string[], warnings: string[]): unknown {
+  let text: string;
+  try {
+    text = readFileSync(file.path, 'utf8');
+  } catch (err) {
+    errors.push(`cannot read config file ${file.path}: ${(err as Error).message}`);
+    return undefined;
+  }
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, { lineCounter, prettyErrors: false });
+  const at = (offset: number): string => {
+    const { line, col } = lineCounter.linePos(offset);
+    return `${file.label}:${line}:${col}`;
+  };
+  for (const w of doc.warnings) warnings.push(`${at(w.pos[0])}: ${w.message}`);
+  if (doc.errors.length > 0) {
+    // Later parse errors are mostly a cascade of the first one, so only the first is shown in full.
+    const [first] = doc.errors;
+    const more = doc.errors.length - 1;
+    if (first) {
+      errors.push(`${at(first.pos[0])}: YAML syntax error: ${first.message}${more > 0 ? ` (and ${more} more after it)` : ''}`);
+    }
+    return undefined;
+  }
+  try {
+    return doc.toJS();
+  } catch (err) {
+    // e.g. excessive alias expansion ("billion laughs").
+    errors.push(`${file.label}: ${(err as Error).message}`);
+    return undefined;
+  }
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+function setPort(tree: Record<string, unknown>, port: number): void {
+  const server = tree['server'];
+  if (server === undefined || server === null) tree['server'] = { port };
+  else if (isPlainObject(server)) server['port'] = port;
+}
+
+// ---- rate-limit entries ---------------------------------------------------------------------
+
+function mergeRuleEntries(
+  config: GatewayConfig,
+  envUserPaths: readonly EnvRuleEntry[],
+  envProviders: readonly EnvRuleEntry[],
+  fileLabel: string,
+): RuleEntry[] {
+  const rl = config.rate_limits;
+  const envPathKeys = new Set(envUserPaths.map((e) => e.subject.toLowerCase()));
+  const envProviderKeys = new Set(envProviders.map((e) => e.subject.toLowerCase()));
+
+  const entries: RuleEntry[] = [];
+  const keptPaths: { path: string; limits: LimitConfig[] }[] = [];
+  rl.user_paths.forEach((item, i) => {
+    if (envPathKeys.has(item.path.toLowerCase())) return;
+    keptPaths.push(item);
+    entries.push(yamlEntry('user_path', item.path, item.limits, fileLabel, `rate_limits.user_paths[${i}]`));
+  });
+  const keptProviders: { name: string; limits: LimitConfig[] }[] = [];
+  rl.providers.forEach((item, i) => {
+    if (envProviderKeys.has(item.name.toLowerCase())) return;
+    keptProviders.push(item);
+    entries.push(yamlEntry('provider', item.name, item.limits, fileLabel, `rate_limits.providers[${i}]`));
+  });
+  rl.models.forEach((item, i) => {
+    entries.push(yamlEntry('model', item.model, item.limits, fileLabel, `rate_limits.models[${i}]`));
+  });
+  for (const e of envUserPaths) {
+    keptPaths.push({ path: e.subject, limits: e.limits });
+    entries.push({ scope: 'user_path', subject: e.subject, limits: e.limits, origin: `env ${e.variable}`, indexLimits: false });
+  }
+  for (const e of envProviders) {
+    keptProviders.push({ name: e.subject, limits: e.limits });
+    entries.push({ scope: 'provider', subject: e.subject, limits: e.limits, origin: `env ${e.variable}`, indexLimits: false });
+  }
+  // The resolved config shows the effective rules, env replacements included.
+  rl.user_paths = keptPaths;
+  rl.providers = keptProviders;
+  return entries;
+}
+
+function yamlEntry(
+  scope: RuleEntry['scope'],
+  subject: string,
+  limits: LimitConfig[],
+  fileLabel: string,
+  path: string,
+): RuleEntry {
+  return { scope, subject, limits, origin: `${fileLabel} ${path}`, indexLimits: true };
+}
+
+// ---- cross references -----------------------------------------------------------------------
+
+function checkReferences(config: GatewayConfig, entries: readonly RuleEntry[], errors: string[], warnings: string[]): void {
+  const configured = Object.keys(config.providers);
+  // With no provider configured the gateway serves the built-in mock instance (CONTRACT §1).
+  const names = configured.length > 0 ? configured : [BUILT_IN_MOCK_PROVIDER];
+  const known = names.join(', ');
+
+  /** Checks a `provider/model` reference; bare models and alias names are resolved at run time. */
+  const checkModelRef = (model: string, where: string): void => {
+    const slash = model.indexOf('/');
+    if (slash === -1) return;
+    const provider = model.slice(0, slash);
+    const modelId = model.slice(slash + 1);
+    if (!names.includes(provider)) {
+      errors.push(`${where}: unknown provider "${provider}" in "${model}" (configured: ${known})`);
+      return;
+    }
+    const listed = config.providers[provider]?.models;
+    if (listed !== undefined && !listed.includes(modelId)) {
+      warnings.push(`${where}: provider "${provider}" does not list model "${modelId}" in its models`);
+    }
+  };
+
+  for (const [alias, def] of Object.entries(config.aliases)) {
+    def.targets.forEach((t, i) => checkModelRef(t.model, formatPath(['aliases', alias, 'targets', i])));
+  }
+  for (const [model, candidates] of Object.entries(config.failover)) {
+    checkModelRef(model, formatPath(['failover', model]));
+    candidates.forEach((c, i) => {
+      const where = formatPath(['failover', model, i]);
+      if (c === model) errors.push(`${where}: "${c}" cannot be a failover candidate for itself`);
+      else checkModelRef(c, where);
+    });
+  }
+
+  // Rules naming providers that do not exist are not fatal (the provider may be added later) but
+  // almost always a typo, so they are reported.
+  const lower = new Set(names.map((n) => n.toLowerCase()));
+  for (const entry of entries) {
+    if (entry.scope === 'provider' && !lower.has(entry.subject.toLowerCase())) {
+      warnings.push(`${entry.origin}: rate limit for provider "${entry.subject}", which is not configured (configured: ${known})`);
+    }
+    const slash = entry.subject.indexOf('/');
+    if (entry.scope === 'model' && slash !== -1 && !lower.has(entry.subject.slice(0, slash).toLowerCase())) {
+      warnings.push(`${entry.origin}: rate limit for model "${entry.subject}", whose provider is not configured (configured: ${known})`);
+    }
+  }
+}

@@ -1,0 +1,369 @@
+/**
+ * The zod schema of floodgate.yaml (CONTRACT §2). Validation and defaulting happen in one pass so
+ * the resolved config is fully populated and every consumer sees the same defaults.
+ *
+ * Values reach this schema after `${VAR}` interpolation, so numeric and boolean fields accept their
+ * string spellings (`port: ${PORT:-8080}` is the string "8080"). Empty strings and YAML nulls in
+ * optional fields mean "absent": `master_key: ${MASTER_KEY}` with MASTER_KEY unset is no master key.
+ */
+import { z } from 'zod';
+import { normalizeUserPath, validateModelSubject, validateProviderSubject } from '../ratelimit/normalize.ts';
+import { providerNameError } from './normalize.ts';
+
+export const DEFAULT_ANTHROPIC_BASE_URL = 'https://api.anthropic.com';
+export const DEFAULT_BODY_LIMIT = 10 * 1024 * 1024;
+export const DEFAULT_USER_PATH_HEADER = 'X-Floodgate-User-Path';
+
+export const PERIOD_SECONDS = { minute: 60, hour: 3600, day: 86400, concurrent: 0 } as const;
+export type PeriodName = keyof typeof PERIOD_SECONDS;
+const PERIOD_NAMES = ['minute', 'hour', 'day', 'concurrent'] as const;
+
+const BOOLEAN_WORDS: Record<string, boolean> = {
+  true: true, false: false, '1': true, '0': false, yes: true, no: false, on: true, off: false,
+};
+
+/** Parses true/false/1/0/yes/no/on/off (case-insensitive); undefined for anything else. */
+export function parseBoolean(raw: string): boolean | undefined {
+  return BOOLEAN_WORDS[raw.trim().toLowerCase()];
+}
+
+/** `<n>`, `<n>kb`, `<n>mb` (1024-based, case-insensitive) → bytes; undefined when malformed. */
+export function parseByteSize(raw: string | number): number | undefined {
+  if (typeof raw === 'number') return Number.isInteger(raw) && raw > 0 ? raw : undefined;
+  const m = /^\s*(\d+)\s*(b|kb|mb)?\s*$/i.exec(raw);
+  if (!m) return undefined;
+  const n = Number(m[1]);
+  const unit = (m[2] ?? 'b').toLowerCase();
+  const bytes = unit === 'mb' ? n * 1024 * 1024 : unit === 'kb' ? n * 1024 : n;
+  return bytes > 0 && Number.isSafeInteger(bytes) ? bytes : undefined;
+}
+
+// ---- scalar helpers -------------------------------------------------------------------------
+
+const isAbsent = (v: unknown): boolean => v === undefined || v === null || v === '';
+const absentToUndefined = (v: unknown): unknown => (isAbsent(v) ? undefined : v);
+
+function coerceInt(v: unknown): unknown {
+  if (isAbsent(v)) return undefined;
+  return typeof v === 'string' && /^\s*[+-]?\d+\s*$/.test(v) ? Number(v) : v;
+}
+
+function coerceBool(v: unknown): unknown {
+  if (isAbsent(v)) return undefined;
+  return typeof v === 'string' ? (parseBoolean(v) ?? v) : v;
+}
+
+// A number where a string is expected (`master_key: 123456`) is almost surely meant as text.
+function coerceString(v: unknown): unknown {
+  if (isAbsent(v)) return undefined;
+  return typeof v === 'number' ? String(v) : v;
+}
+
+function intSchema(min: number, max?: number) {
+  const msg = max === undefined ? `must be an integer >= ${min}` : `must be an integer ${min}..${max}`;
+  const base = z.number({ error: msg }).int({ error: msg }).min(min, { error: msg });
+  return max === undefined ? base : base.max(max, { error: msg });
+}
+
+const optInt = (min: number, max?: number) => z.preprocess(coerceInt, intSchema(min, max).optional());
+const defInt = (def: number, min: number, max?: number) =>
+  z.preprocess(coerceInt, intSchema(min, max).default(def));
+const defBool = (def: boolean) =>
+  z.preprocess(coerceBool, z.boolean({ error: 'must be a boolean (true/false/yes/no/on/off/1/0)' }).default(def));
+
+const str = () => z.string({ error: (iss) => (iss.input === undefined ? 'required' : 'must be a string') });
+const nonEmptyStr = () => str().min(1, { error: 'must not be empty' });
+const optStr = () => z.preprocess(coerceString, str().optional());
+const defStr = (def: string) => z.preprocess(coerceString, str().default(def));
+
+/** Absent sections (missing key or a bare `key:` in YAML) get their defaults. */
+function section<T extends z.ZodType>(schema: T) {
+  return z.preprocess(absentToUndefined, schema);
+}
+
+function httpUrl(v: string, ctx: z.RefinementCtx): string {
+  let url: URL;
+  try {
+    url = new URL(v);
+  } catch {
+    ctx.addIssue({ code: 'custom', message: `must be an http(s) URL (got "${v}")` });
+    return z.NEVER;
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    ctx.addIssue({ code: 'custom', message: `must be an http(s) URL (got "${v}")` });
+    return z.NEVER;
+  }
+  return v.replace(/\/+$/, '');
+}
+
+/** A model reference: `provider/model` or a bare model; trimmed, must not begin or end with `/`. */
+const modelName = z.preprocess(
+  coerceString,
+  str().transform((v, ctx) => {
+    const r = validateModelSubject(v, `"${v}"`);
+    if (r.ok) return r.value;
+    ctx.addIssue({ code: 'custom', message: r.error });
+    return z.NEVER;
+  }),
+);
+
+// ---- sections -------------------------------------------------------------------------------
+
+const HEADER_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+const serverSchema = z.strictObject({
+  host: z.preprocess(coerceString, nonEmptyStr().default('127.0.0.1')),
+  port: defInt(8080, 0, 65535),
+  master_key: optStr(),
+  user_path_header: z.preprocess(
+    coerceString,
+    str().regex(HEADER_TOKEN, { error: 'must be a valid HTTP header name' }).default(DEFAULT_USER_PATH_HEADER),
+  ),
+  body_limit: z.preprocess(
+    (v) => (isAbsent(v) ? undefined : typeof v === 'string' || typeof v === 'number' ? (parseByteSize(v) ?? v) : v),
+    z
+      .number({ error: 'must be a size in bytes: <n>, <n>kb or <n>mb (e.g. 10mb)' })
+      .int({ error: 'must be a size in bytes: <n>, <n>kb or <n>mb (e.g. 10mb)' })
+      .positive({ error: 'must be a size in bytes: <n>, <n>kb or <n>mb (e.g. 10mb)' })
+      .default(DEFAULT_BODY_LIMIT),
+  ),
+});
+
+const storageSchema = z
+  .strictObject({
+    type: z.preprocess(
+      absentToUndefined,
+      z.enum(['sqlite', 'postgres'], { error: 'must be one of sqlite, postgres' }).default('sqlite'),
+    ),
+    sqlite: section(z.strictObject({ path: z.preprocess(coerceString, nonEmptyStr().default('data/floodgate.db')) }).prefault({})),
+    postgres: section(
+      z
+        .strictObject({
+          url: optStr().refine((v) => v === undefined || /^postgres(ql)?:\/\//.test(v), {
+            error: 'must be a postgres:// or postgresql:// URL',
+          }),
+        })
+        .prefault({}),
+    ),
+  })
+  .superRefine((v, ctx) => {
+    if (v.type === 'postgres' && v.postgres.url === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['postgres', 'url'],
+        message: 'required when storage.type is postgres (set it here or with POSTGRES_URL)',
+      });
+    }
+  });
+
+const usageSchema = z.strictObject({ enabled: defBool(true) });
+
+const cacheSchema = z.strictObject({
+  response: section(
+    z
+      .strictObject({
+        enabled: defBool(false),
+        ttl_seconds: defInt(300, 1),
+        max_entries: defInt(10000, 1),
+        // Whether different user paths may be served each other's cached responses.
+        shared: defBool(false),
+      })
+      .prefault({}),
+  ),
+});
+
+const providerCommon = {
+  api_key: optStr(),
+  models: section(z.array(modelName, { error: 'must be a list of model names' }).optional()),
+  connect_timeout_ms: defInt(10000, 1),
+  // Time allowed for response headers, and the longest silence while a body streams.
+  timeout_ms: defInt(600000, 1),
+};
+
+const PROVIDER_TYPE_ERROR = 'must be one of openai, anthropic, mock';
+
+const providerSchema = z.discriminatedUnion(
+  'type',
+  [
+    z.strictObject({
+      type: z.literal('openai'),
+      base_url: z.preprocess(coerceString, str().transform(httpUrl)),
+      ...providerCommon,
+    }),
+    z.strictObject({
+      type: z.literal('anthropic'),
+      // The SDK convention is the host without /v1; accept either spelling so copy-paste works.
+      base_url: z.preprocess(
+        coerceString,
+        str()
+          .default(DEFAULT_ANTHROPIC_BASE_URL)
+          .transform(httpUrl)
+          .transform((v) => v.replace(/\/v1$/, '')),
+      ),
+      ...providerCommon,
+    }),
+    z.strictObject({
+      type: z.literal('mock'),
+      base_url: z.preprocess(coerceString, str().transform(httpUrl).optional()),
+      ...providerCommon,
+    }),
+  ],
+  {
+    error: (iss) => {
+      const input: unknown = iss.input;
+      if (input === null || typeof input !== 'object' || Array.isArray(input)) return 'expected a mapping';
+      const type = (input as Record<string, unknown>)['type'];
+      return type === undefined ? `required (${PROVIDER_TYPE_ERROR.replace('must be ', '')})` : PROVIDER_TYPE_ERROR;
+    },
+  },
+);
+
+const providerName = z.string().superRefine((v, ctx) => {
+  const err = providerNameError(v);
+  if (err) ctx.addIssue({ code: 'custom', message: err });
+});
+
+const aliasName = z.string().superRefine((v, ctx) => {
+  if (v.trim() === '' || /\s/.test(v)) ctx.addIssue({ code: 'custom', message: `invalid alias name "${v}": must be non-empty without whitespace` });
+  else if (v.includes('/')) {
+    ctx.addIssue({ code: 'custom', message: `invalid alias name "${v}": must not contain "/" (it would read as provider/model)` });
+  }
+});
+
+const TARGET_ERROR = 'expected "provider/model" or { model, weight }';
+
+const aliasTarget = z.preprocess(
+  (v) => (typeof v === 'string' ? { model: v } : v),
+  z.strictObject({ model: modelName, weight: defInt(1, 1) }, { error: TARGET_ERROR }),
+);
+
+const aliasSchema = z.strictObject({
+  strategy: z.preprocess(
+    absentToUndefined,
+    z.enum(['round_robin', 'weighted', 'first'], { error: 'must be one of round_robin, weighted, first' }).default('round_robin'),
+  ),
+  targets: z
+    .array(aliasTarget, { error: (iss) => (iss.input === undefined ? 'required' : 'must be a list') })
+    .min(1, { error: 'must list at least one target' }),
+});
+
+const failoverKey = z.string().superRefine((v, ctx) => {
+  const r = validateModelSubject(v, `"${v}"`);
+  if (!r.ok) ctx.addIssue({ code: 'custom', message: r.error });
+});
+
+const failoverCandidates = z
+  .array(modelName, { error: 'must be a list of candidate models' })
+  .min(1, { error: 'must list at least one candidate' });
+
+// ---- rate limits ----------------------------------------------------------------------------
+
+/** One limit, as written in YAML or in a JSON env value. */
+export const limitSchema = z
+  .strictObject(
+    {
+      period: z.preprocess(
+        absentToUndefined,
+        z
+          .enum(PERIOD_NAMES, { error: 'must be one of minute, hour, day, concurrent (use period_seconds for a custom window)' })
+          .optional(),
+      ),
+      period_seconds: optInt(1),
+      max_requests: optInt(1),
+      max_tokens: optInt(1),
+    },
+    { error: 'expected a mapping such as { period: minute, max_requests: 100 }' },
+  )
+  .superRefine((v, ctx) => {
+    if (v.period !== undefined && v.period_seconds !== undefined) {
+      ctx.addIssue({ code: 'custom', message: 'set either period or period_seconds, not both' });
+      return;
+    }
+    if (v.period === undefined && v.period_seconds === undefined) {
+      ctx.addIssue({ code: 'custom', message: 'period or period_seconds is required' });
+      return;
+    }
+    if (v.period === 'concurrent') {
+      if (v.max_requests === undefined) {
+        ctx.addIssue({ code: 'custom', path: ['max_requests'], message: 'required for a concurrent limit' });
+      }
+      if (v.max_tokens !== undefined) {
+        ctx.addIssue({ code: 'custom', path: ['max_tokens'], message: 'not allowed on a concurrent limit' });
+      }
+    } else if (v.max_requests === undefined && v.max_tokens === undefined) {
+      ctx.addIssue({ code: 'custom', message: 'a windowed limit needs max_requests and/or max_tokens' });
+    }
+  });
+
+export type LimitConfig = z.output<typeof limitSchema>;
+
+/** Seconds of a limit's window; 0 for a concurrency limit. */
+export function limitPeriodSeconds(limit: LimitConfig): number {
+  return limit.period !== undefined ? PERIOD_SECONDS[limit.period] : (limit.period_seconds ?? 0);
+}
+
+export const limitsSchema = z.array(limitSchema, {
+  error: (iss) => (iss.input === undefined ? 'required' : 'must be a list of limits'),
+});
+
+// Unlike other strings, an empty path is meaningful: it normalises to the root `/`.
+const userPathSchema = z.preprocess(
+  (v) => (typeof v === 'number' ? String(v) : v),
+  str().transform((v, ctx) => {
+    const r = normalizeUserPath(v, `"${v}"`);
+    if (r.ok) return r.value;
+    ctx.addIssue({ code: 'custom', message: r.error });
+    return z.NEVER;
+  }),
+);
+
+const rateLimitsSchema = z.strictObject({
+  enabled: defBool(true),
+  user_paths: section(z.array(z.strictObject({ path: userPathSchema, limits: limitsSchema })).default([])),
+  providers: section(
+    z
+      .array(
+        z.strictObject({
+          name: z.preprocess(
+            coerceString,
+            str().transform((v, ctx) => {
+              const r = validateProviderSubject(v, `"${v}"`);
+              if (r.ok) return r.value;
+              ctx.addIssue({ code: 'custom', message: r.error });
+              return z.NEVER;
+            }),
+          ),
+          limits: limitsSchema,
+        }),
+      )
+      .default([]),
+  ),
+  models: section(z.array(z.strictObject({ model: modelName, limits: limitsSchema })).default([])),
+});
+
+// ---- the file -------------------------------------------------------------------------------
+
+export const configSchema = z.strictObject(
+  {
+    server: section(serverSchema.prefault({})),
+    storage: section(storageSchema.prefault({})),
+    usage: section(usageSchema.prefault({})),
+    cache: section(cacheSchema.prefault({})),
+    providers: section(z.record(providerName, providerSchema).default({})),
+    aliases: section(z.record(aliasName, aliasSchema).default({})),
+    failover: section(z.record(failoverKey, failoverCandidates).default({})),
+    rate_limits: section(rateLimitsSchema.prefault({})),
+  },
+  { error: 'the configuration file must be a YAML mapping' },
+);
+
+/** The resolved configuration: YAML field names, every default filled in, body_limit in bytes. */
+export type GatewayConfig = z.output<typeof configSchema>;
+export type ProviderConfig = GatewayConfig['providers'][string];
+export type AliasConfig = GatewayConfig['aliases'][string];
+export type RateLimitsConfig = GatewayConfig['rate_limits'];
+
+/** The configuration an empty file (or no file at all, before env overrides) resolves to. */
+export function defaultConfig(): GatewayConfig {
+  return configSchema.parse({});
+}

@@ -1,0 +1,48 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { checkConfigFile } from '../../src/config/check.ts';
+import { writeConfig } from './helpers.ts';
+
+describe('checkConfigFile', () => {
+  it('prints every error and fails', () => {
+    const { dir, file } = writeConfig('server: { port: x, nope: 1 }\n');
+    const r = checkConfigFile(file, { USAGE_ENABLED: 'perhaps' }, dir);
+    assert.equal(r.ok, false);
+    assert.deepEqual(r.lines, [
+      `${file}: 3 errors`,
+      '  error: server.port: must be an integer 0..65535',
+      '  error: server.nope: unknown key',
+      '  error: USAGE_ENABLED: must be a boolean (true/false, 1/0, yes/no, on/off), got "perhaps"',
+    ]);
+  });
+
+  it('a missing file fails', () => {
+    const r = checkConfigFile('/nonexistent/floodgate.yaml', {});
+    assert.equal(r.ok, false);
+    assert.deepEqual(r.lines, ['/nonexistent/floodgate.yaml: 1 error', '  error: config file not found: /nonexistent/floodgate.yaml']);
+  });
+
+  it('summarises a valid file', () => {
+    const { dir, file } = writeConfig(`
+providers:
+  openai: { type: openai, base_url: "https://api.openai.com/v1", models: [gpt-4o-mini, gpt-4o] }
+  claude: { type: anthropic }
+aliases:
+  fast: { targets: [openai/gpt-4o-mini, claude/claude-haiku] }
+rate_limits:
+  user_paths: [ { path: /team, limits: [ { period: minute, max_requests: 100, max_tokens: 5000 } ] } ]
+  providers: [ { name: openai, limits: [ { period: concurrent, max_requests: 20 } ] } ]
+`);
+    const r = checkConfigFile(file, {}, dir);
+    assert.equal(r.ok, true);
+    assert.deepEqual(r.lines, [
+      `${file}: OK`,
+      '  providers: openai (openai, 2 models), claude (anthropic)',
+      '  aliases: fast (round_robin, 2 targets)',
+      '  rate limits: enabled; 1 user-path, 1 provider, 0 model rule(s)',
+      '    user_path /team minute: 100 requests, 5000 tokens  [floodgate.yaml rate_limits.user_paths[0].limits[0]]',
+      '    provider openai concurrent: 20 requests  [floodgate.yaml rate_limits.providers[0].limits[0]]',
+      '  storage: sqlite; usage tracking on',
+    ]);
+  });
+});

@@ -1,0 +1,273 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { assertErrors, errorsOf, load } from './helpers.ts';
+
+describe('config schema: defaults', () => {
+  it('an empty file yields every default', () => {
+    const { config, rateLimitSeeds, warnings } = load('');
+    assert.deepEqual(config, {
+      server: { host: '127.0.0.1', port: 8080, user_path_header: 'X-Floodgate-User-Path', body_limit: 10 * 1024 * 1024 },
+      storage: { type: 'sqlite', sqlite: { path: 'data/floodgate.db' }, postgres: {} },
+      usage: { enabled: true },
+      cache: { response: { enabled: false, ttl_seconds: 300, max_entries: 10000, shared: false } },
+      providers: {},
+      aliases: {},
+      failover: {},
+      rate_limits: { enabled: true, user_paths: [], providers: [], models: [] },
+    });
+    assert.deepEqual(rateLimitSeeds, []);
+    assert.deepEqual(warnings, []);
+  });
+
+  it('bare section keys (YAML nulls) also take defaults', () => {
+    const { config } = load('server:\nstorage:\nproviders:\nrate_limits:\n  user_paths:\n');
+    assert.equal(config.server.port, 8080);
+    assert.deepEqual(config.providers, {});
+    assert.deepEqual(config.rate_limits.user_paths, []);
+  });
+
+  it('parses body_limit sizes into bytes', () => {
+    assert.equal(load('server: { body_limit: 2048 }').config.server.body_limit, 2048);
+    assert.equal(load('server: { body_limit: "512" }').config.server.body_limit, 512);
+    assert.equal(load('server: { body_limit: 64kb }').config.server.body_limit, 64 * 1024);
+    assert.equal(load('server: { body_limit: 3MB }').config.server.body_limit, 3 * 1024 * 1024);
+    assertErrors('server: { body_limit: 1gb }', ['server.body_limit: must be a size in bytes: <n>, <n>kb or <n>mb (e.g. 10mb)']);
+    assertErrors('server: { body_limit: 0 }', ['server.body_limit: must be a size in bytes: <n>, <n>kb or <n>mb (e.g. 10mb)']);
+  });
+
+  it('provider defaults: anthropic base_url, /v1 stripped, trailing slash dropped, timeouts', () => {
+    const { config } = load(`
+providers:
+  claude: { type: anthropic }
+  claude-eu: { type: anthropic, base_url: "https://eu.example.com/v1/" }
+  openai: { type: openai, base_url: "https://api.openai.com/v1/", models: [gpt-4o-mini], timeout_ms: 5000 }
+  local: { type: mock }
+`);
+    assert.deepEqual(config.providers['claude'], {
+      type: 'anthropic',
+      base_url: 'https://api.anthropic.com',
+      connect_timeout_ms: 10000,
+      timeout_ms: 600000,
+    });
+    assert.equal(config.providers['claude-eu']?.base_url, 'https://eu.example.com');
+    assert.deepEqual(config.providers['openai'], {
+      type: 'openai',
+      base_url: 'https://api.openai.com/v1',
+      models: ['gpt-4o-mini'],
+      connect_timeout_ms: 10000,
+      timeout_ms: 5000,
+    });
+    assert.equal(config.providers['local']?.type, 'mock');
+  });
+
+  it('aliases: default strategy, string targets become { model, weight: 1 }', () => {
+    const { config } = load(`
+providers: { openai: { type: openai, base_url: "https://x.test/v1" }, backup: { type: mock } }
+aliases:
+  fast:
+    targets: [openai/gpt-4o-mini, { model: backup/gpt-4o-mini, weight: 2 }]
+  pick: { strategy: first, targets: [gpt-4o] }
+`);
+    assert.deepEqual(config.aliases['fast'], {
+      strategy: 'round_robin',
+      targets: [
+        { model: 'openai/gpt-4o-mini', weight: 1 },
+        { model: 'backup/gpt-4o-mini', weight: 2 },
+      ],
+    });
+    assert.equal(config.aliases['pick']?.strategy, 'first');
+  });
+
+  it('normalises rate-limit user paths', () => {
+    const { config } = load(`
+rate_limits:
+  user_paths:
+    - { path: " team//a/ ", limits: [ { period: minute, max_requests: 1 } ] }
+    - { path: "", limits: [ { period: minute, max_requests: 1 } ] }
+`);
+    assert.deepEqual(config.rate_limits.user_paths.map((u) => u.path), ['/team/a', '/']);
+  });
+});
+
+describe('config schema: errors name the key path', () => {
+  it('unknown keys at every level', () => {
+    assertErrors(
+      `
+serverr: {}
+server: { prot: 1 }
+providers:
+  openai: { type: openai, base_url: "https://x.test", base_ur: "https://x.test" }
+cache: { response: { enable: true } }
+rate_limits:
+  user_paths: [ { path: /a, limits: [ { period: minute, max_requests: 1, max_request: 2 } ], extra: 1 } ]
+`,
+      [
+        '(root).serverr: unknown key'.replace('(root).', ''),
+        'server.prot: unknown key',
+        'providers.openai.base_ur: unknown key',
+        'cache.response.enable: unknown key',
+        'rate_limits.user_paths[0].limits[0].max_request: unknown key',
+        'rate_limits.user_paths[0].extra: unknown key',
+      ],
+    );
+  });
+
+  it('wrong types', () => {
+    assertErrors(
+      `
+server: { host: [a], port: abc, master_key: { a: 1 } }
+usage: { enabled: maybe }
+providers: { p: 5, q: { type: openai, base_url: "https://x.test", models: gpt } }
+aliases: { fast: { targets: fast } }
+rate_limits: { user_paths: [ { path: /a, limits: [ 5 ] } ] }
+`,
+      [
+        'server.host: must be a string',
+        'server.port: must be an integer 0..65535',
+        'server.master_key: must be a string',
+        'usage.enabled: must be a boolean (true/false/yes/no/on/off/1/0)',
+        'providers.p: expected a mapping',
+        'providers.q.models: must be a list of model names',
+        'aliases.fast.targets: must be a list',
+        'rate_limits.user_paths[0].limits[0]: expected a mapping such as { period: minute, max_requests: 100 }',
+      ],
+    );
+  });
+
+  it('out-of-range numbers', () => {
+    assertErrors(
+      `
+server: { port: 65536 }
+cache: { response: { ttl_seconds: 0, max_entries: 1.5 } }
+providers: { p: { type: mock, timeout_ms: -1 } }
+rate_limits:
+  user_paths:
+    - path: /a
+      limits: [ { period: minute, max_requests: 1 }, { period: minute, max_requests: 0 } ]
+`,
+      [
+        'server.port: must be an integer 0..65535',
+        'cache.response.ttl_seconds: must be an integer >= 1',
+        'cache.response.max_entries: must be an integer >= 1',
+        'providers.p.timeout_ms: must be an integer >= 1',
+        'rate_limits.user_paths[0].limits[1].max_requests: must be an integer >= 1',
+      ],
+    );
+    assert.equal(load('server: { port: 0 }').config.server.port, 0);
+  });
+
+  it('limit rules: bad period, both period kinds, concurrent with tokens, windowed without caps', () => {
+    assertErrors(
+      `
+rate_limits:
+  user_paths:
+    - path: /a
+      limits:
+        - { period: week, max_requests: 1 }
+        - { period: minute, period_seconds: 60, max_requests: 1 }
+        - { max_requests: 1 }
+        - { period: concurrent, max_requests: 1, max_tokens: 5 }
+        - { period: concurrent, max_tokens: 5 }
+        - { period: hour }
+        - { period_seconds: 0, max_requests: 1 }
+        - { period_seconds: 300, max_tokens: 0 }
+`,
+      [
+        'rate_limits.user_paths[0].limits[0].period: must be one of minute, hour, day, concurrent (use period_seconds for a custom window)',
+        'rate_limits.user_paths[0].limits[1]: set either period or period_seconds, not both',
+        'rate_limits.user_paths[0].limits[2]: period or period_seconds is required',
+        'rate_limits.user_paths[0].limits[3].max_tokens: not allowed on a concurrent limit',
+        'rate_limits.user_paths[0].limits[4].max_requests: required for a concurrent limit',
+        'rate_limits.user_paths[0].limits[4].max_tokens: not allowed on a concurrent limit',
+        'rate_limits.user_paths[0].limits[5]: a windowed limit needs max_requests and/or max_tokens',
+        'rate_limits.user_paths[0].limits[6].period_seconds: must be an integer >= 1',
+        'rate_limits.user_paths[0].limits[7].max_tokens: must be an integer >= 1',
+      ],
+    );
+  });
+
+  it('limits missing', () => {
+    assertErrors('rate_limits: { providers: [ { name: openai } ] }', ['rate_limits.providers[0].limits: required']);
+  });
+
+  it('invalid subjects', () => {
+    assertErrors(
+      `
+rate_limits:
+  user_paths: [ { path: "/a/../b", limits: [] }, { path: "/a:b", limits: [] } ]
+  providers: [ { name: "a/b", limits: [] } ]
+  models: [ { model: "/gpt", limits: [] } ]
+`,
+      [
+        `rate_limits.user_paths[0].path: "/a/../b" must not contain '.' or '..' segments`,
+        `rate_limits.user_paths[1].path: "/a:b" must not contain ':'`,
+        `rate_limits.providers[0].name: "a/b" must be a provider name without '/' or whitespace`,
+        `rate_limits.models[0].model: "/gpt" must not begin or end with '/'`,
+      ],
+    );
+  });
+
+  it('providers: names, types, base_url', () => {
+    assertErrors(
+      `
+providers:
+  "open ai": { type: mock }
+  a: { type: openai }
+  b: { type: gemini }
+  c: {}
+  d: { type: openai, base_url: "ftp://x" }
+`,
+      [
+        'providers["open ai"]: invalid provider name "open ai": use letters, digits, ".", "_" and "-" (no "/" or whitespace), starting with a letter or digit',
+        'providers.a.base_url: required',
+        'providers.b.type: must be one of openai, anthropic, mock',
+        'providers.c.type: required (one of openai, anthropic, mock)',
+        'providers.d.base_url: must be an http(s) URL (got "ftp://x")',
+      ],
+    );
+  });
+
+  it('aliases and failover shapes', () => {
+    assertErrors(
+      `
+aliases:
+  "openai/gpt-4o": { targets: [x] }
+  empty: { targets: [] }
+  bad: { strategy: random, targets: [ { model: x, weight: 0 }, 7, { model: y, extra: 1 } ] }
+failover:
+  x: []
+`,
+      [
+        'aliases.openai/gpt-4o: invalid alias name "openai/gpt-4o": must not contain "/" (it would read as provider/model)',
+        'aliases.empty.targets: must list at least one target',
+        'aliases.bad.strategy: must be one of round_robin, weighted, first',
+        'aliases.bad.targets[0].weight: must be an integer >= 1',
+        'aliases.bad.targets[1]: expected "provider/model" or { model, weight }',
+        'aliases.bad.targets[2].extra: unknown key',
+        'failover.x: must list at least one candidate',
+      ],
+    );
+  });
+
+  it('storage: postgres needs a url', () => {
+    assertErrors('storage: { type: postgres }', [
+      'storage.postgres.url: required when storage.type is postgres (set it here or with POSTGRES_URL)',
+    ]);
+    assertErrors('storage: { type: mysql }', ['storage.type: must be one of sqlite, postgres']);
+    const { config } = load('storage: { type: postgres, postgres: { url: "postgres://u@h/db" } }');
+    assert.equal(config.storage.postgres.url, 'postgres://u@h/db');
+  });
+
+  it('a non-mapping file is an error', () => {
+    assertErrors('- a\n- b\n', ['(root): the configuration file must be a YAML mapping']);
+  });
+
+  it('reports many errors together', () => {
+    const errors = errorsOf(`
+server: { port: -1, nope: 1 }
+providers: { x: { type: openai } }
+rate_limits: { user_paths: [ { path: /a, limits: [ { period: day } ] } ] }
+`);
+    assert.equal(errors.length, 4);
+  });
+});
