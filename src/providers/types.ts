@@ -30,6 +30,11 @@ export interface ProviderCall {
   stream: boolean;
   /** Aborted when the client goes away or the gateway times the attempt out. */
   signal: AbortSignal;
+  /**
+   * The client's request headers (optional). Adapters forward only the few that belong to
+   * their dialect: `anthropic-version` and `anthropic-beta` for Anthropic upstreams.
+   */
+  headers?: IncomingHttpHeaders;
 }
 
 /** A generic request forwarded to the provider's base URL with the provider's credentials (`/p/{provider}/{path}`). */

@@ -1,0 +1,172 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import { SseParser, parseEventJson } from './sse.ts';
+import type { SseEvent } from './sse.ts';
+import { SseUsageTap } from './stream-usage.ts';
+import { chatToMessagesRequest } from './translate/anthropic-request.ts';
+import { errorToOpenAI, messagesToChatResponse } from './translate/anthropic-response.ts';
+import { MessagesToChatStream } from './translate/anthropic-stream.ts';
+import { isObj, parseJsonObject } from './translate/json.ts';
+import { buffered, jsonResult, JSON_HEADERS, passthroughRequestHeaders, passthroughResult, SSE_HEADERS, unsupportedEndpoint } from './results.ts';
+import type { PassthroughCall, Provider, ProviderCall, ProviderResult } from './types.ts';
+import { UpstreamUnavailableError } from './types.ts';
+import { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, isEventStream, pickHeaders, relay, UpstreamClient } from './upstream.ts';
+import type { ChunkTransform, UpstreamResponse } from './upstream.ts';
+import { usageFromJsonBuffer } from './usage.ts';
+
+export interface AnthropicProviderOptions {
+  name: string;
+  /** E.g. `https://api.anthropic.com`; a trailing `/v1` is accepted and dropped. */
+  baseUrl?: string;
+  apiKey?: string;
+  models?: string[];
+  connectTimeoutMs?: number;
+  timeoutMs?: number;
+}
+
+export const ANTHROPIC_DEFAULT_BASE_URL = 'https://api.anthropic.com';
+export const ANTHROPIC_VERSION = '2023-06-01';
+
+/** `https://api.anthropic.com/v1/` -> `https://api.anthropic.com`: paths below carry `/v1`. */
+export function normalizeAnthropicBaseUrl(url: string): string {
+  return url.replace(/\/+$/, '').replace(/\/v1$/, '');
+}
+
+function headerValue(h: IncomingHttpHeaders | undefined, name: string): string | undefined {
+  const v = h?.[name];
+  return Array.isArray(v) ? v.join(',') : v;
+}
+
+export class AnthropicProvider implements Provider {
+  readonly name: string;
+  readonly type = 'anthropic' as const;
+  private readonly client: UpstreamClient;
+  private readonly apiKey: string | undefined;
+  private readonly configuredModels: string[] | undefined;
+  private discovered: Promise<string[]> | undefined;
+
+  constructor(opts: AnthropicProviderOptions) {
+    this.name = opts.name;
+    this.apiKey = opts.apiKey || undefined;
+    this.configuredModels = opts.models && opts.models.length > 0 ? [...opts.models] : undefined;
+    this.client = new UpstreamClient({
+      provider: opts.name,
+      baseUrl: normalizeAnthropicBaseUrl(opts.baseUrl ?? ANTHROPIC_DEFAULT_BASE_URL),
+      connectTimeoutMs: opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+      timeoutMs: opts.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+    });
+  }
+
+  async listModels(): Promise<string[]> {
+    if (this.configuredModels) return [...this.configuredModels];
+    this.discovered ??= this.discover().catch((err: unknown) => {
+      this.discovered = undefined;
+      throw err;
+    });
+    return [...(await this.discovered)];
+  }
+
+  async call(call: ProviderCall): Promise<ProviderResult> {
+    if (call.endpoint === 'messages') return this.messages(call);
+    if (call.endpoint === 'chat') return this.chat(call);
+    return unsupportedEndpoint(this.name, this.type, call.endpoint);
+  }
+
+  async passthrough(call: PassthroughCall): Promise<ProviderResult> {
+    const headers = passthroughRequestHeaders(call.headers, this.auth());
+    headers['anthropic-version'] ??= ANTHROPIC_VERSION;
+    const res = await this.client.request({ method: call.method, path: call.path, headers, body: call.body, signal: call.signal });
+    return passthroughResult(this.client, res, call.signal);
+  }
+
+  async close(): Promise<void> {
+    await this.client.close();
+  }
+
+  private auth(): Record<string, string> {
+    return this.apiKey ? { 'x-api-key': this.apiKey } : {};
+  }
+
+  /** The client's anthropic-version / anthropic-beta win over the defaults. */
+  private headers(client?: IncomingHttpHeaders): Record<string, string> {
+    const h: Record<string, string> = {
+      'content-type': 'application/json',
+      'anthropic-version': headerValue(client, 'anthropic-version') ?? ANTHROPIC_VERSION,
+      ...this.auth(),
+    };
+    const beta = headerValue(client, 'anthropic-beta');
+    if (beta) h['anthropic-beta'] = beta;
+    return h;
+  }
+
+  private send(body: Record<string, unknown>, call: ProviderCall): Promise<UpstreamResponse> {
+    return this.client.request({ method: 'POST', path: '/v1/messages', headers: this.headers(call.headers), body: JSON.stringify(body), signal: call.signal });
+  }
+
+  private async messages(call: ProviderCall): Promise<ProviderResult> {
+    const res = await this.send(call.json ?? { model: call.model }, call);
+    const headers = pickHeaders(res.headers);
+    if (res.status < 400 && isEventStream(res.headers)) {
+      const tap = new SseUsageTap();
+      const mapError = (err: unknown): unknown => this.client.mapError(err, call.signal);
+      return { status: res.status, headers, body: relay(res.body, tap, mapError), usage: () => tap.usage() };
+    }
+    const buf = await this.client.readAll(res.body, call.signal);
+    return buffered(res.status, headers, buf, res.status < 400 ? usageFromJsonBuffer(buf) : undefined);
+  }
+
+  /** OpenAI chat completions served by the Messages API. */
+  private async chat(call: ProviderCall): Promise<ProviderResult> {
+    const json = call.json ?? {};
+    const req = chatToMessagesRequest({ ...json, model: call.model, stream: call.stream });
+    const res = await this.send(req, call);
+    if (res.status >= 400) {
+      const buf = await this.client.readAll(res.body, call.signal);
+      return buffered(res.status, { ...pickHeaders(res.headers), ...JSON_HEADERS }, errorToOpenAI(buf, res.status));
+    }
+    if (isEventStream(res.headers)) {
+      const so = isObj(json.stream_options) ? json.stream_options : undefined;
+      const translator = new MessagesToChatStream({ model: call.model, includeUsage: so?.include_usage === true });
+      const mapError = (err: unknown): unknown => this.client.mapError(err, call.signal);
+      return { status: res.status, headers: { ...SSE_HEADERS }, body: relay(res.body, messagesToChatTransform(translator), mapError), usage: () => translator.usage() };
+    }
+    const buf = await this.client.readAll(res.body, call.signal);
+    const parsed = parseJsonObject(buf.toString('utf8'));
+    if (!parsed) throw new UpstreamUnavailableError(this.name, `provider ${this.name} answered with a body that is not JSON`, 502);
+    return jsonResult(res.status, messagesToChatResponse(parsed), usageFromJsonBuffer(buf));
+  }
+
+  private async discover(): Promise<string[]> {
+    const signal = new AbortController().signal;
+    const ids: string[] = [];
+    let after: string | undefined;
+    // The models API pages; a handful of pages covers every real account.
+    for (let page = 0; page < 20; page++) {
+      const path = `/v1/models?limit=1000${after ? `&after_id=${encodeURIComponent(after)}` : ''}`;
+      const res = await this.client.request({ method: 'GET', path, headers: this.headers(), signal });
+      const buf = await this.client.readAll(res.body, signal);
+      if (res.status >= 400) {
+        throw new UpstreamUnavailableError(this.name, `provider ${this.name}: model discovery (GET /v1/models) failed with status ${res.status}`, 502);
+      }
+      const body = parseJsonObject(buf.toString('utf8'));
+      const data = Array.isArray(body?.data) ? body.data : [];
+      for (const m of data) if (isObj(m) && typeof m.id === 'string') ids.push(m.id);
+      if (body?.has_more !== true || typeof body.last_id !== 'string') break;
+      after = body.last_id;
+    }
+    return ids;
+  }
+}
+
+/** Anthropic SSE bytes -> chat chunk SSE bytes, event by event. */
+function messagesToChatTransform(translator: MessagesToChatStream): ChunkTransform {
+  const parser = new SseParser();
+  const translate = (events: SseEvent[]): Buffer | undefined => {
+    let out = '';
+    for (const ev of events) {
+      const o = parseEventJson(ev);
+      if (o) out += translator.push(o);
+    }
+    return out.length > 0 ? Buffer.from(out) : undefined;
+  };
+  return { step: (chunk) => translate(parser.push(chunk)), finish: () => translate(parser.end()) };
+}

@@ -1,0 +1,192 @@
+import { SseParser, parseEventJson } from './sse.ts';
+import type { SseEvent } from './sse.ts';
+import { SseUsageTap } from './stream-usage.ts';
+import { messagesToChatRequest } from './translate/anthropic-request.ts';
+import { chatToMessagesResponse, errorToAnthropic } from './translate/anthropic-response.ts';
+import { ChatToMessagesStream } from './translate/anthropic-stream.ts';
+import { isObj, parseJsonObject } from './translate/json.ts';
+import { buffered, jsonResult, JSON_HEADERS, passthroughRequestHeaders, passthroughResult, SSE_HEADERS } from './results.ts';
+import type { Endpoint, PassthroughCall, Provider, ProviderCall, ProviderResult } from './types.ts';
+import { UpstreamUnavailableError } from './types.ts';
+import {
+  DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, IDENTITY, isEventStream, isJson, pickHeaders, relay, UpstreamClient,
+} from './upstream.ts';
+import type { ChunkTransform, UpstreamResponse } from './upstream.ts';
+import { usageFromJsonBuffer } from './usage.ts';
+
+export interface OpenAIProviderOptions {
+  name: string;
+  /** E.g. `https://api.openai.com/v1`; endpoint paths are appended to it. */
+  baseUrl?: string;
+  apiKey?: string;
+  models?: string[];
+  connectTimeoutMs?: number;
+  timeoutMs?: number;
+}
+
+export const OPENAI_DEFAULT_BASE_URL = 'https://api.openai.com/v1';
+
+const PATHS: Record<Exclude<Endpoint, 'messages'>, string> = {
+  chat: '/chat/completions',
+  responses: '/responses',
+  embeddings: '/embeddings',
+  speech: '/audio/speech',
+  transcriptions: '/audio/transcriptions',
+};
+
+/** Any OpenAI-compatible upstream (OpenAI, Azure-style proxies, vLLM, Ollama, LiteLLM, ...). */
+export class OpenAIProvider implements Provider {
+  readonly name: string;
+  readonly type = 'openai' as const;
+  private readonly client: UpstreamClient;
+  private readonly apiKey: string | undefined;
+  private readonly configuredModels: string[] | undefined;
+  private discovered: Promise<string[]> | undefined;
+
+  constructor(opts: OpenAIProviderOptions) {
+    this.name = opts.name;
+    this.apiKey = opts.apiKey || undefined;
+    this.configuredModels = opts.models && opts.models.length > 0 ? [...opts.models] : undefined;
+    this.client = new UpstreamClient({
+      provider: opts.name,
+      baseUrl: opts.baseUrl ?? OPENAI_DEFAULT_BASE_URL,
+      connectTimeoutMs: opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+      timeoutMs: opts.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+    });
+  }
+
+  async listModels(): Promise<string[]> {
+    if (this.configuredModels) return [...this.configuredModels];
+    this.discovered ??= this.discover().catch((err: unknown) => {
+      this.discovered = undefined; // let a later call retry
+      throw err;
+    });
+    return [...(await this.discovered)];
+  }
+
+  async call(call: ProviderCall): Promise<ProviderResult> {
+    if (call.endpoint === 'messages') return this.messages(call);
+    let body: Buffer | string;
+    let contentType: string;
+    let stripUsage = false;
+    if (call.endpoint === 'transcriptions') {
+      if (!call.raw) return jsonResult(400, { error: { message: 'transcriptions need a multipart body', type: 'invalid_request_error', param: null, code: null } });
+      body = call.raw;
+      contentType = call.contentType ?? 'application/octet-stream';
+    } else {
+      let json = call.json ?? { model: call.model };
+      if (call.endpoint === 'chat' && call.stream) {
+        const so = isObj(json.stream_options) ? json.stream_options : undefined;
+        if (so?.include_usage !== true) {
+          // Ask for the usage (token accounting needs it) and hide it again from the client.
+          json = { ...json, stream_options: { ...so, include_usage: true } };
+          stripUsage = true;
+        }
+      }
+      body = JSON.stringify(json);
+      contentType = 'application/json';
+    }
+    const res = await this.client.request({ method: 'POST', path: PATHS[call.endpoint], headers: this.headers(contentType), body, signal: call.signal });
+    return this.result(res, call.signal, stripUsage);
+  }
+
+  async passthrough(call: PassthroughCall): Promise<ProviderResult> {
+    const res = await this.client.request({
+      method: call.method,
+      path: call.path,
+      headers: passthroughRequestHeaders(call.headers, this.auth()),
+      body: call.body,
+      signal: call.signal,
+    });
+    return passthroughResult(this.client, res, call.signal);
+  }
+
+  async close(): Promise<void> {
+    await this.client.close();
+  }
+
+  private auth(): Record<string, string> {
+    return this.apiKey ? { authorization: `Bearer ${this.apiKey}` } : {};
+  }
+
+  private headers(contentType: string): Record<string, string> {
+    return { 'content-type': contentType, ...this.auth() };
+  }
+
+  private async result(res: UpstreamResponse, signal: AbortSignal, stripUsage: boolean): Promise<ProviderResult> {
+    const headers = pickHeaders(res.headers);
+    const mapError = (err: unknown): unknown => this.client.mapError(err, signal);
+    if (res.status < 400 && isEventStream(res.headers)) {
+      const tap = new SseUsageTap({ stripChatUsageChunk: stripUsage });
+      return { status: res.status, headers, body: relay(res.body, tap, mapError), usage: () => tap.usage() };
+    }
+    if (res.status >= 400 || isJson(res.headers) || (headers['content-type'] ?? '').startsWith('text/')) {
+      const buf = await this.client.readAll(res.body, signal);
+      return buffered(res.status, headers, buf, res.status < 400 ? usageFromJsonBuffer(buf) : undefined);
+    }
+    // Binary (speech audio): relayed as it arrives; these answers carry no usage.
+    return { status: res.status, headers, body: relay(res.body, IDENTITY, mapError), usage: () => undefined };
+  }
+
+  /** Anthropic Messages request served by a chat completions upstream. */
+  private async messages(call: ProviderCall): Promise<ProviderResult> {
+    const chat = messagesToChatRequest({ ...call.json, model: call.model, stream: call.stream });
+    const res = await this.client.request({
+      method: 'POST', path: PATHS.chat, headers: this.headers('application/json'), body: JSON.stringify(chat), signal: call.signal,
+    });
+    if (res.status >= 400) {
+      const buf = await this.client.readAll(res.body, call.signal);
+      return buffered(res.status, { ...pickHeaders(res.headers), ...JSON_HEADERS }, errorToAnthropic(buf, res.status));
+    }
+    if (isEventStream(res.headers)) {
+      const translator = new ChatToMessagesStream({ model: call.model });
+      const transform = chatToMessagesTransform(translator);
+      const mapError = (err: unknown): unknown => this.client.mapError(err, call.signal);
+      return { status: res.status, headers: { ...SSE_HEADERS }, body: relay(res.body, transform, mapError), usage: () => translator.usage() };
+    }
+    const buf = await this.client.readAll(res.body, call.signal);
+    const parsed = parseJsonObject(buf.toString('utf8'));
+    if (!parsed) {
+      throw new UpstreamUnavailableError(this.name, `provider ${this.name} answered the chat request with a body that is not JSON`, 502);
+    }
+    return jsonResult(res.status, chatToMessagesResponse(parsed), usageFromJsonBuffer(buf));
+  }
+
+  private async discover(): Promise<string[]> {
+    const signal = new AbortController().signal;
+    const res = await this.client.request({ method: 'GET', path: '/models', headers: this.auth(), signal });
+    const buf = await this.client.readAll(res.body, signal);
+    if (res.status >= 400) {
+      throw new UpstreamUnavailableError(this.name, `provider ${this.name}: model discovery (GET /models) failed with status ${res.status}`, 502);
+    }
+    const data = parseJsonObject(buf.toString('utf8'))?.data;
+    if (!Array.isArray(data)) throw new UpstreamUnavailableError(this.name, `provider ${this.name}: GET /models returned no data list`, 502);
+    return data.map((m) => (isObj(m) && typeof m.id === 'string' ? m.id : undefined)).filter((id): id is string => id !== undefined);
+  }
+}
+
+/** Chat SSE bytes -> Anthropic SSE bytes, event by event. */
+function chatToMessagesTransform(translator: ChatToMessagesStream): ChunkTransform {
+  const parser = new SseParser();
+  const translate = (events: SseEvent[]): string => {
+    let out = '';
+    for (const ev of events) {
+      if (ev.data === '[DONE]') out += translator.finish();
+      else {
+        const o = parseEventJson(ev);
+        if (o) out += translator.push(o);
+      }
+    }
+    return out;
+  };
+  const toBuf = (s: string): Buffer | undefined => (s.length > 0 ? Buffer.from(s) : undefined);
+  return {
+    step: (chunk) => toBuf(translate(parser.push(chunk))),
+    finish: () => {
+      let out = translate(parser.end());
+      // Some compatible servers omit [DONE]; a stream that reported its finish_reason is complete.
+      if (translator.complete) out += translator.finish();
+      return toBuf(out);
+    },
+  };
+}

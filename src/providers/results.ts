@@ -1,0 +1,87 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import { SseUsageTap } from './stream-usage.ts';
+import type { Endpoint, ProviderResult, Usage } from './types.ts';
+import { IDENTITY, isEventStream, isJson, passthroughResponseHeaders, relay } from './upstream.ts';
+import type { ChunkTransform, UpstreamClient, UpstreamResponse } from './upstream.ts';
+import { usageFromJsonBuffer } from './usage.ts';
+
+export const JSON_HEADERS: Readonly<Record<string, string>> = { 'content-type': 'application/json' };
+export const SSE_HEADERS: Readonly<Record<string, string>> = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' };
+
+export function buffered(status: number, headers: Record<string, string>, body: Buffer, usage?: Usage): ProviderResult {
+  return { status, headers, body, usage: () => usage };
+}
+
+export function jsonResult(status: number, value: unknown, usage?: Usage): ProviderResult {
+  return buffered(status, { ...JSON_HEADERS }, Buffer.from(JSON.stringify(value)), usage);
+}
+
+/** 400 in the OpenAI error shape for an endpoint the provider type cannot serve. */
+export function unsupportedEndpoint(provider: string, type: string, endpoint: Endpoint): ProviderResult {
+  return jsonResult(400, {
+    error: {
+      message: `provider ${provider} (type ${type}) does not support the ${endpoint} endpoint`,
+      type: 'invalid_request_error',
+      param: null,
+      code: 'unsupported_endpoint',
+    },
+  });
+}
+
+// Never forwarded on passthrough: the gateway's own credentials and routing headers,
+// hop-by-hop headers, and accept-encoding (so answers stay readable for usage extraction).
+const DROP_REQUEST_HEADERS = new Set([
+  'host', 'authorization', 'x-api-key', 'connection', 'keep-alive', 'content-length', 'transfer-encoding',
+  'upgrade', 'te', 'trailer', 'proxy-authorization', 'proxy-connection', 'accept-encoding', 'cookie',
+]);
+
+export function passthroughRequestHeaders(incoming: IncomingHttpHeaders, credentials: Record<string, string>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(incoming)) {
+    if (v === undefined) continue;
+    const name = k.toLowerCase();
+    if (DROP_REQUEST_HEADERS.has(name) || name.startsWith('x-floodgate-')) continue;
+    out[name] = Array.isArray(v) ? v.join(', ') : v;
+  }
+  return Object.assign(out, credentials);
+}
+
+/** Keeps a copy of a JSON body while relaying it, to read its usage at the end (bounded). */
+class JsonUsageTap implements ChunkTransform {
+  private static readonly LIMIT = 16 * 1024 * 1024;
+  private chunks: Buffer[] | undefined = [];
+  private size = 0;
+  private found: Usage | undefined;
+
+  usage(): Usage | undefined {
+    return this.found;
+  }
+
+  step(chunk: Buffer): Buffer {
+    if (this.chunks) {
+      this.size += chunk.length;
+      if (this.size > JsonUsageTap.LIMIT) this.chunks = undefined;
+      else this.chunks.push(chunk);
+    }
+    return chunk;
+  }
+
+  finish(): undefined {
+    if (this.chunks) this.found = usageFromJsonBuffer(Buffer.concat(this.chunks));
+    this.chunks = undefined;
+    return undefined;
+  }
+}
+
+/** A passthrough answer: every status streamed back as it arrives, usage read on the way. */
+export function passthroughResult(client: UpstreamClient, res: UpstreamResponse, signal: AbortSignal): ProviderResult {
+  const headers = passthroughResponseHeaders(res.headers);
+  const mapError = (err: unknown): unknown => client.mapError(err, signal);
+  const tap = isEventStream(res.headers) ? new SseUsageTap() : isJson(res.headers) ? new JsonUsageTap() : undefined;
+  return {
+    status: res.status,
+    headers,
+    body: relay(res.body, tap ?? IDENTITY, mapError),
+    usage: () => tap?.usage(),
+  };
+}

@@ -1,0 +1,136 @@
+import { StringDecoder } from 'node:string_decoder';
+
+/** One server-sent event block (the lines up to a blank line). */
+export interface SseEvent {
+  /** The `event:` field; undefined when absent (the spec's default type "message"). */
+  event?: string;
+  /** The `data:` lines joined with `\n`; undefined for blocks without data (comments, keep-alives). */
+  data?: string;
+  id?: string;
+  /** The block's text exactly as received, terminators included, so it can be re-emitted unchanged. */
+  raw: string;
+}
+
+/**
+ * Incremental SSE parser (WHATWG event-stream rules): lines end in `\r\n`, `\n` or `\r`,
+ * a blank line dispatches, `data:` lines accumulate, `:` lines are comments. Feed it
+ * network chunks in any split (even inside a UTF-8 sequence or between `\r` and `\n`).
+ */
+export class SseParser {
+  private readonly decoder = new StringDecoder('utf8');
+  /** Text not yet split into lines. */
+  private pending = '';
+  /** Raw text of the block being assembled (complete lines only). */
+  private blockRaw = '';
+  private event: string | undefined;
+  private data: string[] = [];
+  private id: string | undefined;
+  /** The previous chunk ended in `\r`: a `\n` starting the next one belongs to it. */
+  private skipLeadingLf = false;
+  private started = false;
+
+  push(chunk: Buffer | string): SseEvent[] {
+    let text = typeof chunk === 'string' ? chunk : this.decoder.write(chunk);
+    if (!this.started && text.length > 0) {
+      this.started = true;
+      if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+    }
+    const out: SseEvent[] = [];
+    if (this.skipLeadingLf && text.length > 0) {
+      this.skipLeadingLf = false;
+      if (text.charCodeAt(0) === 10) {
+        this.blockRaw += '\n';
+        text = text.slice(1);
+      }
+    }
+    const buf = this.pending + text;
+    let start = 0;
+    const len = buf.length;
+    for (let i = 0; i < len; i++) {
+      const c = buf.charCodeAt(i);
+      if (c !== 10 && c !== 13) continue;
+      let end = i + 1;
+      if (c === 13) {
+        if (i + 1 < len) {
+          if (buf.charCodeAt(i + 1) === 10) end = i + 2;
+        } else {
+          this.skipLeadingLf = true;
+        }
+      }
+      this.line(buf.slice(start, i), buf.slice(i, end), out);
+      start = end;
+      i = end - 1;
+    }
+    this.pending = start === 0 ? buf : buf.slice(start);
+    return out;
+  }
+
+  /**
+   * End of stream. Returns what is left, including an unterminated last block: the spec discards it, but
+   * callers looking for usage want a lenient reading, and relays must not lose its bytes.
+   */
+  end(): SseEvent[] {
+    const tail = this.decoder.end();
+    const out = tail ? this.push(tail) : [];
+    if (this.pending.length > 0) {
+      const rest = this.pending;
+      this.pending = '';
+      this.line(rest, '', out);
+    }
+    if (this.blockRaw.length > 0) {
+      out.push(this.build());
+      this.resetBlock();
+    }
+    return out;
+  }
+
+  private line(line: string, terminator: string, out: SseEvent[]): void {
+    this.blockRaw += line + terminator;
+    if (line.length === 0) {
+      out.push(this.build());
+      this.resetBlock();
+      return;
+    }
+    if (line.charCodeAt(0) === 58) return; // ':' comment
+    const colon = line.indexOf(':');
+    const field = colon === -1 ? line : line.slice(0, colon);
+    let value = colon === -1 ? '' : line.slice(colon + 1);
+    if (value.charCodeAt(0) === 32) value = value.slice(1);
+    if (field === 'data') this.data.push(value);
+    else if (field === 'event') this.event = value;
+    else if (field === 'id') this.id = value;
+  }
+
+  private build(): SseEvent {
+    const ev: SseEvent = { raw: this.blockRaw };
+    if (this.event !== undefined) ev.event = this.event;
+    if (this.data.length > 0) ev.data = this.data.join('\n');
+    if (this.id !== undefined) ev.id = this.id;
+    return ev;
+  }
+
+  private resetBlock(): void {
+    this.blockRaw = '';
+    this.event = undefined;
+    this.data = [];
+    this.id = undefined;
+  }
+}
+
+/** Serialises one event; `data` may contain newlines (split into several `data:` lines). */
+export function formatSse(data: string, event?: string): string {
+  const head = event === undefined ? '' : `event: ${event}\n`;
+  if (data.indexOf('\n') === -1) return `${head}data: ${data}\n\n`;
+  return `${head}${data.split('\n').map((l) => `data: ${l}`).join('\n')}\n\n`;
+}
+
+/** Parses an event's data as a JSON object; undefined for `[DONE]`, non-objects and bad JSON. */
+export function parseEventJson(ev: SseEvent): Record<string, unknown> | undefined {
+  if (ev.data === undefined || ev.data === '[DONE]') return undefined;
+  try {
+    const v: unknown = JSON.parse(ev.data);
+    return v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,197 @@
+import { Pool } from 'undici';
+import type { Dispatcher } from 'undici';
+import { UpstreamUnavailableError } from './types.ts';
+
+export interface UpstreamClientOptions {
+  /** Provider instance name, used in error messages. */
+  provider: string;
+  baseUrl: string;
+  connectTimeoutMs: number;
+  /** Headers timeout and body idle timeout. */
+  timeoutMs: number;
+}
+
+export interface UpstreamRequest {
+  method: string;
+  /** Appended to the base URL's path. */
+  path: string;
+  headers: Record<string, string>;
+  body?: Buffer | string;
+  signal: AbortSignal;
+}
+
+export type UpstreamBody = Dispatcher.ResponseData['body'];
+
+export interface UpstreamResponse {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: UpstreamBody;
+}
+
+export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+export const DEFAULT_TIMEOUT_MS = 600_000;
+
+const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+
+/** One keep-alive connection pool per provider instance, with the provider's timeouts. */
+export class UpstreamClient {
+  readonly provider: string;
+  readonly baseUrl: string;
+  private readonly basePath: string;
+  private readonly pool: Pool;
+  private readonly connectTimeoutMs: number;
+  private readonly timeoutMs: number;
+
+  constructor(opts: UpstreamClientOptions) {
+    this.provider = opts.provider;
+    const url = new URL(opts.baseUrl);
+    this.baseUrl = opts.baseUrl;
+    this.basePath = url.pathname.replace(/\/+$/, '');
+    this.connectTimeoutMs = opts.connectTimeoutMs;
+    this.timeoutMs = opts.timeoutMs;
+    this.pool = new Pool(url.origin, {
+      connectTimeout: opts.connectTimeoutMs,
+      headersTimeout: opts.timeoutMs,
+      bodyTimeout: opts.timeoutMs,
+      keepAliveTimeout: 30_000,
+    });
+  }
+
+  async request(req: UpstreamRequest): Promise<UpstreamResponse> {
+    try {
+      const res = await this.pool.request({
+        method: req.method as Dispatcher.HttpMethod,
+        path: this.basePath + req.path,
+        headers: req.headers,
+        body: req.body ?? null,
+        signal: req.signal,
+      });
+      return { status: res.statusCode, headers: res.headers, body: res.body };
+    } catch (err) {
+      throw this.mapError(err, req.signal);
+    }
+  }
+
+  /**
+   * Connection failures become UpstreamUnavailableError (502; 504 for timeouts). An abort
+   * by the caller's signal is not the upstream's fault and is rethrown unchanged.
+   */
+  mapError(err: unknown, signal?: AbortSignal): unknown {
+    if (signal?.aborted) return err;
+    if (err instanceof UpstreamUnavailableError) return err;
+    const code = (err as { code?: unknown } | null)?.code;
+    const detail = err instanceof Error ? err.message : String(err);
+    if (typeof code === 'string' && TIMEOUT_CODES.has(code)) {
+      const what = code === 'UND_ERR_CONNECT_TIMEOUT'
+        ? `connecting (connect_timeout_ms ${this.connectTimeoutMs})`
+        : code === 'UND_ERR_HEADERS_TIMEOUT' ? `waiting for the response (timeout_ms ${this.timeoutMs})` : `waiting for response data (timeout_ms ${this.timeoutMs})`;
+      return new UpstreamUnavailableError(this.provider, `provider ${this.provider} timed out ${what}`, 504, { cause: err });
+    }
+    const reason = code === 'ECONNREFUSED' ? 'connection refused' : detail;
+    return new UpstreamUnavailableError(this.provider, `provider ${this.provider} is unreachable: ${reason}`, 502, { cause: err });
+  }
+
+  /** Reads a whole body; failures are mapped like request failures. */
+  async readAll(body: UpstreamBody, signal: AbortSignal): Promise<Buffer> {
+    const chunks: Buffer[] = [];
+    try {
+      for await (const c of body) chunks.push(c as Buffer);
+    } catch (err) {
+      throw this.mapError(err, signal);
+    }
+    return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+  }
+
+  async close(): Promise<void> {
+    // Called at shutdown after in-flight requests were drained; anything left is abandoned.
+    await this.pool.destroy();
+  }
+}
+
+export interface ChunkTransform {
+  /** Bytes to pass on for one upstream chunk (undefined or empty: nothing yet). */
+  step(chunk: Buffer): Buffer | undefined;
+  /** Bytes to pass on after the last upstream chunk. */
+  finish(): Buffer | undefined;
+}
+
+export const IDENTITY: ChunkTransform = { step: (c) => c, finish: () => undefined };
+
+/**
+ * Relays an upstream body chunk by chunk: nothing is buffered beyond what `transform`
+ * holds back. Stopping early (`return()`, e.g. a `break` in for-await) destroys the upstream
+ * body so the socket is freed; read errors are mapped by `mapError`.
+ */
+export function relay(body: UpstreamBody, transform: ChunkTransform, mapError: (err: unknown) => unknown): AsyncIterable<Buffer> {
+  return {
+    [Symbol.asyncIterator](): AsyncIterator<Buffer> {
+      const it = body[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
+      let done = false;
+      const end = (): IteratorResult<Buffer> => ({ done: true, value: undefined });
+      return {
+        async next(): Promise<IteratorResult<Buffer>> {
+          if (done) return end();
+          try {
+            for (;;) {
+              const r = await it.next();
+              if (r.done === true) {
+                done = true;
+                const tail = transform.finish();
+                return tail && tail.length > 0 ? { done: false, value: tail } : end();
+              }
+              const out = transform.step(r.value);
+              if (out && out.length > 0) return { done: false, value: out };
+            }
+          } catch (err) {
+            done = true;
+            body.destroy();
+            throw mapError(err);
+          }
+        },
+        async return(): Promise<IteratorResult<Buffer>> {
+          done = true;
+          body.destroy();
+          return end();
+        },
+      };
+    },
+  };
+}
+
+/** Keeps the response headers worth passing on to the client of a model call. */
+const PASS_HEADERS = ['content-type', 'content-disposition', 'retry-after', 'retry-after-ms', 'x-request-id', 'request-id', 'openai-processing-ms'];
+
+export function pickHeaders(h: UpstreamResponse['headers'], names: readonly string[] = PASS_HEADERS): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const n of names) {
+    const v = h[n];
+    if (v !== undefined) out[n] = Array.isArray(v) ? v.join(', ') : v;
+  }
+  return out;
+}
+
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'upgrade', 'proxy-connection', 'te', 'trailer']);
+
+/** Passthrough answers keep every upstream header except hop-by-hop ones. */
+export function passthroughResponseHeaders(h: UpstreamResponse['headers']): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(h)) {
+    if (v === undefined || HOP_BY_HOP.has(k)) continue;
+    out[k] = Array.isArray(v) ? v.join(', ') : v;
+  }
+  return out;
+}
+
+export function contentTypeOf(h: UpstreamResponse['headers']): string {
+  const v = h['content-type'];
+  return (Array.isArray(v) ? v[0] ?? '' : v ?? '').toLowerCase();
+}
+
+export function isEventStream(h: UpstreamResponse['headers']): boolean {
+  return contentTypeOf(h).startsWith('text/event-stream');
+}
+
+export function isJson(h: UpstreamResponse['headers']): boolean {
+  const ct = contentTypeOf(h);
+  return ct.includes('json');
+}
