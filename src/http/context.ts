@@ -19,7 +19,7 @@ export interface HttpOptions {
   /** Lower-case header name carrying the caller's user path. */
   userPathHeader: string;
   bodyLimitBytes: number;
-  logger: FastifyBaseLogger | boolean;
+  logger: FastifyBaseLogger;
 }
 
 /** Who is calling, settled by the auth hook before any route runs. */
