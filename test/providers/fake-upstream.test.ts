@@ -78,11 +78,10 @@ test('responses, embeddings, speech, transcriptions', async () => {
   const speech = await request(`${fake.url}/v1/audio/speech`, { method: 'POST', headers: { authorization: 'Bearer k', 'content-type': 'application/json' }, body: '{"model":"m1","input":"x"}' });
   assert.equal(speech.headers['content-type'], 'audio/mpeg');
   assert.equal((await speech.body.arrayBuffer()).byteLength, 35);
-  const form = new FormData();
-  form.set('model', 'm1');
-  form.set('file', new Blob([Buffer.from('RIFF')]), 'a.wav');
-  const tr = await request(`${fake.url}/v1/audio/transcriptions`, { method: 'POST', headers: { authorization: 'Bearer k' }, body: form });
+  const form = Buffer.from('--B\r\nContent-Disposition: form-data; name="model"\r\n\r\nm1\r\n--B\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\n\r\nRIFF\r\n--B--\r\n');
+  const tr = await request(`${fake.url}/v1/audio/transcriptions`, { method: 'POST', headers: { authorization: 'Bearer k', 'content-type': 'multipart/form-data; boundary=B' }, body: form });
   assert.equal(tr.statusCode, 200);
   assert.match(((await tr.body.json()) as { text: string }).text, /fake transcription/);
   assert.equal(fake.calls.at(-1)?.model, 'm1');
+  assert.deepEqual((fake.calls.at(-1)?.body as Record<string, unknown>).file, { filename: 'a.wav', bytes: 4 });
 });
