@@ -2,7 +2,9 @@ import { isIP } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { KeyRing } from './auth/keys.ts';
-import type { RuleSeed } from './config/load.ts';
+import { RuleManager } from './admin/rate-limit-rules.ts';
+import { TOKEN_RULES_WITHOUT_USAGE_WARNING, type RuleSeed } from './config/load.ts';
+import { RateLimiter } from './ratelimit/index.ts';
 import type { GatewayConfig } from './config/schema.ts';
 import type { HttpServices } from './http/context.ts';
 import { buildServer } from './http/server.ts';
@@ -17,6 +19,8 @@ export interface GatewayOptions {
   config: GatewayConfig;
   /** Rate-limit rules declared in the config file and environment. */
   rateLimitSeeds?: readonly RuleSeed[];
+  /** Warnings found while loading the config; logged once at start-up. */
+  warnings?: readonly string[];
   logger: FastifyBaseLogger;
   /** Milliseconds since the epoch; injectable for tests. */
   now?: () => number;
@@ -64,6 +68,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     });
     cleanup.unshift(() => usage.close());
 
+    const { limiter, rules } = await startRateLimits(config, storage, options.rateLimitSeeds ?? [], now, logger, options.warnings ?? []);
+
     const services: HttpServices = {
       options: {
         masterKey,
@@ -75,6 +81,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       keys,
       storage,
       usage,
+      limiter,
+      rules,
       now,
     };
     const server = buildServer(services);
@@ -93,6 +101,35 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     await runAll(cleanup, logger);
     throw err;
   }
+}
+
+/**
+ * The engine starts empty, then holds the stored rules: config seeds re-applied, manual rules
+ * as they were. Counters start at zero (they live in memory only).
+ */
+async function startRateLimits(
+  config: GatewayConfig,
+  storage: Storage,
+  seeds: readonly RuleSeed[],
+  now: () => number,
+  logger: FastifyBaseLogger,
+  warnings: readonly string[],
+): Promise<{ limiter: RateLimiter | undefined; rules: RuleManager | undefined }> {
+  for (const warning of warnings) logger.warn(warning);
+  if (!config.rate_limits.enabled) {
+    logger.info('rate limits are disabled (RATE_LIMITS_ENABLED=false)');
+    return { limiter: undefined, rules: undefined };
+  }
+  const limiter = new RateLimiter({ clock: { now }, enforceTokens: config.usage.enabled });
+  const { manager, shadowed } = await RuleManager.start(storage, limiter, seeds, now);
+  for (const seed of shadowed) {
+    logger.warn({ origin: seed.origin }, `config rate limit ${seed.scope} ${seed.subject} is shadowed by a manual rule with the same key; the manual rule stays`);
+  }
+  if (!config.usage.enabled && limiter.hasTokenRules && !warnings.includes(TOKEN_RULES_WITHOUT_USAGE_WARNING)) {
+    logger.warn(TOKEN_RULES_WITHOUT_USAGE_WARNING);
+  }
+  logger.info({ rules: limiter.ruleCount }, 'rate limits enabled');
+  return { limiter, rules: manager };
 }
 
 async function discoverModels(providers: readonly Provider[], logger: FastifyBaseLogger): Promise<Map<string, string[]>> {

@@ -49,8 +49,7 @@ export async function main(argv: string[]): Promise<number> {
   try {
     const loaded = loadConfig({ file: args.values.config, env: process.env, portOverride });
     logger.info({ config: loaded.source }, 'configuration loaded');
-    for (const warning of loaded.warnings) logger.warn(warning);
-    gateway = await startGateway({ config: loaded.config, rateLimitSeeds: loaded.rateLimitSeeds, logger });
+    gateway = await startGateway({ config: loaded.config, rateLimitSeeds: loaded.rateLimitSeeds, warnings: loaded.warnings, logger });
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`floodgate: invalid configuration\n${err.errors.map((e) => `  - ${e}`).join('\n')}\n`);

@@ -1,5 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
+import type { RuleManager } from '../admin/rate-limit-rules.ts';
 import type { KeyRing } from '../auth/keys.ts';
+import type { RateLimiter } from '../ratelimit/index.ts';
 import type { Resolver } from '../routing/resolver.ts';
 import type { Storage } from '../storage/types.ts';
 import type { UsageRecorder } from '../usage/recorder.ts';
@@ -11,6 +13,9 @@ export interface HttpServices {
   keys: KeyRing;
   storage: Storage;
   usage: UsageRecorder;
+  /** Absent when rate limits are disabled (RATE_LIMITS_ENABLED=false). */
+  limiter: RateLimiter | undefined;
+  rules: RuleManager | undefined;
   now(): number;
 }
 

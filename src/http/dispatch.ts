@@ -5,6 +5,9 @@ import type { HttpServices } from './context.ts';
 import { GatewayError, notFound, type ErrorDialect } from './errors.ts';
 import { encodeFormForModel, type ModelRequest } from './requests.ts';
 import { sendResult } from './respond.ts';
+import { accountCompleted } from './accounting.ts';
+import { rateLimitHeaders, rateLimitedError } from './rate-limit-headers.ts';
+import type { AdmissionTarget, AdmitOptions } from '../ratelimit/index.ts';
 
 /**
  * The path of one model request after validation: resolve the model, call the target,
@@ -20,32 +23,42 @@ export async function dispatch(
   const route = services.resolver.resolve(modelRequest.model);
   if (!route) throw notFound(`model "${modelRequest.model}" not found`, 'model_not_found');
   const target = route.candidates[0]!;
+  const identity = request.identity;
+  const headers = admit(reply, services, { userPath: identity.userPath, provider: target.provider.name, model: target.model });
   const startedAt = services.now();
   const signal = clientGoneSignal(reply);
 
   const result = await callTarget(target, modelRequest, signal);
   let status = result.status;
   try {
-    await sendResult(reply, result, dialect, undefined);
+    await sendResult(reply, result, dialect, headers);
   } catch (err) {
     status = 502;
     request.log.warn({ err, provider: target.provider.name }, 'upstream stream failed');
   }
-  const usage = result.usage();
-  services.usage.record({
-    timestamp: new Date(startedAt),
-    userPath: request.identity.userPath,
+  accountCompleted(services, identity, {
     provider: target.provider.name,
     model: target.model,
     endpoint: modelRequest.endpoint,
-    promptTokens: usage?.promptTokens ?? 0,
-    completionTokens: usage?.completionTokens ?? 0,
-    totalTokens: usage?.totalTokens ?? 0,
-    cached: false,
+    usage: result.usage(),
     status: signal.aborted && status < 400 ? 499 : status,
-    latencyMs: services.now() - startedAt,
-    apiKeyId: request.identity.keyId,
+    startedAt,
+    cached: false,
   });
+}
+
+/**
+ * Checks and counts every matching rule in one step; a breach is thrown as the 429. The
+ * concurrency slots are held until the response was fully sent or the client went away,
+ * whatever happened in between: the socket's `close` covers every path.
+ */
+export function admit(reply: FastifyReply, services: HttpServices, target: AdmissionTarget, options?: AdmitOptions): Record<string, string> | undefined {
+  const limiter = services.limiter;
+  if (limiter === undefined) return undefined;
+  const admission = limiter.admit(target, options);
+  if (!admission.ok) throw rateLimitedError(admission);
+  if (admission.holdsSlots) reply.raw.once('close', () => admission.release());
+  return rateLimitHeaders(admission.headers);
 }
 
 export async function callTarget(target: Target, modelRequest: ModelRequest, signal: AbortSignal): Promise<ProviderResult> {

@@ -3,6 +3,7 @@ import { registerAuth } from './auth.ts';
 import type { HttpServices } from './context.ts';
 import { GatewayError, dialectOf, sendError } from './errors.ts';
 import { registerAdminKeys } from './routes/admin-keys.ts';
+import { registerAdminRateLimits } from './routes/admin-rate-limits.ts';
 import { registerModelEndpoints } from './routes/model-endpoints.ts';
 import { registerPassthrough } from './routes/passthrough.ts';
 import { registerUsage } from './routes/usage.ts';
@@ -23,6 +24,7 @@ export function buildServer(services: HttpServices): FastifyInstance {
   registerPassthrough(app, services);
   registerUsage(app, services);
   registerAdminKeys(app, services);
+  registerAdminRateLimits(app, services);
 
   app.setNotFoundHandler((request, reply) => {
     sendError(reply, new GatewayError({ status: 404, type: 'not_found_error', message: `no route for ${request.method} ${request.url.split('?')[0]}`, code: 'route_not_found' }), dialectOf(request.url));

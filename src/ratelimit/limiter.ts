@@ -57,6 +57,8 @@ export interface AdmissionTicket {
   readonly ok: true;
   /** Values for the x-ratelimit-* success headers; undefined when no windowed rule matched. */
   readonly headers: RateLimitHeaderData | undefined;
+  /** True when release() has slots to give back (callers can skip arranging a release otherwise). */
+  readonly holdsSlots: boolean;
   /** Give back the concurrency slots. Idempotent; safe after the rule was reset or deleted. */
   release(): void;
 }
@@ -81,7 +83,7 @@ export type ProbeResult =
   | { readonly ok: false; readonly retryAfterSeconds: number; readonly breach: BreachedLimit };
 
 /** Returned whenever no rule applies: nothing to release, no headers, no allocation. */
-const NO_OP_TICKET: AdmissionTicket = Object.freeze({ ok: true as const, headers: undefined, release(): void {} });
+const NO_OP_TICKET: AdmissionTicket = Object.freeze({ ok: true as const, headers: undefined, holdsSlots: false, release(): void {} });
 const PROBE_OK: ProbeResult = Object.freeze({ ok: true as const });
 
 /** Most distinct lookups cached before the cache starts over. */
@@ -148,6 +150,10 @@ class HeldTicket implements AdmissionTicket {
     this.slots = slots;
     this.generations = generations;
     this.headers = headers;
+  }
+
+  get holdsSlots(): boolean {
+    return this.generations !== undefined;
   }
 
   release(): void {

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { HttpServices } from '../context.ts';
-import { asGatewayError, clientGoneSignal } from '../dispatch.ts';
+import { accountCompleted } from '../accounting.ts';
+import { admit, asGatewayError, clientGoneSignal } from '../dispatch.ts';
 import { notFound } from '../errors.ts';
 import { sendResult } from '../respond.ts';
 
@@ -16,6 +17,9 @@ export function registerPassthrough(app: FastifyInstance, services: HttpServices
       if (!provider) throw notFound(`provider "${name}" not found`, 'provider_not_found');
       const prefix = `/p/${name}`;
       const path = request.url.slice(request.url.indexOf(prefix) + prefix.length) || '/';
+      const body = Buffer.isBuffer(request.body) ? request.body : undefined;
+      const model = modelOf(body, request.headers['content-type']);
+      const headers = admit(reply, services, { userPath: request.identity.userPath, provider: provider.name, model });
       const startedAt = services.now();
       const signal = clientGoneSignal(reply);
       let result;
@@ -24,29 +28,37 @@ export function registerPassthrough(app: FastifyInstance, services: HttpServices
           method: request.method,
           path,
           headers: request.headers,
-          body: Buffer.isBuffer(request.body) ? request.body : undefined,
+          body,
           signal,
         });
       } catch (err) {
         throw asGatewayError(err, provider.name);
       }
-      await sendResult(reply, result, 'openai', undefined);
-      const usage = result.usage();
-      services.usage.record({
-        timestamp: new Date(startedAt),
-        userPath: request.identity.userPath,
+      await sendResult(reply, result, 'openai', headers);
+      accountCompleted(services, request.identity, {
         provider: provider.name,
-        model: '',
+        model: model ?? '',
         endpoint: 'passthrough',
-        promptTokens: usage?.promptTokens ?? 0,
-        completionTokens: usage?.completionTokens ?? 0,
-        totalTokens: usage?.totalTokens ?? 0,
-        cached: false,
+        usage: result.usage(),
         status: result.status,
-        latencyMs: services.now() - startedAt,
-        apiKeyId: request.identity.keyId,
+        startedAt,
+        cached: false,
       });
       return reply;
     });
   });
+}
+
+/** A JSON body naming a model lets model rules apply to passthrough calls too. */
+function modelOf(body: Buffer | undefined, contentType: string | undefined): string | undefined {
+  if (body === undefined || body.length === 0 || !contentType?.includes('json')) return undefined;
+  try {
+    const parsed: unknown = JSON.parse(body.toString('utf8'));
+    if (typeof parsed === 'object' && parsed !== null && 'model' in parsed && typeof parsed.model === 'string' && parsed.model !== '') {
+      return parsed.model;
+    }
+  } catch {
+    // Not JSON after all: the upstream will judge the body.
+  }
+  return undefined;
 }

@@ -36,7 +36,9 @@ export function registerUsage(app: FastifyInstance, services: HttpServices): voi
         cached_requests: row.cachedRequests,
       };
     });
-    return { user_path: userPath, from: from.toISOString(), to: to.toISOString(), totals, by_model: byModel };
+    // The user-path rules governing the caller, so a consumer can see how close it is to a limit.
+    const rateLimits = services.limiter?.usageFor(userPath) ?? [];
+    return { user_path: userPath, from: from.toISOString(), to: to.toISOString(), totals, by_model: byModel, rate_limits: rateLimits };
   });
 }
 

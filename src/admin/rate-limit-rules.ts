@@ -1,0 +1,158 @@
+import type { RuleSeed } from '../config/seeds.ts';
+import { buildRule, canonicalKey, periodLabel, type RateLimiter, type RuleDefinition, type RuleKey } from '../ratelimit/index.ts';
+import type { Storage, StoredRule } from '../storage/types.ts';
+
+/** Why a rule change was refused; the HTTP layer maps these to 400/404/409. */
+export class RuleChangeError extends Error {
+  readonly reason: 'invalid' | 'not_found' | 'managed_by_config';
+  constructor(reason: RuleChangeError['reason'], message: string) {
+    super(message);
+    this.name = 'RuleChangeError';
+    this.reason = reason;
+  }
+}
+
+export interface RuleWrite {
+  scope: RuleKey['scope'];
+  subject: string;
+  periodSeconds: number;
+  maxRequests?: number;
+  maxTokens?: number;
+}
+
+/**
+ * Keeps the stored rules and the live engine in step. Storage is written first, so a rule
+ * the engine enforces is always one that survives a restart; the engine is only ever
+ * touched here and on start-up, never on the request path.
+ */
+export class RuleManager {
+  readonly #storage: Storage;
+  readonly #limiter: RateLimiter;
+  readonly #now: () => number;
+  /** canonical key → where a config rule was declared, for the 409 message. */
+  readonly #configOrigins = new Map<string, string>();
+
+  private constructor(storage: Storage, limiter: RateLimiter, now: () => number) {
+    this.#storage = storage;
+    this.#limiter = limiter;
+    this.#now = now;
+  }
+
+  /**
+   * Re-seeds the config rules (stale ones removed, manual ones untouched) and loads every
+   * stored rule into the engine. Returns the manager and the seeds that lost to a manual rule.
+   */
+  static async start(
+    storage: Storage,
+    limiter: RateLimiter,
+    seeds: readonly RuleSeed[],
+    now: () => number,
+  ): Promise<{ manager: RuleManager; shadowed: RuleSeed[] }> {
+    const manager = new RuleManager(storage, limiter, now);
+    const at = new Date(now());
+    const rows: StoredRule[] = [];
+    const bySeedKey = new Map<string, RuleSeed>();
+    for (const seed of seeds) {
+      const definition = manager.#validate({ ...seed }, 'config', at);
+      const key = canonicalRuleKey(definition);
+      manager.#configOrigins.set(key, seed.origin);
+      bySeedKey.set(key, seed);
+      rows.push(toStored(definition));
+    }
+    const skipped = await storage.replaceConfigRules(rows);
+    const shadowed = skipped.map((key) => bySeedKey.get(canonicalRuleKey(key))).filter((seed): seed is RuleSeed => seed !== undefined);
+    for (const seed of shadowed) manager.#configOrigins.delete(canonicalRuleKey(seed));
+    limiter.replaceRules((await storage.listRules()).map(fromStored));
+    return { manager, shadowed };
+  }
+
+  /** Creates the rule or replaces its caps (its counters are kept). */
+  async put(write: RuleWrite): Promise<void> {
+    this.#assertManual(write);
+    const existing = this.#limiter.getRule(write);
+    const now = new Date(this.#now());
+    const definition = this.#validate(write, 'manual', existing?.createdAt ?? now, now);
+    await this.#storage.upsertRule(toStored(definition));
+    this.#limiter.upsertRule(definition);
+  }
+
+  async delete(key: RuleKey): Promise<void> {
+    this.#assertManual(key);
+    if (!this.#limiter.getRule(key)) throw notFound(key);
+    await this.#storage.deleteRule(key);
+    this.#limiter.deleteRule(key);
+  }
+
+  /** Config rules can be reset too: counters are not configuration. */
+  resetOne(key: RuleKey): void {
+    if (!this.#limiter.resetRule(key)) throw notFound(key);
+  }
+
+  resetAll(): void {
+    this.#limiter.resetAll();
+  }
+
+  #assertManual(key: RuleKey): void {
+    const origin = this.#configOrigins.get(canonicalRuleKey(key));
+    if (origin !== undefined) {
+      throw new RuleChangeError(
+        'managed_by_config',
+        `rate limit ${describe(key)} is managed by config (${origin}); change it there, or reset its counters with /admin/rate-limits/reset-one`,
+      );
+    }
+  }
+
+  #validate(write: RuleWrite, source: 'manual' | 'config', createdAt: Date, updatedAt: Date = createdAt): RuleDefinition {
+    const built = buildRule({
+      scope: write.scope,
+      subject: write.subject,
+      periodSeconds: write.periodSeconds,
+      maxRequests: write.maxRequests,
+      maxTokens: write.maxTokens,
+      source,
+      createdAt,
+      updatedAt,
+    });
+    if (!built.ok) throw new RuleChangeError('invalid', built.error);
+    return built.value;
+  }
+}
+
+function describe(key: RuleKey): string {
+  return `${key.scope} ${key.subject} ${periodLabel(key.periodSeconds)}`;
+}
+
+function notFound(key: RuleKey): RuleChangeError {
+  return new RuleChangeError('not_found', `no rate limit ${describe(key)}`);
+}
+
+function toStored(rule: RuleDefinition): StoredRule {
+  return {
+    scope: rule.scope,
+    subject: rule.subject,
+    periodSeconds: rule.periodSeconds,
+    maxRequests: rule.maxRequests ?? null,
+    maxTokens: rule.maxTokens ?? null,
+    source: rule.source,
+    createdAt: rule.createdAt,
+    updatedAt: rule.updatedAt,
+  };
+}
+
+function fromStored(row: StoredRule): RuleDefinition {
+  return {
+    scope: row.scope,
+    subject: row.subject,
+    periodSeconds: row.periodSeconds,
+    maxRequests: row.maxRequests ?? undefined,
+    maxTokens: row.maxTokens ?? undefined,
+    source: row.source,
+    createdAt: row.createdAt,
+    updatedAt: row.updatedAt,
+  };
+}
+
+/** Keys of valid rules always canonicalise; an invalid subject simply matches no rule. */
+function canonicalRuleKey(key: RuleKey): string {
+  return canonicalKey(key) ?? '';
+}

@@ -1,0 +1,37 @@
+import type { Usage } from '../providers/types.ts';
+import type { HttpServices, Identity } from './context.ts';
+
+export interface Completed {
+  provider: string;
+  model: string;
+  endpoint: string;
+  usage: Usage | undefined;
+  status: number;
+  startedAt: number;
+  cached: boolean;
+}
+
+/**
+ * After a response completed (streams at their end): charge its tokens to every matching
+ * token window and queue its usage record. Neither touches storage on this path.
+ */
+export function accountCompleted(services: HttpServices, identity: Identity, done: Completed): void {
+  const usage = done.usage;
+  if (usage !== undefined && !done.cached && services.limiter !== undefined) {
+    services.limiter.chargeTokens({ userPath: identity.userPath, provider: done.provider, model: done.model }, usage.totalTokens);
+  }
+  services.usage.record({
+    timestamp: new Date(done.startedAt),
+    userPath: identity.userPath,
+    provider: done.provider,
+    model: done.model,
+    endpoint: done.endpoint,
+    promptTokens: usage?.promptTokens ?? 0,
+    completionTokens: usage?.completionTokens ?? 0,
+    totalTokens: usage?.totalTokens ?? 0,
+    cached: done.cached,
+    status: done.status,
+    latencyMs: services.now() - done.startedAt,
+    apiKeyId: identity.keyId,
+  });
+}

@@ -1,0 +1,30 @@
+import type { AdmissionRefusal, RateLimitHeaderData } from '../ratelimit/index.ts';
+import { GatewayError } from './errors.ts';
+
+/** `x-ratelimit-*` headers from the engine's numbers; undefined when no windowed rule matched. */
+export function rateLimitHeaders(data: RateLimitHeaderData | undefined): Record<string, string> | undefined {
+  if (data === undefined) return undefined;
+  const headers: Record<string, string> = {};
+  const { requests, tokens } = data;
+  if (requests) {
+    headers['x-ratelimit-limit-requests'] = String(requests.limit);
+    headers['x-ratelimit-remaining-requests'] = String(requests.remaining);
+    headers['x-ratelimit-reset-requests'] = String(requests.reset);
+  }
+  if (tokens) {
+    headers['x-ratelimit-limit-tokens'] = String(tokens.limit);
+    headers['x-ratelimit-remaining-tokens'] = String(tokens.remaining);
+    headers['x-ratelimit-reset-tokens'] = String(tokens.reset);
+  }
+  return headers;
+}
+
+/** The 429 of a refused admission: exact message, Retry-After in seconds and milliseconds. */
+export function rateLimitedError(refusal: Pick<AdmissionRefusal, 'message' | 'retryAfterSeconds' | 'headers'>): GatewayError {
+  const headers: Record<string, string> = {
+    ...rateLimitHeaders(refusal.headers),
+    'retry-after': String(refusal.retryAfterSeconds),
+    'retry-after-ms': String(refusal.retryAfterSeconds * 1000),
+  };
+  return new GatewayError({ status: 429, type: 'rate_limit_error', message: refusal.message, code: 'rate_limit_exceeded', headers });
+}
