@@ -61,6 +61,11 @@ export interface AdmissionTicket {
   readonly holdsSlots: boolean;
   /** Give back the concurrency slots. Idempotent; safe after the rule was reset or deleted. */
   release(): void;
+  /**
+   * Give back only the provider and model slots, keeping the user-path ones: a failover
+   * attempt ended but the request goes on. Idempotent; release() later frees the rest.
+   */
+  releaseTargetSlots(): void;
 }
 
 /** A refused request: nothing was counted. */
@@ -74,6 +79,11 @@ export interface AdmissionRefusal {
   readonly message: string;
   /** For a request/token breach: that dimension's triple with remaining 0 and reset = Retry-After. */
   readonly headers: RateLimitHeaderData | undefined;
+  /**
+   * Whether any breached rule is a user-path rule. Routing needs it: a consumer over its limit
+   * gets its 429 at once, while a saturated provider or model is only a target to skip.
+   */
+  readonly userPathBreached: boolean;
 }
 
 export type AdmissionResult = AdmissionTicket | AdmissionRefusal;
@@ -83,7 +93,7 @@ export type ProbeResult =
   | { readonly ok: false; readonly retryAfterSeconds: number; readonly breach: BreachedLimit };
 
 /** Returned whenever no rule applies: nothing to release, no headers, no allocation. */
-const NO_OP_TICKET: AdmissionTicket = Object.freeze({ ok: true as const, headers: undefined, holdsSlots: false, release(): void {} });
+const NO_OP_TICKET: AdmissionTicket = Object.freeze({ ok: true as const, headers: undefined, holdsSlots: false, release(): void {}, releaseTargetSlots(): void {} });
 const PROBE_OK: ProbeResult = Object.freeze({ ok: true as const });
 
 /** Most distinct lookups cached before the cache starts over. */
@@ -138,7 +148,8 @@ class HeldTicket implements AdmissionTicket {
   private readonly slots: readonly CompiledRule[];
   /** Counter generation each slot was taken at; a reset in between makes its release a no-op. */
   private readonly generations: readonly number[] | undefined;
-  private released = false;
+  private releasedUserSlots = false;
+  private releasedTargetSlots = false;
 
   constructor(
     store: CounterStore,
@@ -157,17 +168,32 @@ class HeldTicket implements AdmissionTicket {
   }
 
   release(): void {
-    if (this.released) return;
-    this.released = true;
+    this.releaseTargetSlots();
+    if (this.releasedUserSlots) return;
+    this.releasedUserSlots = true;
+    this.releaseWhere(true);
+  }
+
+  releaseTargetSlots(): void {
+    if (this.releasedTargetSlots) return;
+    this.releasedTargetSlots = true;
+    this.releaseWhere(false);
+  }
+
+  private releaseWhere(userPath: boolean): void {
     const generations = this.generations;
     if (generations === undefined) return;
-    for (let i = 0; i < this.slots.length; i++) this.store.release(this.slots[i]!.counter, generations[i]!);
+    for (let i = 0; i < this.slots.length; i++) {
+      const slot = this.slots[i]!;
+      if ((slot.scope === 'user_path') === userPath) this.store.release(slot.counter, generations[i]!);
+    }
   }
 }
 
 interface FoundBreach {
   readonly breach: BreachedLimit;
   readonly retryAfterSeconds: number;
+  readonly userPathBreached: boolean;
 }
 
 export class RateLimiter {
@@ -408,24 +434,28 @@ export class RateLimiter {
       // The store refused but the engine sees no breach: the two disagree on the arithmetic.
       throw new Error('rate-limit store refused a request without a breached rule');
     }
-    const { breach, retryAfterSeconds: retryAfter } = found;
+    const { breach, retryAfterSeconds: retryAfter, userPathBreached } = found;
     const triple = { limit: breach.cap, remaining: 0, reset: retryAfter };
     const headers: RateLimitHeaderData | undefined =
       breach.kind === 'requests' ? { requests: triple } : breach.kind === 'tokens' ? { tokens: triple } : undefined;
-    return { ok: false, breach, retryAfterSeconds: retryAfter, message: breach.message, headers };
+    return { ok: false, breach, retryAfterSeconds: retryAfter, message: breach.message, headers, userPathBreached };
   }
 
   /** Every breached limit in the snapshot; the one with the longest Retry-After wins (first on a tie). */
   private findBreach(rules: readonly CompiledRule[], snapshot: Float64Array, now: number): FoundBreach | undefined {
     let worst: BreachedLimit | undefined;
     let worstRetry = 0;
+    let userPathBreached = false;
     for (let i = 0; i < rules.length; i++) {
       const rule = rules[i]!;
       const at = i * SNAPSHOT_STRIDE;
       if (rule.concurrent) {
-        if (snapshot[at + SNAP_IN_FLIGHT]! >= rule.maxRequests && 1 > worstRetry) {
-          worst = rule.requestBreach;
-          worstRetry = 1;
+        if (snapshot[at + SNAP_IN_FLIGHT]! >= rule.maxRequests) {
+          userPathBreached ||= rule.scope === 'user_path';
+          if (1 > worstRetry) {
+            worst = rule.requestBreach;
+            worstRetry = 1;
+          }
         }
         continue;
       }
@@ -435,6 +465,7 @@ export class RateLimiter {
         const previous = snapshot[at + SNAP_REQ_PREV]!;
         const current = snapshot[at + SNAP_REQ_CUR]!;
         if (slidingEstimate(previous, current, period, elapsed) >= rule.maxRequests) {
+          userPathBreached ||= rule.scope === 'user_path';
           const retry = retryAfterSeconds(previous, current, rule.maxRequests, period, elapsed);
           if (retry > worstRetry) {
             worst = rule.requestBreach;
@@ -446,6 +477,7 @@ export class RateLimiter {
         const previous = snapshot[at + SNAP_TOK_PREV]!;
         const current = snapshot[at + SNAP_TOK_CUR]!;
         if (slidingEstimate(previous, current, period, elapsed) >= rule.maxTokens) {
+          userPathBreached ||= rule.scope === 'user_path';
           const retry = retryAfterSeconds(previous, current, rule.maxTokens, period, elapsed);
           if (retry > worstRetry) {
             worst = rule.tokenBreach;
@@ -454,7 +486,7 @@ export class RateLimiter {
         }
       }
     }
-    return worst === undefined ? undefined : { breach: worst, retryAfterSeconds: worstRetry };
+    return worst === undefined ? undefined : { breach: worst, retryAfterSeconds: worstRetry, userPathBreached };
   }
 }
 
