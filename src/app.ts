@@ -10,7 +10,8 @@ import type { HttpServices } from './http/context.ts';
 import { buildServer } from './http/server.ts';
 import { createProviders } from './providers/registry.ts';
 import type { Provider } from './providers/types.ts';
-import { Resolver } from './routing/resolver.ts';
+import { Resolver, RoutingError } from './routing/resolver.ts';
+import { ResponseCache } from './cache/response-cache.ts';
 import { openStorage } from './storage/index.ts';
 import type { Storage } from './storage/types.ts';
 import { UsageRecorder } from './usage/recorder.ts';
@@ -59,7 +60,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     if (providerConfigs === BUILT_IN_MOCK) logger.info('no provider configured: serving the built-in mock provider (instance "mock")');
     const providers = createProviders(providerConfigs);
     cleanup.push(() => Promise.all(providers.map((p) => p.close())).then(() => undefined));
-    const resolver = new Resolver(providers, await discoverModels(providers, logger));
+    const resolver = buildResolver(providers, await discoverModels(providers, logger), config);
 
     const keys = await KeyRing.load(storage);
     const usage = new UsageRecorder(storage, {
@@ -75,6 +76,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         masterKey,
         userPathHeader: config.server.user_path_header.toLowerCase(),
         bodyLimitBytes: config.server.body_limit,
+        cacheShared: config.cache.response.shared,
         logger,
       },
       resolver,
@@ -83,6 +85,9 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       usage,
       limiter,
       rules,
+      cache: config.cache.response.enabled
+        ? new ResponseCache({ ttlSeconds: config.cache.response.ttl_seconds, maxEntries: config.cache.response.max_entries, now })
+        : undefined,
       now,
     };
     const server = buildServer(services);
@@ -132,6 +137,15 @@ async function startRateLimits(
   return { limiter, rules: manager };
 }
 
+function buildResolver(providers: readonly Provider[], models: ReadonlyMap<string, readonly string[]>, config: GatewayConfig): Resolver {
+  try {
+    return new Resolver(providers, models, { aliases: config.aliases, failover: config.failover });
+  } catch (err) {
+    if (err instanceof RoutingError) throw new StartupError(err.message);
+    throw err;
+  }
+}
+
 async function discoverModels(providers: readonly Provider[], logger: FastifyBaseLogger): Promise<Map<string, string[]>> {
   const entries = await Promise.all(
     providers.map(async (provider): Promise<[string, string[]]> => {
@@ -155,6 +169,10 @@ function assertSafeListen(host: string, masterKey: string | undefined): void {
 
 async function shutdown(server: FastifyInstance, cleanup: Array<() => Promise<void>>, graceMs: number, logger: FastifyBaseLogger): Promise<void> {
   const closing = server.close();
+  // server.close() drops only the connections idle at that moment; a keep-alive connection whose
+  // in-flight request finishes later would otherwise hold the shutdown until the grace timeout.
+  const idle = setInterval(() => server.server.closeIdleConnections(), 50);
+  idle.unref();
   const grace = setTimeout(() => {
     logger.warn('in-flight requests did not finish in time; closing their connections');
     server.server.closeAllConnections();
@@ -163,6 +181,7 @@ async function shutdown(server: FastifyInstance, cleanup: Array<() => Promise<vo
   try {
     await closing;
   } finally {
+    clearInterval(idle);
     clearTimeout(grace);
     await runAll(cleanup, logger);
   }

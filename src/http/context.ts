@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { RuleManager } from '../admin/rate-limit-rules.ts';
 import type { KeyRing } from '../auth/keys.ts';
+import type { ResponseCache } from '../cache/response-cache.ts';
 import type { RateLimiter } from '../ratelimit/index.ts';
 import type { Resolver } from '../routing/resolver.ts';
 import type { Storage } from '../storage/types.ts';
@@ -16,6 +17,8 @@ export interface HttpServices {
   /** Absent when rate limits are disabled (RATE_LIMITS_ENABLED=false). */
   limiter: RateLimiter | undefined;
   rules: RuleManager | undefined;
+  /** Absent when the response cache is disabled. */
+  cache: ResponseCache | undefined;
   now(): number;
 }
 
@@ -24,6 +27,8 @@ export interface HttpOptions {
   /** Lower-case header name carrying the caller's user path. */
   userPathHeader: string;
   bodyLimitBytes: number;
+  /** Whether user paths share response-cache entries (`cache.response.shared`). */
+  cacheShared: boolean;
   logger: FastifyBaseLogger;
 }
 

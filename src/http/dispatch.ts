@@ -1,17 +1,22 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { cacheKey, cacheMode, type CacheMode } from '../cache/response-cache.ts';
 import { UpstreamUnavailableError, type ProviderCall, type ProviderResult } from '../providers/types.ts';
-import type { Target } from '../routing/resolver.ts';
+import type { AdmissionRefusal, AdmissionTarget, AdmissionTicket, AdmitOptions } from '../ratelimit/index.ts';
+import type { Route, Target } from '../routing/resolver.ts';
+import { accountCompleted } from './accounting.ts';
 import type { HttpServices } from './context.ts';
 import { GatewayError, notFound, type ErrorDialect } from './errors.ts';
-import { encodeFormForModel, type ModelRequest } from './requests.ts';
-import { sendResult } from './respond.ts';
-import { accountCompleted } from './accounting.ts';
 import { rateLimitHeaders, rateLimitedError } from './rate-limit-headers.ts';
-import type { AdmissionTarget, AdmitOptions } from '../ratelimit/index.ts';
+import { encodeFormForModel, type ModelRequest } from './requests.ts';
+import { collect, primeStream, sendResult, upstreamError } from './respond.ts';
+
+const CACHEABLE = new Set(['chat', 'responses', 'embeddings']);
+const CACHE_HEADER = 'x-floodgate-cache';
 
 /**
- * The path of one model request after validation: resolve the model, call the target,
- * write the answer, record usage.
+ * The path of one model request after validation: cache lookup, then for each target in the
+ * route's order: admission, upstream call, and on a retryable failure the next failover
+ * candidate; finally the answer, usage and token accounting.
  */
 export async function dispatch(
   request: FastifyRequest,
@@ -22,16 +27,24 @@ export async function dispatch(
 ): Promise<void> {
   const route = services.resolver.resolve(modelRequest.model);
   if (!route) throw notFound(`model "${modelRequest.model}" not found`, 'model_not_found');
-  const target = route.candidates[0]!;
   const identity = request.identity;
-  const headers = admit(reply, services, { userPath: identity.userPath, provider: target.provider.name, model: target.model });
+
+  const cached = lookupCache(request, reply, services, route, modelRequest);
+  if (cached === 'served') return;
+
   const startedAt = services.now();
   const signal = clientGoneSignal(reply);
-
-  const result = await callTarget(target, modelRequest, signal);
+  const outcome = await execute(reply, services, route, modelRequest, identity.userPath, signal);
+  const { result, target } = outcome;
+  if (cached !== undefined) {
+    reply.header(CACHE_HEADER, cached.mode === 'bypass' ? 'bypass' : 'miss');
+    if (cached.mode !== 'bypass' && result.status === 200 && Buffer.isBuffer(result.body)) {
+      services.cache!.set(cached.key, { status: 200, headers: result.headers, body: result.body, provider: target.provider.name, model: target.model });
+    }
+  }
   let status = result.status;
   try {
-    await sendResult(reply, result, dialect, headers);
+    await sendResult(reply, result, dialect, outcome.headers);
   } catch (err) {
     status = 502;
     request.log.warn({ err, provider: target.provider.name }, 'upstream stream failed');
@@ -47,6 +60,174 @@ export async function dispatch(
   });
 }
 
+interface Outcome {
+  result: ProviderResult;
+  target: Target;
+  headers: Record<string, string> | undefined;
+}
+
+/**
+ * Tries the route's targets. A target saturated by the gateway's own provider or model rules
+ * is skipped without being called; a target that fails upstream (429, 5xx, timeout, connection
+ * error, or a stream that breaks before its first byte) passes the request to the next failover
+ * candidate. User-path rules are counted once, with the first admitted attempt; provider and
+ * model windows and slots are taken for every attempt and released when the attempt ends.
+ */
+async function execute(
+  reply: FastifyReply,
+  services: HttpServices,
+  route: Route,
+  modelRequest: ModelRequest,
+  userPath: string,
+  signal: AbortSignal,
+): Promise<Outcome> {
+  const limiter = services.limiter;
+  const primaryCount = route.primary.length;
+  const total = primaryCount + route.failover.length;
+  // After an upstream failure only failover candidates remain, never an alias's other targets.
+  const nextAfterFailure = (i: number): number => Math.max(i + 1, primaryCount);
+  let ticket: AdmissionTicket | undefined;
+  let headers: Record<string, string> | undefined;
+  const refusals: Array<{ target: Target; refusal: AdmissionRefusal }> = [];
+  let failure: GatewayError | undefined;
+
+  let i = 0;
+  while (i < total) {
+    const target = i < primaryCount ? route.primary[i]! : route.failover[i - primaryCount]!;
+    let attempt: AdmissionTicket | undefined;
+    if (limiter !== undefined) {
+      const first = ticket === undefined;
+      const admission = limiter.admit(
+        first ? { userPath, provider: target.provider.name, model: target.model } : { provider: target.provider.name, model: target.model },
+      );
+      if (!admission.ok) {
+        if (admission.userPathBreached) throw rateLimitedError(admission);
+        refusals.push({ target, refusal: admission });
+        i++;
+        continue;
+      }
+      if (admission.holdsSlots) reply.raw.once('close', () => admission.release());
+      if (first) {
+        ticket = admission;
+        headers = rateLimitHeaders(admission.headers);
+      } else {
+        attempt = admission;
+      }
+    }
+
+    const canFailOver = nextAfterFailure(i) < total;
+    try {
+      let result = await callTarget(target, modelRequest, signal);
+      if (canFailOver && isRetryable(result.status)) {
+        failure = await asFailure(result);
+      } else {
+        // Streams fail over only before their first byte reached the client: wait for it here.
+        if (!Buffer.isBuffer(result.body) && result.status < 400 && canFailOver) result = await primeStream(result, target.provider.name);
+        return { result, target, headers };
+      }
+    } catch (err) {
+      if (!canFailOver || signal.aborted || !(err instanceof GatewayError && err.status >= 500)) {
+        endAttempt(ticket, attempt);
+        throw err;
+      }
+      failure = err;
+    }
+    endAttempt(ticket, attempt);
+    i = nextAfterFailure(i);
+  }
+  // Tried and failed upstream beats saturated: the client learns what actually happened.
+  if (failure !== undefined) throw failure;
+  throw allSaturated(route, refusals);
+}
+
+/** The provider and model slots of a finished attempt go back; the user-path slot stays with the request. */
+function endAttempt(ticket: AdmissionTicket | undefined, attempt: AdmissionTicket | undefined): void {
+  if (attempt !== undefined) attempt.release();
+  else ticket?.releaseTargetSlots();
+}
+
+/**
+ * Every candidate is saturated: the client sees the 429 of the route's first target (the original
+ * one), with the Retry-After of whichever candidate frees up first.
+ */
+function allSaturated(route: Route, refusals: ReadonlyArray<{ target: Target; refusal: AdmissionRefusal }>): GatewayError {
+  const original = refusals.find((r) => r.target === route.first) ?? refusals[0];
+  if (original === undefined) return new GatewayError({ status: 503, type: 'provider_error', message: `no target available for model "${route.requested}"`, code: 'no_target_available' });
+  let retryAfterSeconds = original.refusal.retryAfterSeconds;
+  for (const { refusal } of refusals) retryAfterSeconds = Math.min(retryAfterSeconds, refusal.retryAfterSeconds);
+  const triple = original.refusal.headers;
+  const headers = triple === undefined ? undefined : {
+    requests: triple.requests && { ...triple.requests, reset: retryAfterSeconds },
+    tokens: triple.tokens && { ...triple.tokens, reset: retryAfterSeconds },
+  };
+  return rateLimitedError({ message: original.refusal.message, retryAfterSeconds, headers });
+}
+
+function isRetryable(status: number): boolean {
+  return status === 429 || status >= 500;
+}
+
+/** A failed attempt as the error the client would see, its body read so the connection returns to the pool. */
+async function asFailure(result: ProviderResult): Promise<GatewayError> {
+  const body = Buffer.isBuffer(result.body) ? result.body : await collect(result.body);
+  return upstreamError(result.status, body, result.headers);
+}
+
+interface CacheLookup {
+  key: string;
+  mode: CacheMode;
+}
+
+/**
+ * Cache hits are served before any rate-limit check and count nothing; the usage record marks
+ * them. Returns 'served' for a hit, the key to store under for a miss, undefined when not cacheable.
+ */
+function lookupCache(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  services: HttpServices,
+  route: Route,
+  modelRequest: ModelRequest,
+): CacheLookup | 'served' | undefined {
+  const cache = services.cache;
+  if (cache === undefined || modelRequest.stream || !modelRequest.json || !CACHEABLE.has(modelRequest.endpoint)) return undefined;
+  const mode = cacheMode(request.headers['cache-control']);
+  const scope = services.options.cacheShared ? null : request.identity.userPath;
+  const key = cacheKey(modelRequest.endpoint, route.cacheModel, modelRequest.json, scope);
+  if (mode !== 'use') return { key, mode };
+  const hit = cache.get(key);
+  if (hit === undefined) return { key, mode };
+  const startedAt = services.now();
+  void reply.code(hit.status).headers(hit.headers).header(CACHE_HEADER, 'hit').send(hit.body);
+  accountCompleted(services, request.identity, {
+    provider: hit.provider,
+    model: hit.model,
+    endpoint: modelRequest.endpoint,
+    usage: undefined,
+    status: hit.status,
+    startedAt,
+    cached: true,
+  });
+  return 'served';
+}
+
+export async function callTarget(target: Target, modelRequest: ModelRequest, signal: AbortSignal): Promise<ProviderResult> {
+  const call: ProviderCall = { endpoint: modelRequest.endpoint, model: target.model, stream: modelRequest.stream, signal };
+  if (modelRequest.json) {
+    call.json = modelRequest.json.model === target.model ? modelRequest.json : { ...modelRequest.json, model: target.model };
+  } else if (modelRequest.form) {
+    const encoded = await encodeFormForModel(modelRequest.form, target.model);
+    call.raw = encoded.body;
+    call.contentType = encoded.contentType;
+  }
+  if (modelRequest.headers) call.headers = modelRequest.headers;
+  try {
+    return await target.provider.call(call);
+  } catch (err) {
+    throw asGatewayError(err, target.provider.name);
+  }
+}
+
 /**
  * Checks and counts every matching rule in one step; a breach is thrown as the 429. The
  * concurrency slots are held until the response was fully sent or the client went away,
@@ -59,22 +240,6 @@ export function admit(reply: FastifyReply, services: HttpServices, target: Admis
   if (!admission.ok) throw rateLimitedError(admission);
   if (admission.holdsSlots) reply.raw.once('close', () => admission.release());
   return rateLimitHeaders(admission.headers);
-}
-
-export async function callTarget(target: Target, modelRequest: ModelRequest, signal: AbortSignal): Promise<ProviderResult> {
-  const call: ProviderCall = { endpoint: modelRequest.endpoint, model: target.model, stream: modelRequest.stream, signal };
-  if (modelRequest.json) {
-    call.json = modelRequest.json.model === target.model ? modelRequest.json : { ...modelRequest.json, model: target.model };
-  } else if (modelRequest.form) {
-    const encoded = await encodeFormForModel(modelRequest.form, target.model);
-    call.raw = encoded.body;
-    call.contentType = encoded.contentType;
-  }
-  try {
-    return await target.provider.call(call);
-  } catch (err) {
-    throw asGatewayError(err, target.provider.name);
-  }
 }
 
 export function asGatewayError(err: unknown, provider: string): unknown {

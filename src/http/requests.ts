@@ -1,3 +1,4 @@
+import type { IncomingHttpHeaders } from 'node:http';
 import { z } from 'zod';
 import type { Endpoint } from '../providers/types.ts';
 import { badRequest } from './errors.ts';
@@ -11,6 +12,8 @@ export interface ModelRequest {
   stream: boolean;
   json?: Record<string, unknown>;
   form?: FormData;
+  /** Client headers a provider may need to pass on (e.g. `anthropic-version` on /v1/messages). */
+  headers?: IncomingHttpHeaders;
 }
 
 const modelField = z.string({ error: 'must be a string' }).trim().min(1, { error: 'must not be empty' });

@@ -1,6 +1,6 @@
 import { once } from 'node:events';
 import type { FastifyReply } from 'fastify';
-import type { ProviderResult } from '../providers/types.ts';
+import { UpstreamUnavailableError, type ProviderResult } from '../providers/types.ts';
 import { GatewayError, errorBody, type ErrorDialect } from './errors.ts';
 
 /**
@@ -54,7 +54,7 @@ async function writeStream(reply: FastifyReply, result: ProviderResult, extraHea
   }
 }
 
-async function collect(body: AsyncIterable<Buffer>): Promise<Buffer> {
+export async function collect(body: AsyncIterable<Buffer>): Promise<Buffer> {
   const chunks: Buffer[] = [];
   for await (const chunk of body) chunks.push(chunk);
   return Buffer.concat(chunks);
@@ -86,4 +86,38 @@ export function upstreamError(status: number, body: Buffer, headers: Record<stri
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/**
+ * Waits for a stream's first chunk before anything is sent, so a stream that breaks at once can
+ * still fail over. The returned result yields that chunk, then the rest.
+ */
+export async function primeStream(result: ProviderResult, provider: string): Promise<ProviderResult> {
+  const iterator = (result.body as AsyncIterable<Buffer>)[Symbol.asyncIterator]();
+  let first: IteratorResult<Buffer>;
+  try {
+    first = await iterator.next();
+  } catch (err) {
+    throw streamFailure(err, provider);
+  }
+  async function* replay(): AsyncGenerator<Buffer> {
+    if (first.done) return;
+    let finished = false;
+    try {
+      yield first.value;
+      for (let next = await iterator.next(); !next.done; next = await iterator.next()) yield next.value;
+      finished = true;
+    } finally {
+      // A consumer that stops early (client gone) must still free the upstream connection.
+      if (!finished) await iterator.return?.();
+    }
+  }
+  return { status: result.status, headers: result.headers, body: replay(), usage: () => result.usage() };
+}
+
+function streamFailure(err: unknown, provider: string): GatewayError {
+  if (err instanceof GatewayError) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  const status = err instanceof UpstreamUnavailableError ? err.status : 502;
+  return new GatewayError({ status, type: 'provider_error', message: `provider ${provider} stream failed before its first byte: ${message}`, code: 'upstream_unavailable' });
 }

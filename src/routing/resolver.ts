@@ -1,18 +1,30 @@
 import type { Provider } from '../providers/types.ts';
+import { AliasBalancer, type AliasDefinition } from './aliases.ts';
 
 /** One concrete place a request can be executed: a provider instance and its own model id. */
 export interface Target {
-  provider: Provider;
+  readonly provider: Provider;
   /** The provider's own model id. */
-  model: string;
+  readonly model: string;
   /** `provider/model`, the qualified id clients can use. */
-  id: string;
+  readonly id: string;
 }
 
-/** What a requested model name resolved to: the ordered candidates, the first being the primary. */
+/**
+ * What a requested model name resolved to, for one request.
+ * - `primary`: the targets in the order to try while they are saturated — one for a direct
+ *   model, the alias's targets in its strategy's order for this request.
+ * - `failover`: tried, in order, when the primary target fails upstream (429, 5xx, timeout,
+ *   connection error) or when every primary target is saturated.
+ */
 export interface Route {
-  requested: string;
-  candidates: Target[];
+  readonly requested: string;
+  /** What the response cache keys on: the target id for a direct model, `alias:<name>` for an alias. */
+  readonly cacheModel: string;
+  readonly primary: readonly Target[];
+  readonly failover: readonly Target[];
+  /** The alias's first listed target (or the direct target): whose 429 a client sees when all are saturated. */
+  readonly first: Target;
 }
 
 export interface ModelListing {
@@ -20,26 +32,47 @@ export interface ModelListing {
   ownedBy: string;
 }
 
+export interface RoutingConfig {
+  aliases?: Readonly<Record<string, AliasDefinition>>;
+  /** model name (alias, `provider/model` or bare) → ordered candidate model names */
+  failover?: Readonly<Record<string, readonly string[]>>;
+}
+
 /**
- * Resolves client model names to targets. Built once at start-up from the providers' model lists,
- * so resolving is a map lookup. Aliases and failover plug in as extra route sources (see routing/).
+ * Resolves client model names to targets. Everything is built once at start-up, so resolving a
+ * direct model is a map lookup returning a shared Route; an alias costs one balancer step.
  */
 export class Resolver {
   readonly #providers = new Map<string, Provider>();
   readonly #modelsByProvider = new Map<string, Set<string>>();
-  /** bare model id → first provider (in config order) that serves it */
-  readonly #firstServer = new Map<string, Target>();
+  /** `provider/model` and bare model ids → their direct route */
+  readonly #direct = new Map<string, Route>();
+  readonly #aliases = new Map<string, AliasBalancer>();
+  readonly #failover = new Map<string, readonly Target[]>();
   readonly #listing: ModelListing[] = [];
 
-  constructor(providers: readonly Provider[], modelsByProvider: ReadonlyMap<string, readonly string[]>) {
+  constructor(providers: readonly Provider[], modelsByProvider: ReadonlyMap<string, readonly string[]>, routing: RoutingConfig = {}) {
     for (const provider of providers) {
       this.#providers.set(provider.name, provider);
       const models = modelsByProvider.get(provider.name) ?? [];
       this.#modelsByProvider.set(provider.name, new Set(models));
-      for (const model of models) {
+      for (const model of models) this.#listing.push({ id: `${provider.name}/${model}`, ownedBy: provider.name });
+    }
+    for (const [name, candidates] of Object.entries(routing.failover ?? {})) {
+      this.#failover.set(name, candidates.map((candidate) => this.#requireTarget(candidate, `failover.${name}`)));
+    }
+    for (const [name, alias] of Object.entries(routing.aliases ?? {})) {
+      const targets = alias.targets.map((t, i) => this.#requireTarget(t.model, `aliases.${name}.targets[${i}]`));
+      const failover = this.#failover.get(name) ?? [];
+      this.#aliases.set(name, new AliasBalancer(alias, targets, name, failover));
+      this.#listing.push({ id: name, ownedBy: 'floodgate' });
+    }
+    for (const provider of providers) {
+      for (const model of modelsByProvider.get(provider.name) ?? []) {
         const target = makeTarget(provider, model);
-        if (!this.#firstServer.has(model)) this.#firstServer.set(model, target);
-        this.#listing.push({ id: target.id, ownedBy: provider.name });
+        const route = this.#directRoute(target, target.id);
+        this.#direct.set(target.id, route);
+        if (!this.#direct.has(model)) this.#direct.set(model, this.#directRoute(target, model));
       }
     }
   }
@@ -48,36 +81,55 @@ export class Resolver {
     return this.#providers.get(name);
   }
 
-  providers(): Provider[] {
-    return [...this.#providers.values()];
-  }
-
-  /** A single target for a model name: `provider/model` or a bare model. Aliases are not targets. */
-  target(name: string): Target | undefined {
-    const slash = name.indexOf('/');
-    if (slash > 0) {
-      const provider = this.#providers.get(name.slice(0, slash));
-      if (provider) {
-        const model = name.slice(slash + 1);
-        const known = this.#modelsByProvider.get(provider.name);
-        // A provider whose model list is unknown (discovery failed) accepts any qualified model:
-        // the upstream is the judge then.
-        if (model !== '' && (known === undefined || known.size === 0 || known.has(model))) {
-          return makeTarget(provider, model);
-        }
-        return undefined;
-      }
-    }
-    return this.#firstServer.get(name);
-  }
-
   resolve(name: string): Route | undefined {
-    const target = this.target(name);
-    return target ? { requested: name, candidates: [target] } : undefined;
+    const direct = this.#direct.get(name);
+    if (direct !== undefined) return direct;
+    const alias = this.#aliases.get(name);
+    if (alias !== undefined) return alias.next();
+    // A provider whose model list is unknown (discovery failed) accepts any qualified model:
+    // the upstream is the judge then.
+    const target = this.#openTarget(name);
+    return target ? this.#directRoute(target, name) : undefined;
   }
 
   listModels(): readonly ModelListing[] {
     return this.#listing;
+  }
+
+  #directRoute(target: Target, requested: string): Route {
+    const failover = this.#failover.get(requested) ?? this.#failover.get(target.id) ?? this.#failover.get(target.model) ?? [];
+    return { requested, cacheModel: target.id, primary: [target], failover, first: target };
+  }
+
+  #openTarget(name: string): Target | undefined {
+    const slash = name.indexOf('/');
+    if (slash <= 0) return undefined;
+    const provider = this.#providers.get(name.slice(0, slash));
+    const model = name.slice(slash + 1);
+    if (!provider || model === '' || (this.#modelsByProvider.get(provider.name)?.size ?? 0) > 0) return undefined;
+    return makeTarget(provider, model);
+  }
+
+  /** Alias targets and failover candidates must name a model a provider serves. */
+  #requireTarget(name: string, where: string): Target {
+    const slash = name.indexOf('/');
+    const provider = slash > 0 ? this.#providers.get(name.slice(0, slash)) : undefined;
+    if (provider) {
+      const model = name.slice(slash + 1);
+      const known = this.#modelsByProvider.get(provider.name);
+      if (model !== '' && (known === undefined || known.size === 0 || known.has(model))) return makeTarget(provider, model);
+    }
+    for (const [providerName, models] of this.#modelsByProvider) {
+      if (models.has(name)) return makeTarget(this.#providers.get(providerName)!, name);
+    }
+    throw new RoutingError(`${where}: model "${name}" is not served by any configured provider`);
+  }
+}
+
+export class RoutingError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'RoutingError';
   }
 }
 

@@ -17,6 +17,7 @@ export function registerModelEndpoints(app: FastifyInstance, services: HttpServi
     const dialect = endpoint === 'messages' ? 'anthropic' : 'openai';
     app.post(url, async (request, reply) => {
       const modelRequest = parseJsonRequest(endpoint, request.body);
+      if (endpoint === 'messages') modelRequest.headers = request.headers;
       await dispatch(request, reply, services, modelRequest, dialect);
       return reply;
     });

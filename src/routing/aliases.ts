@@ -1,0 +1,62 @@
+import type { Route, Target } from './resolver.ts';
+
+export interface AliasDefinition {
+  strategy: 'round_robin' | 'weighted' | 'first';
+  targets: ReadonlyArray<{ model: string; weight: number }>;
+}
+
+/**
+ * Picks the order in which an alias's targets are tried for one request. Every rotation of
+ * the target list is built once, so a pick allocates nothing: round_robin cycles the start,
+ * weighted uses smooth weighted round robin (deterministic: weights 1 and 2 give B A B B A B …),
+ * first always starts at the first target. The remaining targets follow in listed order, so
+ * a saturated pick falls through to the next one.
+ */
+export class AliasBalancer {
+  readonly #strategy: AliasDefinition['strategy'];
+  readonly #routes: readonly Route[];
+  readonly #weights: readonly number[];
+  readonly #current: number[];
+  readonly #totalWeight: number;
+  #cursor = 0;
+
+  constructor(definition: AliasDefinition, targets: readonly Target[], name: string, failover: readonly Target[]) {
+    this.#strategy = definition.strategy;
+    this.#weights = definition.targets.map((t) => t.weight);
+    this.#current = this.#weights.map(() => 0);
+    this.#totalWeight = this.#weights.reduce((a, b) => a + b, 0);
+    const cacheModel = `alias:${name}`;
+    this.#routes = targets.map((_, start) => ({
+      requested: name,
+      cacheModel,
+      primary: [...targets.slice(start), ...targets.slice(0, start)],
+      failover,
+      first: targets[0]!,
+    }));
+  }
+
+  next(): Route {
+    return this.#routes[this.#pick()]!;
+  }
+
+  #pick(): number {
+    switch (this.#strategy) {
+      case 'first':
+        return 0;
+      case 'round_robin': {
+        const index = this.#cursor;
+        this.#cursor = (index + 1) % this.#routes.length;
+        return index;
+      }
+      case 'weighted': {
+        let best = 0;
+        for (let i = 0; i < this.#current.length; i++) {
+          this.#current[i]! += this.#weights[i]!;
+          if (this.#current[i]! > this.#current[best]!) best = i;
+        }
+        this.#current[best]! -= this.#totalWeight;
+        return best;
+      }
+    }
+  }
+}
