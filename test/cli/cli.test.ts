@@ -1,0 +1,188 @@
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
+import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.ts';
+import { openaiProvider, waitFor } from '../support/e2e.ts';
+
+const CLI = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
+
+interface Run {
+  child: ChildProcess;
+  stdout: () => string;
+  stderr: () => string;
+  exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** Runs the CLI in `cwd` with a clean environment (no MASTER_KEY, HOST, PORT... from the caller). */
+function runCli(args: string[], cwd: string, env: Record<string, string> = {}): Run {
+  const base: Record<string, string> = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? cwd, LOG_LEVEL: 'info' };
+  const child = spawn(process.execPath, [CLI, ...args], { cwd, env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout!.on('data', (d: Buffer) => { out += d.toString('utf8'); });
+  child.stderr!.on('data', (d: Buffer) => { err += d.toString('utf8'); });
+  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  return { child, stdout: () => out, stderr: () => err, exit };
+}
+
+function logLines(text: string): Array<Record<string, unknown>> {
+  return text.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
+}
+
+async function listeningUrl(run: Run): Promise<string> {
+  let url: string | undefined;
+  await waitFor(() => {
+    url = logLines(run.stdout()).find((l) => l.msg === 'floodgate listening')?.url as string | undefined;
+    if (!url && run.child.exitCode !== null) throw new Error(`the gateway exited: ${run.stderr()} ${run.stdout()}`);
+    return url !== undefined;
+  }, 10_000, 'the "floodgate listening" log line');
+  return url!;
+}
+
+async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([p, new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error(`timed out: ${what}`)), ms); })]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+describe('floodgate CLI', () => {
+  let dir: string;
+  let fake: FakeUpstream;
+  const running: ChildProcess[] = [];
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'floodgate-cli-'));
+    fake = await startFakeUpstream({ apiKey: 'k-up', name: 'up' });
+  });
+  after(async () => {
+    for (const child of running) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    await fake?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('serves on --port 0, and on SIGTERM lets the in-flight request finish, keeps its usage record and exits 0', async () => {
+    const config = join(dir, 'serve.yaml');
+    const db = join(dir, 'serve.db');
+    writeFileSync(config, `storage: { type: sqlite, sqlite: { path: ${db} } }\nproviders:\n${openaiProvider('up', fake.url, ['gpt-x'])}`);
+    const run = runCli(['--config', config, '--port', '0'], dir);
+    running.push(run.child);
+    const url = await listeningUrl(run);
+    assert.match(url, /^http:\/\/127\.0\.0\.1:\d+$/);
+    assert.notEqual(url, 'http://127.0.0.1:0');
+
+    const health = await fetch(`${url}/health`);
+    assert.equal(health.status, 200);
+
+    fake.reset();
+    fake.setLatency(600);
+    const inflight = fetch(`${url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'up/gpt-x', messages: [{ role: 'user', content: 'finish me' }] }),
+    });
+    await waitFor(() => fake.callCount() === 1, 5000, 'the upstream to receive the request').catch((err: Error) => {
+      throw new Error(`${err.message}\ngateway stdout:\n${run.stdout()}\nstderr:\n${run.stderr()}`);
+    });
+    const killedAt = Date.now();
+    run.child.kill('SIGTERM');
+    const res = await inflight;
+    assert.equal(res.status, 200);
+    assert.equal(((await res.json()) as { choices: Array<{ message: { content: string } }> }).choices[0]?.message.content, 'finish me');
+    const { code, signal } = await withTimeout(run.exit, 10_000, 'the gateway to exit');
+    const shutdownMs = Date.now() - killedAt;
+    fake.setLatency(0);
+    assert.equal(signal, null);
+    // The in-flight request's keep-alive connection must not hold the exit until the 10 s grace timeout.
+    assert.ok(shutdownMs < 5000, `exit took ${shutdownMs} ms after SIGTERM`);
+    assert.equal(code, 0, run.stderr());
+    assert.ok(logLines(run.stdout()).some((l) => l.msg === 'shutting down'));
+
+    const sqlite = new Database(db, { readonly: true });
+    try {
+      const row = sqlite.prepare('SELECT COUNT(*) AS n, SUM(total_tokens) AS t FROM usage_records').get() as { n: number; t: number };
+      assert.equal(row.n, 1, 'the in-flight request was recorded before exit');
+      assert.ok(row.t > 0);
+    } finally {
+      sqlite.close();
+    }
+  });
+
+  it('with no config at all, serves the built-in mock provider and says so in the log', async () => {
+    const empty = mkdtempSync(join(dir, 'empty-'));
+    const run = runCli(['--port', '0'], empty, { SQLITE_PATH: join(empty, 'x.db') });
+    running.push(run.child);
+    const url = await listeningUrl(run);
+    const lines = logLines(run.stdout());
+    assert.ok(lines.some((l) => /mock/i.test(String(l.msg))), run.stdout());
+    assert.ok(lines.some((l) => /MASTER_KEY/.test(String(l.msg)) && l.level === 40), 'warns that routes are open');
+    const res = await fetch(`${url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'mock/mock-1', messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    assert.equal(res.status, 200);
+    run.child.kill('SIGINT');
+    assert.equal((await withTimeout(run.exit, 10_000, 'exit')).code, 0);
+  });
+
+  it('HOST=0.0.0.0 without MASTER_KEY refuses to start, naming HOST and MASTER_KEY', async () => {
+    const run = runCli(['--port', '0'], dir, { HOST: '0.0.0.0', SQLITE_PATH: join(dir, 'host.db') });
+    running.push(run.child);
+    const { code } = await withTimeout(run.exit, 10_000, 'exit');
+    assert.notEqual(code, 0);
+    const all = run.stderr() + run.stdout();
+    assert.match(all, /HOST/);
+    assert.match(all, /MASTER_KEY/);
+    assert.ok(!logLines(run.stdout()).some((l) => l.msg === 'floodgate listening'));
+  });
+
+  it('check-config on a file with two errors prints both and exits non-zero', async () => {
+    const file = join(dir, 'bad.yaml');
+    writeFileSync(file, 'server:\n  port: not-a-port\nproviders:\n  x: { type: openai, base_url: http://127.0.0.1:1/v1, frobnicate: true }\n');
+    const run = runCli(['check-config', file], dir);
+    const { code } = await withTimeout(run.exit, 10_000, 'exit');
+    assert.notEqual(code, 0);
+    const out = run.stderr() + run.stdout();
+    assert.match(out, /server\.port/);
+    assert.match(out, /providers\.x\.frobnicate/);
+  });
+
+  it('check-config on a good file exits 0', async () => {
+    const file = join(dir, 'good.yaml');
+    writeFileSync(file, `providers:\n${openaiProvider('up', 'http://127.0.0.1:9', ['gpt-x'])}`);
+    const run = runCli(['check-config', file], dir);
+    const { code } = await withTimeout(run.exit, 10_000, 'exit');
+    assert.equal(code, 0, run.stderr());
+  });
+
+  it('invalid YAML reports line:column (check-config and at start-up)', async () => {
+    const file = join(dir, 'broken.yaml');
+    writeFileSync(file, 'server:\n  port: 8080\nproviders:\n  up: { type: openai\n  other: [\n');
+    const check = runCli(['check-config', file], dir);
+    assert.notEqual((await withTimeout(check.exit, 10_000, 'exit')).code, 0);
+    assert.match(check.stderr() + check.stdout(), /:\d+:\d+/);
+
+    const start = runCli(['--config', file, '--port', '0'], dir, { SQLITE_PATH: join(dir, 'broken.db') });
+    running.push(start.child);
+    assert.notEqual((await withTimeout(start.exit, 10_000, 'exit')).code, 0);
+    assert.match(start.stderr(), /broken\.yaml:\d+:\d+/);
+  });
+
+  it('an invalid configuration aborts start-up with every error named', async () => {
+    const file = join(dir, 'bad-start.yaml');
+    writeFileSync(file, 'server:\n  bogus: 1\nusage:\n  enabled: maybe\n');
+    const run = runCli(['--config', file, '--port', '0'], dir, { SQLITE_PATH: join(dir, 'bad-start.db') });
+    running.push(run.child);
+    assert.notEqual((await withTimeout(run.exit, 10_000, 'exit')).code, 0);
+    assert.match(run.stderr(), /server\.bogus/);
+    assert.match(run.stderr(), /usage\.enabled/);
+  });
+});

@@ -1,0 +1,96 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.ts';
+import { startTestGateway, type TestGateway } from '../support/gateway.ts';
+import { anthropicProvider, assertOpenAiError, openaiProvider } from '../support/e2e.ts';
+
+const MASTER = 'pt-master';
+const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
+
+describe('passthrough /p/{provider}/{path}', () => {
+  let up: FakeUpstream;
+  let ant: FakeUpstream;
+  let gw: TestGateway;
+
+  before(async () => {
+    up = await startFakeUpstream({ apiKey: 'k-up', name: 'up', models: ['gpt-x', 'gpt-y'] });
+    ant = await startFakeUpstream({ apiKey: 'k-ant', name: 'ant' });
+    gw = await startTestGateway({
+      yaml: 'providers:\n' + openaiProvider('up', up.url, ['gpt-x']) + anthropicProvider('ant', ant.url, ['claude-x']),
+      env: { MASTER_KEY: MASTER },
+    });
+  });
+  after(async () => {
+    await gw?.close();
+    await up?.close();
+    await ant?.close();
+  });
+
+  it('POST /p/up/chat/completions reaches the upstream with the provider credentials, not the client key', async () => {
+    up.reset();
+    const body = { model: 'gpt-x', messages: [{ role: 'user', content: 'raw passthrough' }] };
+    const res = await gw.request('POST', '/p/up/chat/completions', { body, headers: bearer(MASTER) });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.json().choices[0].message.content, 'raw passthrough');
+    assert.equal(up.calls.length, 1);
+    const call = up.calls[0]!;
+    assert.equal(call.method, 'POST');
+    assert.equal(call.path, '/v1/chat/completions');
+    assert.equal(call.headers.authorization, 'Bearer k-up');
+    assert.ok(!JSON.stringify(call.headers).includes(MASTER), 'the client key never reaches the upstream');
+    assert.deepEqual(call.body, body, 'the body is forwarded untouched (model not rewritten)');
+  });
+
+  it('GET /p/up/models works and forwards the query string', async () => {
+    up.reset();
+    const res = await gw.request('GET', '/p/up/models?limit=5', { headers: bearer(MASTER) });
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(res.json().data.map((m: { id: string }) => m.id), ['gpt-x', 'gpt-y']);
+    assert.equal(up.calls[0]?.method, 'GET');
+    assert.equal(up.calls[0]?.path, '/v1/models');
+    assert.equal(up.calls[0]?.query, '?limit=5');
+    assert.equal(up.calls[0]?.headers.authorization, 'Bearer k-up');
+  });
+
+  it('streams through the passthrough too', async () => {
+    up.reset();
+    const res = await gw.request('POST', '/p/up/chat/completions', {
+      body: { model: 'gpt-x', stream: true, messages: [{ role: 'user', content: 'a b c' }] },
+      headers: bearer(MASTER),
+    });
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type') ?? '', /text\/event-stream/);
+    assert.match(res.text, /data: \[DONE\]/);
+  });
+
+  it('an anthropic provider gets its x-api-key on passthrough', async () => {
+    ant.reset();
+    const res = await gw.request('POST', '/p/ant/v1/messages', {
+      body: { model: 'claude-x', max_tokens: 10, messages: [{ role: 'user', content: 'hi ant' }] },
+      headers: { ...bearer(MASTER), 'anthropic-version': '2023-06-01' },
+    });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.json().content[0].text, 'hi ant');
+    assert.equal(ant.calls[0]?.path, '/v1/messages');
+    assert.equal(ant.calls[0]?.headers['x-api-key'], 'k-ant');
+    assert.ok(!JSON.stringify(ant.calls[0]?.headers).includes(MASTER));
+  });
+
+  it('upstream errors are passed on', async () => {
+    up.reset();
+    up.failNext(1, { status: 500 });
+    const res = await gw.request('POST', '/p/up/chat/completions', { body: { model: 'gpt-x', messages: [{ role: 'user', content: 'x' }] }, headers: bearer(MASTER) });
+    assertOpenAiError(res, 500, 'provider_error');
+  });
+
+  it('an unknown provider → 404 not_found_error', async () => {
+    assertOpenAiError(await gw.request('POST', '/p/nobody/chat/completions', { body: {}, headers: bearer(MASTER) }), 404, 'not_found_error');
+    assertOpenAiError(await gw.request('GET', '/p/nobody/models', { headers: bearer(MASTER) }), 404, 'not_found_error');
+  });
+
+  it('requires a key', async () => {
+    up.reset();
+    assertOpenAiError(await gw.request('GET', '/p/up/models'), 401, 'authentication_error');
+    assert.equal(up.callCount(), 0);
+  });
+});
