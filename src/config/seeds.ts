@@ -4,6 +4,7 @@
  */
 import type { RuleScope } from '../storage/types.ts';
 import { periodLabel } from '../ratelimit/normalize.ts';
+import { ruleIdentity } from '../ratelimit/rules.ts';
 import { limitPeriodSeconds, type LimitConfig } from './schema.ts';
 
 export interface RuleSeed {
@@ -27,10 +28,6 @@ export interface RuleEntry {
   indexLimits: boolean;
 }
 
-/** Identity of a rule (CONTRACT §5): subject compared case-insensitively. */
-export function seedKey(seed: Pick<RuleSeed, 'scope' | 'subject' | 'periodSeconds'>): string {
-  return `${seed.scope}\u0000${seed.subject.toLowerCase()}\u0000${seed.periodSeconds}`;
-}
 
 /** Flattens entries into seeds; two seeds with one key is an error naming both declarations. */
 export function buildSeeds(entries: readonly RuleEntry[]): { seeds: RuleSeed[]; errors: string[] } {
@@ -47,7 +44,7 @@ export function buildSeeds(entries: readonly RuleEntry[]): { seeds: RuleSeed[]; 
       };
       if (limit.max_requests !== undefined) seed.maxRequests = limit.max_requests;
       if (limit.max_tokens !== undefined) seed.maxTokens = limit.max_tokens;
-      const key = seedKey(seed);
+      const key = ruleIdentity(seed);
       const earlier = byKey.get(key);
       if (earlier) {
         const where = earlier.origin === seed.origin ? `twice in ${seed.origin}` : `in ${earlier.origin} and in ${seed.origin}`;

@@ -2,7 +2,7 @@
 export * from './types.ts';
 export * from './normalize.ts';
 export type { BreachedLimit } from './rules.ts';
-export { canonicalKey, messageSubject } from './rules.ts';
+export { canonicalKey, messageSubject, ruleIdentity } from './rules.ts';
 export type { RateLimitHeaderData, RateLimitTriple } from './headers.ts';
 export type { RuleStatus, UserPathUsage } from './status.ts';
 export { formatTimestamp } from './status.ts';

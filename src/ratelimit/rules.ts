@@ -26,6 +26,11 @@ export function ruleKeyString(scope: Scope, lowerSubject: string, periodSeconds:
   return `${scope}\u0000${lowerSubject}\u0000${periodSeconds}`;
 }
 
+/** Identity of an already-normalised rule key, for maps outside the engine (storage, config). */
+export function ruleIdentity(key: RuleKey): string {
+  return ruleKeyString(key.scope, key.subject.toLowerCase(), key.periodSeconds);
+}
+
 /**
  * The canonical key of a caller-supplied RuleKey, or undefined when its subject can't
  * name any rule (e.g. an invalid user path).

@@ -3,7 +3,8 @@
  * databases, so code tested against it behaves the same on SQLite and PostgreSQL.
  */
 
-import { planConfigReseed, ruleKeyString, subtreePrefix } from './shared.ts';
+import { ruleIdentity } from '../ratelimit/rules.ts';
+import { planConfigReseed, subtreePrefix } from './shared.ts';
 import type {
   ApiKeyRecord,
   RuleKey,
@@ -76,13 +77,13 @@ export class MemoryStorage implements Storage {
   }
 
   async upsertRule(rule: StoredRule): Promise<void> {
-    const key = ruleKeyString(rule);
+    const key = ruleIdentity(rule);
     const prev = this.store.rules.get(key);
     this.store.rules.set(key, { ...rule, createdAt: prev ? prev.createdAt : rule.createdAt });
   }
 
   async deleteRule(key: RuleKey): Promise<boolean> {
-    return this.store.rules.delete(ruleKeyString(key));
+    return this.store.rules.delete(ruleIdentity(key));
   }
 
   async replaceConfigRules(rules: StoredRule[]): Promise<RuleKey[]> {
@@ -90,7 +91,7 @@ export class MemoryStorage implements Storage {
     for (const [key, rule] of this.store.rules) {
       if (rule.source === 'config') this.store.rules.delete(key);
     }
-    for (const rule of plan.inserts) this.store.rules.set(ruleKeyString(rule), clone(rule));
+    for (const rule of plan.inserts) this.store.rules.set(ruleIdentity(rule), clone(rule));
     return plan.skipped;
   }
 

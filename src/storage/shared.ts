@@ -3,6 +3,7 @@
  * semantics the contract tests pin down.
  */
 
+import { ruleIdentity } from '../ratelimit/rules.ts';
 import type { RuleKey, StoredRule } from './types.ts';
 
 /** Escape character used in every LIKE pattern we build (declared with `ESCAPE '\'`). */
@@ -22,10 +23,6 @@ export function subtreePrefix(prefix: string): string | null {
   return trimmed === '' ? null : trimmed;
 }
 
-/** Map key for a rule identity; subject compared case-insensitively as the contract requires. */
-export function ruleKeyString(key: RuleKey): string {
-  return `${key.scope}\u0000${key.subject.toLowerCase()}\u0000${key.periodSeconds}`;
-}
 
 export function toRuleKey(rule: StoredRule): RuleKey {
   return { scope: rule.scope, subject: rule.subject, periodSeconds: rule.periodSeconds };
@@ -55,13 +52,13 @@ export function planConfigReseed(existing: StoredRule[], rules: StoredRule[]): R
   const manual = new Set<string>();
   const oldConfig = new Map<string, StoredRule>();
   for (const rule of existing) {
-    const key = ruleKeyString(rule);
+    const key = ruleIdentity(rule);
     if (rule.source === 'manual') manual.add(key);
     else oldConfig.set(key, rule);
   }
   // Last declaration of a key wins, mirroring an upsert applied in order.
   const wanted = new Map<string, StoredRule>();
-  for (const rule of rules) wanted.set(ruleKeyString(rule), rule);
+  for (const rule of rules) wanted.set(ruleIdentity(rule), rule);
 
   const inserts: StoredRule[] = [];
   const skipped: RuleKey[] = [];
