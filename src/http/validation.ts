@@ -14,6 +14,16 @@ export function parseBody<T extends z.ZodType>(schema: T, body: unknown): z.infe
     throw badRequest(`${path}: unknown field`, path);
   }
   const path = issue.path.map(String).join('.');
-  const message = issue.code === 'invalid_type' && issue.input === undefined ? 'is required' : issue.message;
+  // zod does not report the input by default: look the field up to tell "missing" from "wrong type".
+  const message = issue.code === 'invalid_type' && valueAt(body, issue.path) === undefined ? 'is required' : issue.message;
   throw badRequest(path ? `${path}: ${message}` : message, path || null);
+}
+
+function valueAt(body: unknown, path: readonly PropertyKey[]): unknown {
+  let value = body;
+  for (const key of path) {
+    if (value === null || typeof value !== 'object' || !Object.hasOwn(value, key)) return undefined;
+    value = (value as Record<PropertyKey, unknown>)[key];
+  }
+  return value;
 }

@@ -57,6 +57,9 @@ describe('error responses (CONTRACT §4)', () => {
       const err = assertOpenAiError(res, 400, 'invalid_request_error');
       assert.ok(err.message.includes(field), err.message);
       assert.equal(err.param, field);
+      // The field is present, just wrong: the message says what it must be, not that it is missing.
+      assert.match(err.message, /must be/, err.message);
+      assert.doesNotMatch(err.message, /required/, err.message);
     });
   }
 
@@ -64,6 +67,7 @@ describe('error responses (CONTRACT §4)', () => {
     const res = await gw.request('POST', '/v1/chat/completions', { body: { messages: [{ role: 'user', content: 'x' }] } });
     const err = assertOpenAiError(res, 400, 'invalid_request_error');
     assert.match(err.message, /model/);
+    assert.match(err.message, /required/);
     assert.equal(err.param, 'model');
   });
 
@@ -136,6 +140,12 @@ describe('error responses (CONTRACT §4)', () => {
       const res = await gw.request('POST', '/v1/messages', { body: '{nope', headers: { 'content-type': 'application/json' } });
       assertAnthropicError(res, 400, 'invalid_request_error');
       assert.equal(res.json().error.param, undefined);
+    });
+
+    it('a wrong type for stream names the field and what it must be', async () => {
+      const res = await gw.request('POST', '/v1/messages', { body: { model: 'ant/claude-x', max_tokens: 5, stream: 'yes', messages: [{ role: 'user', content: 'x' }] } });
+      const err = assertAnthropicError(res, 400, 'invalid_request_error');
+      assert.match(err.message, /stream: must be a boolean/);
     });
 
     it('missing max_tokens names the field', async () => {

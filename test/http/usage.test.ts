@@ -110,6 +110,8 @@ describe('usage tracking and user paths', () => {
     const err2 = assertOpenAiError(await gw.request('GET', '/v1/usage?to=2024-13-45', { headers: bearer(MASTER) }), 400, 'invalid_request_error');
     assert.match(err2.message, /to/);
     assertOpenAiError(await gw.request('GET', '/v1/usage?from=2030-01-02&to=2030-01-01', { headers: bearer(MASTER) }), 400, 'invalid_request_error');
+    const err3 = assertOpenAiError(await gw.request('GET', '/v1/usage?from=2024-02-31', { headers: bearer(MASTER) }), 400, 'invalid_request_error');
+    assert.match(err3.message, /from/, 'an impossible day is not rolled over into the next month');
   });
 
   it('from/to bound the window', async () => {

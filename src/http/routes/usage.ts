@@ -44,7 +44,8 @@ export function registerUsage(app: FastifyInstance, services: HttpServices): voi
 
 function parseDate(value: string, field: string): Date {
   const date = new Date(value.length === 10 ? `${value}T00:00:00Z` : value);
-  if (Number.isNaN(date.getTime())) throw badRequest(`${field}: not a valid date`, field);
+  // Date rolls impossible days over (2020-02-31 → March 2): a round trip catches them.
+  if (Number.isNaN(date.getTime()) || date.toISOString().slice(0, 10) !== value.slice(0, 10)) throw badRequest(`${field}: not a valid date`, field);
   return date;
 }
 
