@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import OpenAI from 'openai';
+import OpenAI, { RateLimitError } from 'openai';
 import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
 import { anthropicProvider, openaiProvider, waitFor } from '../support/e2e.ts';
@@ -16,7 +16,9 @@ describe('streaming pass-through and client disconnects', () => {
   before(async () => {
     up = await startFakeUpstream({ apiKey: 'k-up', name: 'up', chunkDelayMs: CHUNK_DELAY });
     ant = await startFakeUpstream({ apiKey: 'k-ant', name: 'ant', chunkDelayMs: CHUNK_DELAY });
-    gw = await startTestGateway({ yaml: 'providers:\n' + openaiProvider('up', up.url, ['gpt-x']) + anthropicProvider('ant', ant.url, ['claude-x']) });
+    gw = await startTestGateway({
+      yaml: 'providers:\n' + openaiProvider('up', up.url, ['gpt-x']) + anthropicProvider('ant', ant.url, ['claude-x']) + `  stall: { type: openai, base_url: ${up.url}/v1, api_key: k-up, models: [gpt-stall], timeout_ms: 300 }\n`,
+    });
   });
   after(async () => {
     await gw?.close();
@@ -102,6 +104,34 @@ describe('streaming pass-through and client disconnects', () => {
     // The gateway still serves afterwards.
     const ok = await gw.request('POST', '/v1/chat/completions', { body: { model: 'ant/claude-x', messages: [{ role: 'user', content: 'still alive' }] } });
     assert.equal(ok.status, 200);
+  });
+
+  it('an upstream error before the first byte of a stream is a plain HTTP error (SDK RateLimitError)', async () => {
+    up.reset();
+    up.failNext(1, { status: 429 });
+    const sdk = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: 'x', maxRetries: 0 });
+    await assert.rejects(async () => {
+      const stream = await sdk.chat.completions.create({ model: 'up/gpt-x', stream: true, messages: [{ role: 'user', content: 'x' }] });
+      for await (const _chunk of stream) { /* drain */ }
+    }, (err: unknown) => {
+      assert.ok(err instanceof RateLimitError);
+      assert.equal((err.error as { type?: string }).type, 'provider_error');
+      return true;
+    });
+  });
+
+  it('an upstream stream that goes silent longer than timeout_ms ends with an in-band error', async () => {
+    up.reset();
+    const release = up.holdStreamNext();
+    try {
+      const started = Date.now();
+      const res = await gw.request('POST', '/v1/chat/completions', { body: { model: 'stall/gpt-stall', stream: true, messages: [{ role: 'user', content: words }] } });
+      assert.equal(res.status, 200);
+      assert.match(res.text, /"type":"provider_error"/);
+      assert.ok(Date.now() - started < 3000, 'the silence timeout fired');
+    } finally {
+      release();
+    }
   });
 
   it('an upstream stream cut mid-way ends the client stream with an in-band error, not a hang', async () => {
