@@ -1,0 +1,254 @@
+/**
+ * Shared pieces of the HTTP benchmarks (bench/run.ts) and the profiler (bench/profile.ts):
+ * child-process servers, the gateway configurations, the request bodies and autocannon.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+export const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
+export const REPO_DIR = dirname(BENCH_DIR);
+
+// ---- requests -------------------------------------------------------------------------------
+
+export const USER_PATH = '/org/team/alice';
+export const CHAT_PATH = '/v1/chat/completions';
+const messages = [{ role: 'user', content: 'Say hello in one short sentence.' }];
+export const JSON_BODY = JSON.stringify({ model: 'gpt-4o', messages, max_tokens: 32 });
+export const STREAM_BODY = JSON.stringify({ model: 'gpt-4o', messages, max_tokens: 32, stream: true });
+export const REQUEST_HEADERS: Record<string, string> = {
+  'content-type': 'application/json',
+  'x-floodgate-user-path': USER_PATH,
+};
+
+// ---- child-process servers ------------------------------------------------------------------
+
+export interface ChildServer {
+  readonly name: string;
+  readonly url: string;
+  readonly pid: number;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts `node <script> ...args` and waits for the stdout line `{"port":N}`.
+ * stderr is passed through so warnings and crashes are visible.
+ */
+export async function startChild(
+  name: string,
+  script: string,
+  args: readonly string[],
+  env: Record<string, string>,
+  nodeFlags: readonly string[] = [],
+): Promise<ChildServer> {
+  const child: ChildProcess = spawn(process.execPath, [...nodeFlags, join(BENCH_DIR, script), ...args], {
+    cwd: REPO_DIR,
+    env: { ...process.env, LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const port = await new Promise<number>((resolve, reject) => {
+    const lines = createInterface({ input: child.stdout! });
+    lines.on('line', (line) => {
+      let port: unknown;
+      try {
+        port = (JSON.parse(line) as { port?: unknown }).port;
+      } catch {
+        // not the port line
+      }
+      if (typeof port === 'number') resolve(port);
+      else process.stderr.write(`[${name}] ${line}\n`);
+    });
+    void exited.then((code) => reject(new Error(`${name} exited with code ${code} before listening`)));
+  });
+  return {
+    name,
+    url: `http://127.0.0.1:${port}`,
+    pid: child.pid!,
+    async stop() {
+      if (child.exitCode !== null) return;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+export const startUpstream = (): Promise<ChildServer> => startChild('upstream', 'servers/fake-upstream.ts', [], {});
+
+export const startFloorProxy = (upstreamUrl: string): Promise<ChildServer> =>
+  startChild('floor proxy', 'servers/floor-proxy.ts', [], { UPSTREAM_URL: upstreamUrl });
+
+// ---- gateway configurations -----------------------------------------------------------------
+
+export type GatewayVariant = 'none' | 'ten' | 'tenThousand' | 'disabled';
+
+const HUGE = 1_000_000_000; // caps that are never reached during a run
+
+/**
+ * The 10 rules that all match the bench request: user-path minute + day windows on the
+ * request's path and its ancestors (with a token cap on /org/team), a user-path concurrency
+ * cap, provider minute + concurrency, model minute.
+ */
+export function matchingRules(): string {
+  return `rate_limits:
+  user_paths:
+    - path: /
+      limits: [{ period: minute, max_requests: ${HUGE} }, { period: day, max_requests: ${HUGE} }]
+    - path: /org
+      limits: [{ period: minute, max_requests: ${HUGE} }, { period: day, max_requests: ${HUGE} }]
+    - path: /org/team
+      limits:
+        - { period: minute, max_requests: ${HUGE}, max_tokens: ${HUGE} }
+        - { period: day, max_requests: ${HUGE} }
+        - { period: concurrent, max_requests: ${HUGE} }
+`;
+}
+
+const TEN_TAIL = (extraProviders: string, extraModels: string): string => `  providers:
+    - name: openai
+      limits: [{ period: minute, max_requests: ${HUGE} }, { period: concurrent, max_requests: ${HUGE} }]
+${extraProviders}  models:
+    - model: openai/gpt-4o
+      limits: [{ period: minute, max_requests: ${HUGE}, max_tokens: ${HUGE} }]
+${extraModels}`;
+
+/** 9,990 rules that share the index with the matching ones but never match the bench request. */
+function distractors(count: number): { userPaths: string; providers: string; models: string } {
+  let userPaths = '';
+  let providers = '';
+  let models = '';
+  let n = 0;
+  for (let i = 0; n < count; i++) {
+    userPaths += `    - path: /org/team-${i}\n      limits: [{ period: minute, max_requests: 100 }]\n`;
+    if (++n >= count) break;
+    userPaths += `    - path: /org/team/user-${i}\n      limits: [{ period: day, max_requests: 100 }]\n`;
+    if (++n >= count) break;
+    providers += `    - name: openai-${i}\n      limits: [{ period: minute, max_requests: 100 }]\n`;
+    if (++n >= count) break;
+    models += `    - model: openai/gpt-4o-${i}\n      limits: [{ period: minute, max_requests: 100 }]\n`;
+    ++n;
+  }
+  return { userPaths, providers, models };
+}
+
+export function gatewayYaml(variant: GatewayVariant, upstreamUrl: string, sqlitePath: string): string {
+  const base = `server:
+  host: 127.0.0.1
+storage:
+  type: sqlite
+  sqlite: { path: ${JSON.stringify(sqlitePath)} }
+usage:
+  enabled: true
+providers:
+  openai:
+    type: openai
+    base_url: ${upstreamUrl}/v1
+    api_key: sk-bench
+    models: [gpt-4o]
+`;
+  if (variant === 'none' || variant === 'disabled') return base;
+  if (variant === 'ten') return base + matchingRules() + TEN_TAIL('', '');
+  const d = distractors(9_990);
+  return base + matchingRules() + d.userPaths + TEN_TAIL(d.providers, d.models);
+}
+
+export const GATEWAY_LABELS: Record<GatewayVariant, string> = {
+  none: 'no rules',
+  ten: '10 matching rules',
+  tenThousand: '10,000 rules (10 match)',
+  disabled: 'rate limits disabled',
+};
+
+/** A gateway in its own process on a fresh temp dir (YAML file + SQLite file). */
+export async function startGateway(
+  variant: GatewayVariant,
+  upstreamUrl: string,
+  nodeFlags: readonly string[] = [],
+): Promise<ChildServer & { dir: string }> {
+  const dir = mkdtempSync(join(tmpdir(), `floodgate-bench-${variant}-`));
+  const file = join(dir, 'floodgate.yaml');
+  const sqlitePath = join(dir, 'floodgate.db');
+  writeFileSync(file, gatewayYaml(variant, upstreamUrl, sqlitePath));
+  const env: Record<string, string> = { SQLITE_PATH: sqlitePath, USAGE_ENABLED: 'true', RATE_LIMITS_ENABLED: variant === 'disabled' ? 'false' : 'true' };
+  const child = await startChild(`gateway (${GATEWAY_LABELS[variant]})`, 'servers/gateway.ts', [file], env, nodeFlags);
+  return {
+    ...child,
+    dir,
+    async stop() {
+      await child.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+// ---- autocannon -----------------------------------------------------------------------------
+
+interface AutocannonHistogram {
+  average: number;
+  mean: number;
+  p50: number;
+  p99: number;
+  total: number;
+}
+interface AutocannonResult {
+  requests: AutocannonHistogram;
+  latency: AutocannonHistogram;
+  errors: number;
+  timeouts: number;
+  non2xx: number;
+  '2xx': number;
+  duration: number;
+}
+type Autocannon = (opts: Record<string, unknown>) => Promise<AutocannonResult>;
+const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
+
+export interface LoadFigures {
+  rps: number;
+  p50Ms: number;
+  p99Ms: number;
+  requests: number;
+  errors: number;
+  non2xx: number;
+}
+
+/** One fixed-duration autocannon run POSTing `body`; errors, timeouts and non-2xx are counted. */
+export async function load(url: string, body: string, seconds: number, connections: number): Promise<LoadFigures> {
+  const r = await autocannon({
+    url: url + CHAT_PATH,
+    method: 'POST',
+    headers: REQUEST_HEADERS,
+    body,
+    connections,
+    duration: seconds,
+    pipelining: 1,
+    timeout: 10,
+  });
+  return {
+    // requests.total / elapsed: counts every answered request, not only whole sampled seconds.
+    rps: Math.round(r['2xx'] / r.duration),
+    p50Ms: r.latency.p50,
+    p99Ms: r.latency.p99,
+    requests: r.requests.total,
+    errors: r.errors + r.timeouts,
+    non2xx: r.non2xx,
+  };
+}
+
+/** One request through `url`, checked: 200, the expected body shape, optional header. */
+export async function probe(url: string, stream: boolean, expectHeader?: string): Promise<void> {
+  const res = await fetch(url + CHAT_PATH, { method: 'POST', headers: REQUEST_HEADERS, body: stream ? STREAM_BODY : JSON_BODY });
+  const text = await res.text();
+  if (res.status !== 200) throw new Error(`probe ${url} (stream=${stream}): HTTP ${res.status}: ${text.slice(0, 300)}`);
+  if (stream ? !text.includes('data: [DONE]') : !text.includes('"chat.completion"')) {
+    throw new Error(`probe ${url} (stream=${stream}): unexpected body: ${text.slice(0, 300)}`);
+  }
+  if (expectHeader !== undefined && res.headers.get(expectHeader) === null) {
+    throw new Error(`probe ${url}: header ${expectHeader} missing (the rate-limit rules did not match)`);
+  }
+}
