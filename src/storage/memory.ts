@@ -7,8 +7,11 @@ import { ruleIdentity } from '../ratelimit/rules.ts';
 import { planConfigReseed, subtreePrefix } from './shared.ts';
 import type {
   ApiKeyRecord,
+  BatchListQuery,
+  BatchRecord,
   RuleKey,
   Storage,
+  StoredFile,
   StoredRule,
   UsageQuery,
   UsageRecord,
@@ -20,6 +23,9 @@ export class MemoryStore {
   readonly keys = new Map<string, ApiKeyRecord>();
   readonly rules = new Map<string, StoredRule>();
   readonly usage: UsageRecord[] = [];
+  readonly files = new Map<string, StoredFile>();
+  /** Insertion order is the listing order (newest last). */
+  readonly batches = new Map<string, BatchRecord>();
   migrated = false;
 }
 
@@ -132,5 +138,58 @@ export class MemoryStorage implements Storage {
     return [...groups.values()].sort((a, b) => byText(a.provider, b.provider) || byText(a.model, b.model));
   }
 
+  async insertFile(file: StoredFile): Promise<void> {
+    if (this.store.files.has(file.id)) throw new Error(`duplicate file id ${file.id}`);
+    this.store.files.set(file.id, copyFile(file));
+  }
+
+  async getFile(id: string): Promise<StoredFile | undefined> {
+    const file = this.store.files.get(id);
+    return file === undefined ? undefined : copyFile(file);
+  }
+
+  async insertBatch(batch: BatchRecord): Promise<void> {
+    if (this.store.batches.has(batch.id)) throw new Error(`duplicate batch id ${batch.id}`);
+    this.store.batches.set(batch.id, copyBatch(batch));
+  }
+
+  async updateBatch(batch: BatchRecord): Promise<boolean> {
+    if (!this.store.batches.has(batch.id)) return false;
+    this.store.batches.set(batch.id, copyBatch(batch));
+    return true;
+  }
+
+  async getBatch(id: string): Promise<BatchRecord | undefined> {
+    const batch = this.store.batches.get(id);
+    return batch === undefined ? undefined : copyBatch(batch);
+  }
+
+  async listBatches(query: BatchListQuery): Promise<BatchRecord[]> {
+    const prefix = subtreePrefix(query.userPathPrefix)?.toLowerCase() ?? null;
+    const all = [...this.store.batches.values()].reverse();
+    let start = 0;
+    if (query.after !== undefined) {
+      const at = all.findIndex((b) => b.id === query.after);
+      start = at < 0 ? all.length : at + 1;
+    }
+    const out: BatchRecord[] = [];
+    for (const b of all.slice(start)) {
+      const path = b.userPath.toLowerCase();
+      if (prefix !== null && path !== prefix && !path.startsWith(`${prefix}/`)) continue;
+      out.push(copyBatch(b));
+      if (out.length >= query.limit) break;
+    }
+    return out;
+  }
+
   async close(): Promise<void> {}
+}
+
+// Deep enough that a caller mutating what it got back cannot change the stored record.
+function copyFile(file: StoredFile): StoredFile {
+  return { ...file, content: file.content === null ? null : Buffer.from(file.content) };
+}
+
+function copyBatch(batch: BatchRecord): BatchRecord {
+  return structuredClone(batch);
 }

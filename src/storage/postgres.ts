@@ -7,11 +7,16 @@
 import pg from 'pg';
 import type { PoolClient } from 'pg';
 import { escapeLike, planConfigReseed, subtreePrefix } from './shared.ts';
+import { BATCH_COLUMNS, FILE_COLUMNS, batchFromRow, batchParams, fileFromRow, fileParams } from './object-rows.ts';
+import type { BatchRow, FileRow } from './object-rows.ts';
 import type {
   ApiKeyRecord,
+  BatchListQuery,
+  BatchRecord,
   RuleKey,
   RuleScope,
   Storage,
+  StoredFile,
   StoredRule,
   UsageQuery,
   UsageRecord,
@@ -63,6 +68,45 @@ const MIGRATIONS: readonly Migration[] = [
         api_key_id text
       );
       CREATE INDEX usage_records_user_path_ts ON usage_records (user_path, ts);
+    `,
+  },
+  {
+    // Files and batches (realtime-and-batch). Bytes live in the row: files are capped by the body limit.
+    version: 2,
+    sql: `
+      CREATE TABLE files (
+        id text PRIMARY KEY,
+        user_path text NOT NULL,
+        purpose text NOT NULL,
+        filename text NOT NULL,
+        bytes bigint NOT NULL,
+        created_at timestamptz NOT NULL,
+        content bytea,
+        provider text,
+        provider_file_id text
+      );
+      CREATE TABLE batches (
+        seq bigserial PRIMARY KEY,
+        id text NOT NULL UNIQUE,
+        user_path text NOT NULL,
+        api_key_id text,
+        provider text NOT NULL,
+        model text NOT NULL,
+        endpoint text NOT NULL,
+        input_file_id text NOT NULL,
+        completion_window text NOT NULL,
+        provider_batch_id text,
+        status text NOT NULL,
+        output_file_id text,
+        error_file_id text,
+        request_counts text NOT NULL,
+        metadata text,
+        errors text,
+        times text NOT NULL,
+        created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL
+      );
+      CREATE INDEX batches_user_path ON batches (user_path);
     `,
   },
 ];
@@ -299,6 +343,55 @@ export class PostgresStorage implements Storage {
     }));
   }
 
+  async insertFile(file: StoredFile): Promise<void> {
+    await this.pool.query(`INSERT INTO files (${FILE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, fileParams(file, same));
+  }
+
+  async getFile(id: string): Promise<StoredFile | undefined> {
+    const res = await this.pool.query<FileRow<Date>>(`SELECT ${FILE_COLUMNS} FROM files WHERE id = $1`, [id]);
+    const row = res.rows[0];
+    return row === undefined ? undefined : fileFromRow(row, same);
+  }
+
+  async insertBatch(batch: BatchRecord): Promise<void> {
+    const marks = BATCH_COLUMNS.split(',').map((_, i) => `$${i + 1}`).join(', ');
+    await this.pool.query(`INSERT INTO batches (${BATCH_COLUMNS}) VALUES (${marks})`, batchParams(batch, same));
+  }
+
+  async updateBatch(batch: BatchRecord): Promise<boolean> {
+    const [id, ...rest] = batchParams(batch, same);
+    const set = BATCH_COLUMNS.split(',').slice(1).map((c, i) => `${c.trim()} = $${i + 1}`).join(', ');
+    const res = await this.pool.query(`UPDATE batches SET ${set} WHERE id = $${rest.length + 1}`, [...rest, id]);
+    return (res.rowCount ?? 0) > 0;
+  }
+
+  async getBatch(id: string): Promise<BatchRecord | undefined> {
+    const res = await this.pool.query<BatchRow<Date>>(`SELECT ${BATCH_COLUMNS} FROM batches WHERE id = $1`, [id]);
+    const row = res.rows[0];
+    return row === undefined ? undefined : batchFromRow(row, same);
+  }
+
+  async listBatches(query: BatchListQuery): Promise<BatchRecord[]> {
+    const prefix = subtreePrefix(query.userPathPrefix);
+    const where: string[] = [];
+    const params: unknown[] = [];
+    if (prefix !== null) {
+      params.push(prefix, `${escapeLike(prefix)}/%`);
+      where.push(`(lower(user_path) = lower($${params.length - 1}) OR user_path ILIKE $${params.length} ESCAPE '\\')`);
+    }
+    if (query.after !== undefined) {
+      // An unknown cursor pages from nothing rather than from the start.
+      params.push(query.after);
+      where.push(`seq < COALESCE((SELECT seq FROM batches WHERE id = $${params.length}), 0)`);
+    }
+    params.push(query.limit);
+    const res = await this.pool.query<BatchRow<Date>>(
+      `SELECT ${BATCH_COLUMNS} FROM batches ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY seq DESC LIMIT $${params.length}`,
+      params,
+    );
+    return res.rows.map((row) => batchFromRow(row, same));
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -320,6 +413,9 @@ export class PostgresStorage implements Storage {
     }
   }
 }
+
+/** pg reads and writes timestamptz as Date already. */
+const same = (d: Date): Date => d;
 
 type Queryable = Pick<pg.Pool, 'query'> | PoolClient;
 

@@ -9,11 +9,16 @@ import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import type { Database as Db, Statement } from 'better-sqlite3';
 import { escapeLike, planConfigReseed, subtreePrefix } from './shared.ts';
+import { BATCH_COLUMNS, FILE_COLUMNS, batchFromRow, batchParams, fileFromRow, fileParams } from './object-rows.ts';
+import type { BatchRow, FileRow } from './object-rows.ts';
 import type {
   ApiKeyRecord,
+  BatchListQuery,
+  BatchRecord,
   RuleKey,
   RuleScope,
   Storage,
+  StoredFile,
   StoredRule,
   UsageQuery,
   UsageRecord,
@@ -65,6 +70,45 @@ const MIGRATIONS: readonly Migration[] = [
         api_key_id TEXT
       );
       CREATE INDEX usage_records_user_path_ts ON usage_records (user_path, ts);
+    `,
+  },
+  {
+    // Files and batches (realtime-and-batch). Bytes live in the row: files are capped by the body limit.
+    version: 2,
+    sql: `
+      CREATE TABLE files (
+        id TEXT PRIMARY KEY,
+        user_path TEXT NOT NULL,
+        purpose TEXT NOT NULL,
+        filename TEXT NOT NULL,
+        bytes INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        content BLOB,
+        provider TEXT,
+        provider_file_id TEXT
+      );
+      CREATE TABLE batches (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        user_path TEXT NOT NULL,
+        api_key_id TEXT,
+        provider TEXT NOT NULL,
+        model TEXT NOT NULL,
+        endpoint TEXT NOT NULL,
+        input_file_id TEXT NOT NULL,
+        completion_window TEXT NOT NULL,
+        provider_batch_id TEXT,
+        status TEXT NOT NULL,
+        output_file_id TEXT,
+        error_file_id TEXT,
+        request_counts TEXT NOT NULL,
+        metadata TEXT,
+        errors TEXT,
+        times TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL
+      );
+      CREATE INDEX batches_user_path ON batches (user_path);
     `,
   },
 ];
@@ -148,6 +192,7 @@ export class SqliteStorage implements Storage {
   readonly path: string;
   private readonly db: Db;
   private stmts: Statements | undefined;
+  private readonly objectStmts = new Map<string, Statement>();
 
   constructor(options: SqliteStorageOptions) {
     this.path = options.path;
@@ -294,6 +339,60 @@ export class SqliteStorage implements Storage {
     }));
   }
 
+  async insertFile(file: StoredFile): Promise<void> {
+    this.objectStmt(`INSERT INTO files (${FILE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(...fileParams(file, epochMs));
+  }
+
+  async getFile(id: string): Promise<StoredFile | undefined> {
+    const row = this.objectStmt(`SELECT ${FILE_COLUMNS} FROM files WHERE id = ?`).get(id) as FileRow<number> | undefined;
+    return row === undefined ? undefined : fileFromRow(row, fromEpochMs);
+  }
+
+  async insertBatch(batch: BatchRecord): Promise<void> {
+    const marks = BATCH_COLUMNS.split(',').map(() => '?').join(', ');
+    this.objectStmt(`INSERT INTO batches (${BATCH_COLUMNS}) VALUES (${marks})`).run(...batchParams(batch, epochMs));
+  }
+
+  async updateBatch(batch: BatchRecord): Promise<boolean> {
+    const [id, ...rest] = batchParams(batch, epochMs);
+    const set = BATCH_COLUMNS.split(',').slice(1).map((c) => `${c.trim()} = ?`).join(', ');
+    return this.objectStmt(`UPDATE batches SET ${set} WHERE id = ?`).run(...rest, id).changes > 0;
+  }
+
+  async getBatch(id: string): Promise<BatchRecord | undefined> {
+    const row = this.objectStmt(`SELECT ${BATCH_COLUMNS} FROM batches WHERE id = ?`).get(id) as BatchRow<number> | undefined;
+    return row === undefined ? undefined : batchFromRow(row, fromEpochMs);
+  }
+
+  async listBatches(query: BatchListQuery): Promise<BatchRecord[]> {
+    const prefix = subtreePrefix(query.userPathPrefix);
+    const where: string[] = [];
+    const params: unknown[] = [];
+    if (prefix !== null) {
+      where.push(`(lower(user_path) = lower(?) OR user_path LIKE ? ESCAPE '\\')`);
+      params.push(prefix, `${escapeLike(prefix)}/%`);
+    }
+    if (query.after !== undefined) {
+      // An unknown cursor pages from nothing rather than from the start.
+      where.push('seq < COALESCE((SELECT seq FROM batches WHERE id = ?), 0)');
+      params.push(query.after);
+    }
+    const sql = `SELECT ${BATCH_COLUMNS} FROM batches ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY seq DESC LIMIT ?`;
+    const rows = this.objectStmt(sql).all(...params, query.limit) as BatchRow<number>[];
+    return rows.map((row) => batchFromRow(row, fromEpochMs));
+  }
+
+  /** Statements of the files/batches methods, prepared on first use and cached by their text. */
+  private objectStmt(sql: string): Statement {
+    this.s();
+    let stmt = this.objectStmts.get(sql);
+    if (stmt === undefined) {
+      stmt = this.db.prepare(sql);
+      this.objectStmts.set(sql, stmt);
+    }
+    return stmt;
+  }
+
   async close(): Promise<void> {
     if (this.db.open) this.db.close();
   }
@@ -371,6 +470,9 @@ export class SqliteStorage implements Storage {
     };
   }
 }
+
+const epochMs = (d: Date): number => d.getTime();
+const fromEpochMs = (ms: number): Date => new Date(ms);
 
 function ruleFromRow(row: RuleRow): StoredRule {
   return {

@@ -72,6 +72,71 @@ export interface UsageQuery {
   to: Date;
 }
 
+/**
+ * A file held by the gateway (batch input or output). `content` is null for a file that lives
+ * at a provider (a forwarded batch's output): its bytes are fetched from there on demand.
+ */
+export interface StoredFile {
+  id: string;
+  /** Normalised user path of the caller that created it; only that subtree sees it. */
+  userPath: string;
+  purpose: string;
+  filename: string;
+  bytes: number;
+  createdAt: Date;
+  content: Buffer | null;
+  /** Provider instance and its file id, for files that live upstream. */
+  provider: string | null;
+  providerFileId: string | null;
+}
+
+export interface BatchRequestCounts {
+  total: number;
+  completed: number;
+  failed: number;
+}
+
+export interface BatchErrorItem {
+  code: string;
+  message: string;
+  param: string | null;
+  line: number | null;
+}
+
+/** One batch as the gateway tracks it; the OpenAI batch object is derived from it. */
+export interface BatchRecord {
+  id: string;
+  userPath: string;
+  apiKeyId: string | null;
+  provider: string;
+  /** Provider's own model id the batch runs on. */
+  model: string;
+  /** `/v1/chat/completions`, `/v1/embeddings` or `/v1/responses`. */
+  endpoint: string;
+  inputFileId: string;
+  completionWindow: string;
+  /** The provider's batch id for forwarded batches; null when the gateway runs it itself. */
+  providerBatchId: string | null;
+  status: string;
+  outputFileId: string | null;
+  errorFileId: string | null;
+  requestCounts: BatchRequestCounts;
+  metadata: Record<string, string> | null;
+  errors: BatchErrorItem[] | null;
+  /** Lifecycle times in Unix seconds, named as in the OpenAI batch object (`in_progress_at`, ...). */
+  times: Record<string, number>;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface BatchListQuery {
+  /** This user path and below (case-insensitive, like usage queries). */
+  userPathPrefix: string;
+  /** A batch id: list only batches created before it (newest first). */
+  after?: string;
+  limit: number;
+}
+
 export interface Storage {
   readonly kind: 'sqlite' | 'postgres';
   /** Applies pending schema migrations; idempotent. */
@@ -98,6 +163,17 @@ export interface Storage {
 
   insertUsage(records: UsageRecord[]): Promise<void>;
   summarizeUsage(query: UsageQuery): Promise<UsageSummaryRow[]>;
+
+  /** Throws on a duplicate id. */
+  insertFile(file: StoredFile): Promise<void>;
+  getFile(id: string): Promise<StoredFile | undefined>;
+  /** Throws on a duplicate id. */
+  insertBatch(batch: BatchRecord): Promise<void>;
+  /** Replaces the stored record with the same id; false when there is none. */
+  updateBatch(batch: BatchRecord): Promise<boolean>;
+  getBatch(id: string): Promise<BatchRecord | undefined>;
+  /** Newest first (insertion order); `after` pages past a batch id. */
+  listBatches(query: BatchListQuery): Promise<BatchRecord[]>;
 
   close(): Promise<void>;
 }

@@ -5,7 +5,7 @@
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { ApiKeyRecord, Storage, StoredRule, UsageRecord } from '../../src/storage/types.ts';
+import type { ApiKeyRecord, BatchRecord, Storage, StoredFile, StoredRule, UsageRecord } from '../../src/storage/types.ts';
 
 /** The storage plus introspection the implementations expose for tests. */
 export type InspectableStorage = Storage & {
@@ -66,6 +66,45 @@ function key(id: string, overrides: Partial<ApiKeyRecord> = {}): ApiKeyRecord {
     userPath: '/team',
     keyHash: `hash-${id}`,
     createdAt: at(Number(id.replace(/\D/g, '') || 0)),
+    ...overrides,
+  };
+}
+
+function file(id: string, overrides: Partial<StoredFile> = {}): StoredFile {
+  return {
+    id,
+    userPath: '/team/a',
+    purpose: 'batch',
+    filename: 'input.jsonl',
+    bytes: 5,
+    createdAt: at(1),
+    content: Buffer.from([0, 1, 2, 255, 10]),
+    provider: null,
+    providerFileId: null,
+    ...overrides,
+  };
+}
+
+function batch(id: string, overrides: Partial<BatchRecord> = {}): BatchRecord {
+  return {
+    id,
+    userPath: '/team/a',
+    apiKeyId: null,
+    provider: 'mock',
+    model: 'mock-1',
+    endpoint: '/v1/chat/completions',
+    inputFileId: 'file-1',
+    completionWindow: '24h',
+    providerBatchId: null,
+    status: 'validating',
+    outputFileId: null,
+    errorFileId: null,
+    requestCounts: { total: 2, completed: 0, failed: 0 },
+    metadata: { job: 'nightly' },
+    errors: null,
+    times: { expires_at: 86_400 },
+    createdAt: at(2),
+    updatedAt: at(2),
     ...overrides,
   };
 }
@@ -291,6 +330,59 @@ export function storageContract(name: string, harness: Harness): void {
         const rows = await storage.summarizeUsage({ userPathPrefix: '/bulk', from: at(0), to: at(100) });
         assert.equal(rows[0]?.requests, 2500);
         assert.equal(rows[0]?.totalTokens, 5000);
+      });
+    });
+
+    it('stores files with their bytes, and remote files without', async () => {
+      await withStorage(harness, async (storage) => {
+        assert.equal(await storage.getFile('file-1'), undefined);
+        await storage.insertFile(file('file-1'));
+        await storage.insertFile(file('file-2', { content: null, provider: 'openai', providerFileId: 'file-up', bytes: 0, purpose: 'batch_output' }));
+        assert.deepEqual(await storage.getFile('file-1'), file('file-1'));
+        assert.deepEqual(await storage.getFile('file-2'), file('file-2', { content: null, provider: 'openai', providerFileId: 'file-up', bytes: 0, purpose: 'batch_output' }));
+        await assert.rejects(storage.insertFile(file('file-1')));
+        // A megabyte of arbitrary bytes round-trips unchanged.
+        const big = Buffer.alloc(1024 * 1024, 7);
+        await storage.insertFile(file('file-big', { content: big, bytes: big.length }));
+        assert.ok((await storage.getFile('file-big'))?.content?.equals(big));
+      });
+    });
+
+    it('inserts, updates, reads and lists batches newest first, by subtree, with paging', async () => {
+      await withStorage(harness, async (storage) => {
+        await storage.insertBatch(batch('b1'));
+        await storage.insertBatch(batch('b2', { userPath: '/team/b' }));
+        await storage.insertBatch(batch('b3', { userPath: '/Team/a/x', metadata: null }));
+        await storage.insertBatch(batch('b4', { userPath: '/team_z' }));
+        await assert.rejects(storage.insertBatch(batch('b1')));
+        assert.deepEqual(await storage.getBatch('b1'), batch('b1'));
+        assert.equal(await storage.getBatch('nope'), undefined);
+
+        const done = batch('b1', {
+          status: 'completed',
+          outputFileId: 'file-out',
+          requestCounts: { total: 2, completed: 1, failed: 1 },
+          errors: [{ code: 'invalid', message: 'bad line', param: 'body', line: 2 }],
+          times: { expires_at: 86_400, completed_at: 99 },
+          providerBatchId: 'batch_up',
+          updatedAt: at(9),
+        });
+        assert.equal(await storage.updateBatch(done), true);
+        assert.equal(await storage.updateBatch(batch('nope')), false);
+        assert.deepEqual(await storage.getBatch('b1'), done);
+
+        const ids = async (userPathPrefix: string, after?: string, limit = 10): Promise<string[]> =>
+          (await storage.listBatches({ userPathPrefix, limit, ...(after === undefined ? {} : { after }) })).map((b) => b.id);
+        assert.deepEqual(await ids('/'), ['b4', 'b3', 'b2', 'b1']);
+        assert.deepEqual(await ids('/team'), ['b3', 'b2', 'b1']);
+        assert.deepEqual(await ids('/team/a'), ['b3', 'b1']);
+        assert.deepEqual(await ids('/team/b'), ['b2']);
+        assert.deepEqual(await ids('/team_'), []);
+        assert.deepEqual(await ids('/', undefined, 2), ['b4', 'b3']);
+        assert.deepEqual(await ids('/', 'b3', 2), ['b2', 'b1']);
+        assert.deepEqual(await ids('/team', 'b3'), ['b2', 'b1']);
+        assert.deepEqual(await ids('/', 'b1'), []);
+        assert.deepEqual(await ids('/', 'unknown'), []);
       });
     });
 
