@@ -26,7 +26,8 @@ function first(value: string | string[] | undefined): string | undefined {
 
 /**
  * The caller's key from `Authorization: Bearer <key>` (scheme case-insensitive) or, as the
- * Anthropic SDK sends it, `x-api-key: <key>`. Bearer wins when both are present. Returns
+ * Anthropic SDK sends it, `x-api-key: <key>`, or on a WebSocket upgrade the key subprotocol.
+ * Bearer wins when both are present. Returns
  * undefined when neither carries a non-empty key.
  */
 export function extractCredential(headers: HeaderBag): string | undefined {
@@ -37,5 +38,24 @@ export function extractCredential(headers: HeaderBag): string | undefined {
     if (key) return key;
   }
   const apiKey = first(headers['x-api-key'])?.trim();
-  return apiKey ? apiKey : undefined;
+  if (apiKey) return apiKey;
+  return subprotocolCredential(headers);
+}
+
+const KEY_SUBPROTOCOL = 'openai-insecure-api-key.';
+
+/**
+ * Browsers cannot set headers on a WebSocket, so the official SDKs send the key as a subprotocol
+ * (`Sec-WebSocket-Protocol: realtime, openai-insecure-api-key.<key>, ...`). Only read on
+ * WebSocket upgrade requests.
+ */
+function subprotocolCredential(headers: HeaderBag): string | undefined {
+  if (first(headers['upgrade'])?.toLowerCase() !== 'websocket') return undefined;
+  const offered = first(headers['sec-websocket-protocol']);
+  if (!offered) return undefined;
+  for (const part of offered.split(',')) {
+    const protocol = part.trim();
+    if (protocol.startsWith(KEY_SUBPROTOCOL) && protocol.length > KEY_SUBPROTOCOL.length) return protocol.slice(KEY_SUBPROTOCOL.length);
+  }
+  return undefined;
 }

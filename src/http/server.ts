@@ -6,6 +6,7 @@ import { registerAdminKeys } from './routes/admin-keys.ts';
 import { registerAdminRateLimits } from './routes/admin-rate-limits.ts';
 import { registerModelEndpoints } from './routes/model-endpoints.ts';
 import { registerPassthrough } from './routes/passthrough.ts';
+import { registerRealtime } from './routes/realtime.ts';
 import { registerUsage } from './routes/usage.ts';
 
 export function buildServer(services: HttpServices): FastifyInstance {
@@ -22,6 +23,7 @@ export function buildServer(services: HttpServices): FastifyInstance {
   app.get('/health', async () => ({ status: 'ok' }));
   registerModelEndpoints(app, services);
   registerPassthrough(app, services);
+  registerRealtime(app, services);
   registerUsage(app, services);
   registerAdminKeys(app, services);
   registerAdminRateLimits(app, services);

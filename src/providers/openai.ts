@@ -105,6 +105,17 @@ export class OpenAIProvider implements Provider {
     await this.client.close();
   }
 
+  /**
+   * Where this provider's realtime WebSocket lives (`<base_url as ws(s)>/realtime?model=`) and
+   * the headers that authenticate it; the realtime proxy connects there itself.
+   */
+  realtimeEndpoint(model: string): { url: string; headers: Record<string, string> } {
+    const url = new URL(this.client.baseUrl.replace(/\/+$/, '') + '/realtime');
+    url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
+    url.searchParams.set('model', model);
+    return { url: url.toString(), headers: { ...this.auth(), 'openai-beta': 'realtime=v1' } };
+  }
+
   private auth(): Record<string, string> {
     return this.apiKey ? { authorization: `Bearer ${this.apiKey}` } : {};
   }

@@ -1,0 +1,134 @@
+import websocket from '@fastify/websocket';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { OpenAIProvider } from '../../providers/openai.ts';
+import type { AdmissionRefusal, AdmissionTicket } from '../../ratelimit/index.ts';
+import { bridge } from '../../realtime/bridge.ts';
+import { MockRealtimeSession } from '../../realtime/mock-session.ts';
+import { RealtimeConnectError, connectRealtimeUpstream, type RealtimeUpstream } from '../../realtime/upstream.ts';
+import type { Route, Target } from '../../routing/resolver.ts';
+import { accountCompleted } from '../accounting.ts';
+import type { HttpServices } from '../context.ts';
+import { GatewayError, badRequest, notFound } from '../errors.ts';
+import { rateLimitedError } from '../rate-limit-headers.ts';
+import { upstreamError } from '../respond.ts';
+
+/** A session admitted and connected upstream in preHandler, waiting for its client socket. */
+interface Prepared {
+  target: Target;
+  upstream: RealtimeUpstream;
+  release: () => void;
+  startedAt: number;
+}
+
+/**
+ * `GET /v1/realtime?model=`: a WebSocket proxied both ways to the provider's realtime socket.
+ * Everything that can refuse a session (auth, model, admission, the provider's own handshake)
+ * happens before the upgrade, so a refused client gets a plain HTTP error with its headers,
+ * never an accepted-then-closed socket. The session holds its concurrency slots until either
+ * side closes.
+ */
+export function registerRealtime(app: FastifyInstance, services: HttpServices): void {
+  const prepared = new WeakMap<FastifyRequest, Prepared>();
+  app.register(async (scope) => {
+    await scope.register(websocket, {
+      options: {
+        perMessageDeflate: false,
+        maxPayload: services.options.bodyLimitBytes,
+        // The SDKs offer `realtime` (plus the key and beta markers); accept with `realtime` only,
+        // never echoing the key subprotocol back.
+        handleProtocols: (protocols) => (protocols.has('realtime') ? 'realtime' : false),
+      },
+    });
+    scope.route({
+      method: 'GET',
+      url: '/v1/realtime',
+      preHandler: async (request) => {
+        if (!request.ws) return;
+        prepared.set(request, await prepare(request, services));
+      },
+      handler: async () => {
+        throw new GatewayError({ status: 426, type: 'invalid_request_error', message: 'realtime sessions need a WebSocket upgrade (GET /v1/realtime?model=... with Upgrade: websocket)', code: 'upgrade_required', headers: { upgrade: 'websocket' } });
+      },
+      wsHandler: (socket, request) => {
+        const session = prepared.get(request);
+        prepared.delete(request);
+        if (session === undefined) {
+          socket.close(1011, 'session was not prepared');
+          return;
+        }
+        const { target } = session;
+        bridge(socket, session.upstream, {
+          now: services.now,
+          onEnd: session.release,
+          onUsage: (usage, startedAt) => {
+            accountCompleted(services, request.identity, {
+              provider: target.provider.name, model: target.model, endpoint: 'realtime', usage, status: 200, startedAt, cached: false,
+            });
+          },
+        });
+      },
+    });
+  });
+}
+
+async function prepare(request: FastifyRequest, services: HttpServices): Promise<Prepared> {
+  const model = (request.query as Record<string, unknown>).model;
+  if (typeof model !== 'string' || model.trim() === '') throw badRequest('model: required query parameter (GET /v1/realtime?model=...)', 'model');
+  const route = services.resolver.resolve(model.trim());
+  if (!route) throw notFound(`model "${model}" not found`, 'model_not_found');
+  for (const target of route.primary) {
+    if (target.provider.type === 'anthropic') {
+      throw badRequest(`realtime sessions are not supported by provider ${target.provider.name} (type anthropic)`, 'model', 'unsupported_endpoint');
+    }
+  }
+  const { target, ticket } = admitSession(route, request.identity.userPath, services);
+  let released = false;
+  const release = (): void => {
+    if (released) return;
+    released = true;
+    ticket?.release();
+  };
+  // The TCP socket outlives every path (refused, upgraded, dropped): its close frees the slots
+  // even if the WebSocket handler never runs.
+  request.raw.socket.once('close', release);
+  try {
+    const upstream = await openUpstream(target);
+    return { target, upstream, release, startedAt: services.now() };
+  } catch (err) {
+    release();
+    throw err;
+  }
+}
+
+/**
+ * One request and one concurrency slot for the whole session, checked against user-path,
+ * provider and model rules. An alias's saturated targets are skipped like on other endpoints.
+ */
+function admitSession(route: Route, userPath: string, services: HttpServices): { target: Target; ticket: AdmissionTicket | undefined } {
+  const limiter = services.limiter;
+  if (limiter === undefined) return { target: route.first, ticket: undefined };
+  let refusal: AdmissionRefusal | undefined;
+  for (const target of route.primary) {
+    const admission = limiter.admit({ userPath, provider: target.provider.name, model: target.model });
+    if (admission.ok) return { target, ticket: admission };
+    if (admission.userPathBreached) throw rateLimitedError(admission);
+    refusal ??= admission;
+  }
+  throw rateLimitedError(refusal!);
+}
+
+async function openUpstream(target: Target): Promise<RealtimeUpstream> {
+  const provider = target.provider;
+  if (provider.type === 'mock') return new MockRealtimeSession(target.model);
+  if (!(provider instanceof OpenAIProvider)) {
+    throw badRequest(`realtime sessions are not supported by provider ${provider.name} (type ${provider.type})`, 'model', 'unsupported_endpoint');
+  }
+  const { url, headers } = provider.realtimeEndpoint(target.model);
+  try {
+    return await connectRealtimeUpstream(url, headers);
+  } catch (err) {
+    if (!(err instanceof RealtimeConnectError)) throw err;
+    if (err.body !== '') return Promise.reject(upstreamError(err.status, Buffer.from(err.body), {}));
+    throw new GatewayError({ status: 502, type: 'provider_error', message: `provider ${provider.name}: ${err.message}`, code: 'upstream_unavailable' });
+  }
+}
