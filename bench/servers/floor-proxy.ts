@@ -26,4 +26,5 @@ app.post('/v1/chat/completions', async (request, reply) => {
 });
 await app.listen({ host: '127.0.0.1', port: 0 });
 process.stdout.write(`${JSON.stringify({ port: (app.server.address() as AddressInfo).port })}\n`);
-process.on('SIGTERM', () => void app.close().then(() => pool.close()).then(() => process.exit(0)));
+// Exit through process.exit so --cpu-prof writes its profile.
+process.on('SIGTERM', () => void app.close().then(() => pool.close()).finally(() => process.exit(0)));

@@ -1,0 +1,59 @@
+/**
+ * CPU profile of the gateway process under load (rows 3 and 4 of bench/run.ts, JSON answers;
+ * add --stream for streaming answers). Each gateway runs with `node --cpu-prof`; the profile
+ * is written when it exits and summarized by self time (bench/cpuprofile.ts). The profile covers
+ * the whole process life: start-up (module compilation, config) shows up as a small fixed part.
+ *
+ *   node bench/profile.ts [--duration 10] [--connections 50] [--stream] [--keep] [--targets floor,none,ten]
+ *
+ * `floor` profiles the minimal fastify + undici proxy the same way: the difference between its
+ * CPU time per request and the gateway's is what Floodgate adds.
+ */
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { printSummary, summarize } from './cpuprofile.ts';
+import { JSON_BODY, STREAM_BODY, load, probe, startChild, startGateway, startUpstream, type GatewayVariant } from './lib.ts';
+
+const { values } = parseArgs({
+  options: {
+    duration: { type: 'string', default: '10' },
+    connections: { type: 'string', default: '50' },
+    stream: { type: 'boolean', default: false },
+    keep: { type: 'boolean', default: false },
+    top: { type: 'string', default: '25' },
+    targets: { type: 'string', default: 'floor,none,ten' },
+  },
+  strict: true,
+});
+
+const upstream = await startUpstream();
+try {
+  const titles: Record<string, string> = { floor: 'minimal proxy (floor)', none: 'gateway, no rules', ten: 'gateway, 10 matching rules', tenThousand: 'gateway, 10,000 rules', disabled: 'gateway, rate limits disabled' };
+  for (const variant of values.targets.split(',')) {
+    if (!(variant in titles)) throw new Error(`--targets: unknown target ${variant} (one of ${Object.keys(titles).join(', ')})`);
+    const dir = mkdtempSync(join(tmpdir(), `floodgate-prof-${variant}-`));
+    const flags = ['--cpu-prof', `--cpu-prof-dir=${dir}`];
+    const gateway = variant === 'floor'
+      ? await startChild('floor proxy', 'servers/floor-proxy.ts', [], { UPSTREAM_URL: upstream.url }, flags)
+      : await startGateway(variant as GatewayVariant, upstream.url, flags);
+    let figures;
+    let warmupRequests = 0;
+    try {
+      await probe(gateway.url, values.stream);
+      warmupRequests = (await load(gateway.url, values.stream ? STREAM_BODY : JSON_BODY, 2, Number(values.connections))).requests;
+      figures = await load(gateway.url, values.stream ? STREAM_BODY : JSON_BODY, Number(values.duration), Number(values.connections));
+    } finally {
+      await gateway.stop();
+    }
+    const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
+    if (!file) throw new Error(`no .cpuprofile written in ${dir}`);
+    const summary = summarize(JSON.parse(readFileSync(join(dir, file), 'utf8')), Number(values.top));
+    printSummary(`${titles[variant]}${values.stream ? ', streaming' : ''} (${figures.rps} req/s under profiling)`, summary, figures.requests + warmupRequests + 1);
+    if (values.keep) console.log(`profile kept: ${join(dir, file)}`);
+    else rmSync(dir, { recursive: true, force: true });
+  }
+} finally {
+  await upstream.stop();
+}
