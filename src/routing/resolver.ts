@@ -72,7 +72,8 @@ export class Resolver {
         const target = makeTarget(provider, model);
         const route = this.#directRoute(target, target.id);
         this.#direct.set(target.id, route);
-        if (!this.#direct.has(model)) this.#direct.set(model, this.#directRoute(target, model));
+        // An alias with the same name as a bare model wins: it is listed, so it must be reachable.
+        if (!this.#direct.has(model) && !this.#aliases.has(model)) this.#direct.set(model, this.#directRoute(target, model));
       }
     }
   }

@@ -9,6 +9,7 @@ import { createServer } from 'node:http';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { attachFakeRealtime, createFakeBatchApi, type FakeBatchApi, type FakeRealtime } from './fake-upstream-rtb.ts';
 
 export interface FakeUpstreamOptions {
   /** When set, OpenAI routes require `Authorization: Bearer <apiKey>`, Anthropic routes `x-api-key` + `anthropic-version`. */
@@ -65,8 +66,14 @@ export interface FakeUpstream {
   hangNext(n: number): void;
   /** The next `n` streams are cut (socket destroyed) after their second event. */
   dropStreamNext(n: number): void;
+  /** The next `n` streams send their 200 headers, then close the connection before any event. */
+  dropStreamBeforeFirstByteNext(n: number): void;
   /** The next stream sends its first event, then waits until the returned function is called. */
   holdStreamNext(): () => void;
+  /** The realtime WebSocket at `/v1/realtime` (sessions, usage, drop). */
+  readonly realtime: FakeRealtime;
+  /** The OpenAI `/v1/files` and `/v1/batches` routes' state. */
+  readonly batchApi: FakeBatchApi;
   /** Clears recorded calls and every knob back to the constructor's options. */
   reset(): void;
   close(): Promise<void>;
@@ -142,8 +149,10 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
   let modelFailures = new Map<string, FailSpec>();
   let hangs = 0;
   let drops = 0;
+  let earlyDrops = 0;
   let holds: Array<Promise<void>> = [];
   let seq = 0;
+  const batchApi = createFakeBatchApi(name);
 
   const send = (res: ServerResponse, call: RecordedCall, status: number, body: unknown, headers: Record<string, string> = {}): void => {
     call.status = status;
@@ -154,6 +163,15 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
   };
 
   const stream = async (res: ServerResponse, call: RecordedCall, events: string[]): Promise<void> => {
+    if (earlyDrops > 0) {
+      earlyDrops--;
+      call.status = 200;
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-fake-upstream': name });
+      res.flushHeaders();
+      // The headers are out, the (chunked) body never starts.
+      res.socket?.end();
+      return;
+    }
     const drop = drops > 0 ? (drops--, true) : false;
     const hold = holds.shift();
     call.status = 200;
@@ -224,6 +242,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     const anthropic = call.path === '/v1/messages';
     const authErr = authError(call, anthropic);
     if (authErr) return send(res, call, authErr.status, authErr.body);
+    if (batchApi.handle(call.method, url.pathname, raw, ct, res)) return;
     const forced = failQueue.shift() ?? (call.model !== undefined ? modelFailures.get(call.model) : undefined);
     if (forced) {
       const headers = { ...(forced.status === 429 ? { 'retry-after': '1' } : {}), ...forced.headers };
@@ -334,12 +353,15 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;
+  const realtime = attachFakeRealtime(server, options.apiKey);
 
   return {
     url: `http://127.0.0.1:${port}`,
     name,
     port,
     calls,
+    realtime,
+    batchApi,
     callCount: (path) => (path === undefined ? calls.length : calls.filter((c) => c.path === path).length),
     failNext: (n, spec) => {
       for (let i = 0; i < n; i++) failQueue.push(spec);
@@ -352,6 +374,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     setChunkDelay: (ms) => { chunkDelayMs = ms; },
     hangNext: (n) => { hangs += n; },
     dropStreamNext: (n) => { drops += n; },
+    dropStreamBeforeFirstByteNext: (n) => { earlyDrops += n; },
     holdStreamNext: () => {
       let release!: () => void;
       holds.push(new Promise<void>((resolve) => { release = resolve; }));
@@ -365,6 +388,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
       modelFailures = new Map();
       hangs = 0;
       drops = 0;
+      earlyDrops = 0;
       holds = [];
       seq = 0;
     },

@@ -1,0 +1,23 @@
+/** Fake providers for the routing unit tests: nothing is ever called. */
+import type { Provider, ProviderResult } from '../../src/providers/types.ts';
+
+export function fakeProvider(name: string, models: string[] = []): Provider {
+  return {
+    name,
+    type: 'openai',
+    listModels: async () => models,
+    call: async (): Promise<ProviderResult> => {
+      throw new Error(`fake provider ${name} must not be called by routing`);
+    },
+    passthrough: async (): Promise<ProviderResult> => {
+      throw new Error(`fake provider ${name} must not be called by routing`);
+    },
+    close: async () => {},
+  };
+}
+
+/** Providers plus their model map, in configuration order. */
+export function world(spec: Record<string, string[]>): { providers: Provider[]; models: Map<string, string[]> } {
+  const providers = Object.entries(spec).map(([name, models]) => fakeProvider(name, models));
+  return { providers, models: new Map(Object.entries(spec)) };
+}
