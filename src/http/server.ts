@@ -1,5 +1,6 @@
 import Fastify, { LogController, type FastifyError, type FastifyInstance } from 'fastify';
 import { registerAuth } from './auth.ts';
+import { registerBatches } from './routes/batches.ts';
 import type { HttpServices } from './context.ts';
 import { GatewayError, dialectOf, sendError } from './errors.ts';
 import { registerAdminKeys } from './routes/admin-keys.ts';
@@ -24,6 +25,7 @@ export function buildServer(services: HttpServices): FastifyInstance {
   registerModelEndpoints(app, services);
   registerPassthrough(app, services);
   registerRealtime(app, services);
+  registerBatches(app, services);
   registerUsage(app, services);
   registerAdminKeys(app, services);
   registerAdminRateLimits(app, services);

@@ -1,0 +1,60 @@
+import type { Target } from '../routing/resolver.ts';
+import type { Endpoint } from '../providers/types.ts';
+import type { BatchRecord } from '../storage/types.ts';
+import { collect } from '../http/respond.ts';
+import type { BatchLine } from './jsonl.ts';
+
+export interface LineOutcome {
+  customId: string;
+  status: number;
+  body: unknown;
+  usage: { promptTokens: number; completionTokens: number; totalTokens: number } | undefined;
+  latencyMs: number;
+}
+
+/**
+ * Runs a batch's lines one by one against a provider the gateway calls itself (the mock), in
+ * the background. `shouldStop` is checked between lines (cancel, shutdown).
+ */
+export async function runLines(
+  target: Target,
+  endpoint: Endpoint,
+  lines: readonly BatchLine[],
+  signal: AbortSignal,
+  now: () => number,
+  onLine: (outcome: LineOutcome) => Promise<void>,
+  shouldStop: () => boolean,
+): Promise<void> {
+  for (const line of lines) {
+    if (shouldStop() || signal.aborted) return;
+    const started = now();
+    let status = 500;
+    let body: unknown = { error: { type: 'provider_error', message: 'request failed', param: null, code: null } };
+    let usage: LineOutcome['usage'];
+    try {
+      const result = await target.provider.call({ endpoint, model: target.model, json: { ...line.body, model: target.model }, stream: false, signal });
+      const buf = Buffer.isBuffer(result.body) ? result.body : await collect(result.body);
+      status = result.status;
+      try {
+        body = JSON.parse(buf.toString('utf8'));
+      } catch {
+        body = buf.toString('utf8');
+      }
+      usage = result.usage();
+    } catch (err) {
+      body = { error: { type: 'provider_error', message: err instanceof Error ? err.message : String(err), param: null, code: null } };
+    }
+    await onLine({ customId: line.customId, status, body, usage, latencyMs: now() - started });
+  }
+}
+
+/** One line of an output or error file, in OpenAI's batch output format (failed lines go to the error file). */
+export function outputLine(batch: BatchRecord, index: number, outcome: LineOutcome): string {
+  const suffix = `${batch.id.slice('batch_'.length)}_${index}`;
+  return JSON.stringify({
+    id: `batch_req_${suffix}`,
+    custom_id: outcome.customId,
+    response: { status_code: outcome.status, request_id: `req_${suffix}`, body: outcome.body },
+    error: null,
+  });
+}

@@ -1,0 +1,298 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Identity } from '../http/context.ts';
+import { badRequest, notFound } from '../http/errors.ts';
+import type { Resolver, Target } from '../routing/resolver.ts';
+import type { BatchRecord, Storage, StoredFile } from '../storage/types.ts';
+import type { UsageRecorder } from '../usage/recorder.ts';
+import { BATCH_ENDPOINTS, isRecord, parseBatchInput, type BatchLine } from './jsonl.ts';
+import { outputLine, runLines, type LineOutcome } from './mock-runner.ts';
+import { RemoteBatches } from './remote.ts';
+import { TERMINAL_STATUSES } from './wire.ts';
+
+export interface BatchServiceOptions {
+  storage: Storage;
+  resolver: Resolver;
+  usage: UsageRecorder;
+  logger: FastifyBaseLogger;
+  now(): number;
+}
+
+export interface NewBatch {
+  inputFileId: string;
+  endpoint: string;
+  completionWindow: string;
+  metadata: Record<string, string> | null;
+}
+
+const DAY_SECONDS = 86_400;
+
+/** True when `path` is `caller` or below it (case-insensitive, like rule matching). */
+export function isWithin(path: string, caller: string): boolean {
+  if (caller === '/') return true;
+  const p = path.toLowerCase();
+  const c = caller.toLowerCase();
+  return p === c || p.startsWith(`${c}/`);
+}
+
+/**
+ * Files and batches. The gateway keeps uploaded files itself; a batch on an `openai` provider is
+ * forwarded there (file uploaded, batch created, ids mapped back), a batch on the `mock` provider
+ * is run by the gateway in the background. Every object remembers the user path that created it
+ * and is visible to that path's subtree only; anything else is answered as not found.
+ */
+export class BatchService {
+  private readonly opts: BatchServiceOptions;
+  private readonly running = new Map<string, { cancel: boolean; done: Promise<void> }>();
+  private readonly shutdown = new AbortController();
+
+  constructor(opts: BatchServiceOptions) {
+    this.opts = opts;
+  }
+
+  async createFile(identity: Identity, filename: string, purpose: string, content: Buffer): Promise<StoredFile> {
+    const file: StoredFile = {
+      id: `file-${randomBytes(12).toString('hex')}`,
+      userPath: identity.userPath,
+      purpose,
+      filename,
+      bytes: content.length,
+      createdAt: new Date(this.opts.now()),
+      content,
+      provider: null,
+      providerFileId: null,
+    };
+    await this.opts.storage.insertFile(file);
+    return file;
+  }
+
+  async getFile(identity: Identity, id: string): Promise<StoredFile> {
+    const file = await this.opts.storage.getFile(id);
+    if (file === undefined || !isWithin(file.userPath, identity.userPath)) throw notFound(`file "${id}" not found`, 'file_not_found');
+    return file;
+  }
+
+  async fileContent(identity: Identity, id: string): Promise<{ file: StoredFile; content: Buffer }> {
+    const file = await this.getFile(identity, id);
+    if (file.content !== null) return { file, content: file.content };
+    const provider = file.provider === null ? undefined : this.opts.resolver.provider(file.provider);
+    if (provider === undefined || file.providerFileId === null) throw notFound(`file "${id}" is no longer available`, 'file_not_found');
+    return { file, content: await new RemoteBatches(provider).fileContent(file.providerFileId) };
+  }
+
+  /**
+   * Validates everything a submission needs (file, JSONL, model, provider type) before `admit`
+   * runs, so a malformed submission is not counted; then submits.
+   */
+  async createBatch(identity: Identity, input: NewBatch, admit: () => void): Promise<BatchRecord> {
+    const endpoint = BATCH_ENDPOINTS[input.endpoint];
+    if (endpoint === undefined) throw badRequest(`endpoint: must be one of ${Object.keys(BATCH_ENDPOINTS).join(', ')}`, 'endpoint');
+    const file = await this.opts.storage.getFile(input.inputFileId);
+    if (file === undefined || !isWithin(file.userPath, identity.userPath)) throw notFound(`file "${input.inputFileId}" not found`, 'file_not_found');
+    if (file.content === null) throw badRequest('input_file_id: must be a file uploaded with purpose "batch"', 'input_file_id');
+    const { model, lines } = parseBatchInput(file.content, input.endpoint);
+    const route = this.opts.resolver.resolve(model);
+    if (!route) throw notFound(`model "${model}" not found`, 'model_not_found');
+    const target = route.first;
+    const type = target.provider.type;
+    if (type !== 'openai' && type !== 'mock') {
+      throw badRequest(`batches are not supported by provider ${target.provider.name} (type ${type})`, 'input_file_id', 'unsupported_endpoint');
+    }
+    admit();
+
+    const now = this.opts.now();
+    const batch: BatchRecord = {
+      id: `batch_${randomBytes(12).toString('hex')}`,
+      userPath: identity.userPath,
+      apiKeyId: identity.keyId,
+      provider: target.provider.name,
+      model: target.model,
+      endpoint: input.endpoint,
+      inputFileId: file.id,
+      completionWindow: input.completionWindow,
+      providerBatchId: null,
+      status: 'validating',
+      outputFileId: null,
+      errorFileId: null,
+      requestCounts: { total: lines.length, completed: 0, failed: 0 },
+      metadata: input.metadata,
+      errors: null,
+      times: { expires_at: Math.floor(now / 1000) + DAY_SECONDS },
+      createdAt: new Date(now),
+      updatedAt: new Date(now),
+    };
+    if (type === 'openai') {
+      const remote = new RemoteBatches(target.provider);
+      // The provider must see its own model id, not the gateway's `provider/model` name.
+      const content = Buffer.from(lines.map((l) => JSON.stringify({ custom_id: l.customId, method: 'POST', url: input.endpoint, body: { ...l.body, model: target.model } })).join('\n') + '\n');
+      const providerFileId = await remote.uploadFile(file.filename, content);
+      const created = await remote.createBatch({
+        input_file_id: providerFileId,
+        endpoint: input.endpoint,
+        completion_window: input.completionWindow,
+        ...(input.metadata === null ? {} : { metadata: input.metadata }),
+      });
+      batch.providerBatchId = typeof created.id === 'string' ? created.id : null;
+      await this.applyRemote(batch, created);
+      await this.opts.storage.insertBatch(batch);
+      return batch;
+    }
+    await this.opts.storage.insertBatch(batch);
+    this.start(batch, target, lines);
+    return batch;
+  }
+
+  async getBatch(identity: Identity, id: string): Promise<BatchRecord> {
+    const batch = await this.opts.storage.getBatch(id);
+    if (batch === undefined || !isWithin(batch.userPath, identity.userPath)) throw notFound(`batch "${id}" not found`, 'batch_not_found');
+    return this.refresh(batch);
+  }
+
+  async listBatches(identity: Identity, after: string | undefined, limit: number): Promise<{ data: BatchRecord[]; hasMore: boolean }> {
+    const rows = await this.opts.storage.listBatches({ userPathPrefix: identity.userPath, limit: limit + 1, ...(after === undefined ? {} : { after }) });
+    const page = rows.slice(0, limit);
+    return { data: await Promise.all(page.map((b) => this.refresh(b))), hasMore: rows.length > limit };
+  }
+
+  async cancelBatch(identity: Identity, id: string): Promise<BatchRecord> {
+    const batch = await this.getBatch(identity, id);
+    if (TERMINAL_STATUSES.has(batch.status) || batch.status === 'cancelling') return batch;
+    const provider = this.opts.resolver.provider(batch.provider);
+    if (batch.providerBatchId !== null && provider !== undefined) {
+      await this.applyRemote(batch, await new RemoteBatches(provider).cancelBatch(batch.providerBatchId));
+      await this.opts.storage.updateBatch(batch);
+      return batch;
+    }
+    const run = this.running.get(batch.id);
+    batch.status = run === undefined ? 'cancelled' : 'cancelling';
+    batch.times[run === undefined ? 'cancelled_at' : 'cancelling_at'] = Math.floor(this.opts.now() / 1000);
+    batch.updatedAt = new Date(this.opts.now());
+    await this.opts.storage.updateBatch(batch);
+    if (run !== undefined) run.cancel = true;
+    return batch;
+  }
+
+  /** Stops background runs (they end between two lines) and waits for them. */
+  async close(): Promise<void> {
+    for (const run of this.running.values()) run.cancel = true;
+    this.shutdown.abort();
+    await Promise.allSettled([...this.running.values()].map((r) => r.done));
+  }
+
+  /** A forwarded batch that is not finished yet is re-read from its provider. */
+  private async refresh(batch: BatchRecord): Promise<BatchRecord> {
+    if (batch.providerBatchId === null || TERMINAL_STATUSES.has(batch.status)) return batch;
+    const provider = this.opts.resolver.provider(batch.provider);
+    if (provider === undefined) return batch;
+    await this.applyRemote(batch, await new RemoteBatches(provider).getBatch(batch.providerBatchId));
+    await this.opts.storage.updateBatch(batch);
+    return batch;
+  }
+
+  /** Copies a provider's batch object into the record, with its file ids mapped to gateway files. */
+  private async applyRemote(batch: BatchRecord, remote: Record<string, unknown>): Promise<void> {
+    if (typeof remote.status === 'string') batch.status = remote.status;
+    const counts = remote.request_counts;
+    if (isRecord(counts)) {
+      batch.requestCounts = { total: num(counts.total), completed: num(counts.completed), failed: num(counts.failed) };
+    }
+    for (const [key, value] of Object.entries(remote)) {
+      if (key.endsWith('_at') && key !== 'created_at' && typeof value === 'number') batch.times[key] = value;
+    }
+    const errors = isRecord(remote.errors) && Array.isArray(remote.errors.data) ? remote.errors.data : undefined;
+    if (errors !== undefined) {
+      batch.errors = errors.filter(isRecord).map((e) => ({
+        code: String(e.code ?? 'error'), message: String(e.message ?? ''), param: typeof e.param === 'string' ? e.param : null, line: typeof e.line === 'number' ? e.line : null,
+      }));
+    }
+    batch.outputFileId = await this.remoteFile(batch, remote.output_file_id, batch.outputFileId);
+    batch.errorFileId = await this.remoteFile(batch, remote.error_file_id, batch.errorFileId);
+    batch.updatedAt = new Date(this.opts.now());
+  }
+
+  /** A provider's file as a gateway file id (stable: derived from provider and provider id). */
+  private async remoteFile(batch: BatchRecord, providerFileId: unknown, current: string | null): Promise<string | null> {
+    if (typeof providerFileId !== 'string' || providerFileId === '') return current;
+    const id = `file-${createHash('sha256').update(`${batch.provider}\u0000${providerFileId}`).digest('hex').slice(0, 24)}`;
+    if ((await this.opts.storage.getFile(id)) === undefined) {
+      await this.opts.storage.insertFile({
+        id, userPath: batch.userPath, purpose: 'batch_output', filename: `${batch.id}_output.jsonl`, bytes: 0,
+        createdAt: new Date(this.opts.now()), content: null, provider: batch.provider, providerFileId,
+      }).catch(async (err: unknown) => {
+        // A concurrent refresh may have inserted it first.
+        if ((await this.opts.storage.getFile(id)) === undefined) throw err;
+      });
+    }
+    return id;
+  }
+
+  private start(batch: BatchRecord, target: Target, lines: readonly BatchLine[]): void {
+    const run = { cancel: false, done: Promise.resolve() };
+    run.done = this.execute(batch, target, lines, () => run.cancel)
+      .catch((err: unknown) => this.opts.logger.error({ err, batch: batch.id }, 'batch run failed'))
+      .finally(() => this.running.delete(batch.id));
+    this.running.set(batch.id, run);
+  }
+
+  private async execute(batch: BatchRecord, target: Target, lines: readonly BatchLine[], cancelled: () => boolean): Promise<void> {
+    const { storage, now } = this.opts;
+    const secs = (): number => Math.floor(now() / 1000);
+    await new Promise((resolve) => setImmediate(resolve));
+    batch.status = 'in_progress';
+    batch.times.in_progress_at = secs();
+    batch.updatedAt = new Date(now());
+    await storage.updateBatch(batch);
+
+    const output: string[] = [];
+    const failed: string[] = [];
+    let index = 0;
+    await runLines(target, BATCH_ENDPOINTS[batch.endpoint]!, lines, this.shutdown.signal, now, async (outcome: LineOutcome) => {
+      const line = outputLine(batch, index++, outcome);
+      if (outcome.status < 400) {
+        output.push(line);
+        batch.requestCounts.completed += 1;
+      } else {
+        failed.push(line);
+        batch.requestCounts.failed += 1;
+      }
+      this.recordUsage(batch, target, outcome);
+    }, cancelled);
+
+    batch.times.finalizing_at = secs();
+    if (output.length > 0) batch.outputFileId = (await this.writeOutput(batch, output, 'output')).id;
+    if (failed.length > 0) batch.errorFileId = (await this.writeOutput(batch, failed, 'error')).id;
+    const stopped = cancelled() || this.shutdown.signal.aborted;
+    batch.status = stopped ? 'cancelled' : 'completed';
+    batch.times[stopped ? 'cancelled_at' : 'completed_at'] = secs();
+    batch.updatedAt = new Date(now());
+    await storage.updateBatch(batch);
+  }
+
+  private async writeOutput(batch: BatchRecord, lines: string[], kind: 'output' | 'error'): Promise<StoredFile> {
+    const content = Buffer.from(lines.join('\n') + '\n');
+    return this.createFile({ userPath: batch.userPath, keyId: batch.apiKeyId, isMaster: false }, `${batch.id}_${kind}.jsonl`, 'batch_output', content);
+  }
+
+  /** Executed lines are recorded as usage (endpoint `batch`); they are not charged to rate-limit windows. */
+  private recordUsage(batch: BatchRecord, target: Target, outcome: LineOutcome): void {
+    const usage = outcome.usage;
+    this.opts.usage.record({
+      timestamp: new Date(this.opts.now() - outcome.latencyMs),
+      userPath: batch.userPath,
+      provider: target.provider.name,
+      model: target.model,
+      endpoint: 'batch',
+      promptTokens: usage?.promptTokens ?? 0,
+      completionTokens: usage?.completionTokens ?? 0,
+      totalTokens: usage?.totalTokens ?? 0,
+      cached: false,
+      status: outcome.status,
+      latencyMs: outcome.latencyMs,
+      apiKeyId: batch.apiKeyId,
+    });
+  }
+}
+
+function num(value: unknown): number {
+  return typeof value === 'number' && Number.isFinite(value) ? value : 0;
+}

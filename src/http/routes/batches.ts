@@ -1,0 +1,92 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { BatchService } from '../../batch/service.ts';
+import { batchObject, fileObject } from '../../batch/wire.ts';
+import type { HttpServices } from '../context.ts';
+import { admit } from '../dispatch.ts';
+import { badRequest } from '../errors.ts';
+import { parseBody } from '../validation.ts';
+
+const createBatchSchema = z.object({
+  input_file_id: z.string({ error: 'must be a string' }).min(1, { error: 'must not be empty' }),
+  endpoint: z.string({ error: 'must be a string' }),
+  completion_window: z.literal('24h', { error: 'must be "24h"' }),
+  metadata: z.record(z.string(), z.string({ error: 'values must be strings' }), { error: 'must be an object of strings' }).nullable().optional(),
+});
+
+/**
+ * Files (`/v1/files`) and batches (`/v1/batches`) in the OpenAI shapes. Only `POST /v1/batches`
+ * is rate limited: one request against user-path rules, no concurrency slot, provider and
+ * model rules skipped (the specification's rule for batch submission).
+ */
+export function registerBatches(app: FastifyInstance, services: HttpServices): void {
+  const batches = new BatchService({ storage: services.storage, resolver: services.resolver, usage: services.usage, logger: services.options.logger, now: services.now });
+  // Background runs stop before storage closes (fastify closes before the gateway's cleanup).
+  app.addHook('onClose', async () => batches.close());
+
+  app.register(async (scope) => {
+    scope.addContentTypeParser('multipart/form-data', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+    scope.post('/v1/files', async (request, reply) => {
+      const form = await parseForm(Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0), request.headers['content-type']);
+      const purpose = form.get('purpose');
+      if (purpose !== 'batch') throw badRequest('purpose: must be "batch" (the only purpose this gateway stores files for)', 'purpose');
+      const file = form.get('file');
+      if (!(file instanceof File)) throw badRequest('file: required form field (a file)', 'file');
+      const stored = await batches.createFile(request.identity, file.name || 'upload.jsonl', purpose, Buffer.from(await file.arrayBuffer()));
+      return reply.code(200).send(fileObject(stored));
+    });
+  });
+
+  app.get('/v1/files/:id', async (request) => {
+    const { id } = request.params as { id: string };
+    return fileObject(await batches.getFile(request.identity, id));
+  });
+
+  app.get('/v1/files/:id/content', async (request, reply) => {
+    const { id } = request.params as { id: string };
+    const { content } = await batches.fileContent(request.identity, id);
+    return reply.type('application/octet-stream').send(content);
+  });
+
+  app.post('/v1/batches', async (request, reply) => {
+    const body = parseBody(createBatchSchema, request.body);
+    const batch = await batches.createBatch(
+      request.identity,
+      { inputFileId: body.input_file_id, endpoint: body.endpoint, completionWindow: body.completion_window, metadata: body.metadata ?? null },
+      () => {
+        const headers = admit(reply, services, { userPath: request.identity.userPath }, { holdSlot: false });
+        if (headers) reply.headers(headers);
+      },
+    );
+    return batchObject(batch);
+  });
+
+  app.get('/v1/batches', async (request) => {
+    const query = request.query as Record<string, unknown>;
+    const after = typeof query.after === 'string' && query.after !== '' ? query.after : undefined;
+    const limit = query.limit === undefined ? 20 : Number(query.limit);
+    if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw badRequest('limit: must be an integer from 1 to 100', 'limit');
+    const page = await batches.listBatches(request.identity, after, limit);
+    const data = page.data.map(batchObject);
+    return { object: 'list', data, first_id: page.data[0]?.id ?? null, last_id: page.data.at(-1)?.id ?? null, has_more: page.hasMore };
+  });
+
+  app.get('/v1/batches/:id', async (request) => {
+    const { id } = request.params as { id: string };
+    return batchObject(await batches.getBatch(request.identity, id));
+  });
+
+  app.post('/v1/batches/:id/cancel', async (request) => {
+    const { id } = request.params as { id: string };
+    return batchObject(await batches.cancelBatch(request.identity, id));
+  });
+}
+
+async function parseForm(raw: Buffer, contentType: string | undefined): Promise<FormData> {
+  if (!contentType?.toLowerCase().startsWith('multipart/form-data')) throw badRequest('file uploads take a multipart/form-data body (fields file and purpose)', null, 'invalid_content_type');
+  try {
+    return await new Request('http://gateway.invalid/', { method: 'POST', body: new Uint8Array(raw), headers: { 'content-type': contentType } }).formData();
+  } catch {
+    throw badRequest('malformed multipart/form-data body');
+  }
+}
