@@ -10,7 +10,6 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { attachFakeRealtime, createFakeBatchApi, type FakeBatchApi, type FakeRealtime } from './fake-upstream-rtb.ts';
-import { attachFakeRealtime, createFakeBatchApi, type FakeBatchApi, type FakeRealtime } from './fake-upstream-rtb.ts';
 
 export interface FakeUpstreamOptions {
   /** When set, OpenAI routes require `Authorization: Bearer <apiKey>`, Anthropic routes `x-api-key` + `anthropic-version`. */
@@ -71,10 +70,6 @@ export interface FakeUpstream {
   dropStreamBeforeFirstByteNext(n: number): void;
   /** The next stream sends its first event, then waits until the returned function is called. */
   holdStreamNext(): () => void;
-  /** The realtime WebSocket at `/v1/realtime` (sessions, usage, drop). */
-  readonly realtime: FakeRealtime;
-  /** The OpenAI `/v1/files` and `/v1/batches` routes' state. */
-  readonly batchApi: FakeBatchApi;
   /** The realtime WebSocket at `/v1/realtime` (sessions, usage, drop). */
   readonly realtime: FakeRealtime;
   /** The OpenAI `/v1/files` and `/v1/batches` routes' state. */
@@ -157,7 +152,6 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
   let earlyDrops = 0;
   let holds: Array<Promise<void>> = [];
   let seq = 0;
-  const batchApi = createFakeBatchApi(name);
   const batchApi = createFakeBatchApi(name);
 
   const send = (res: ServerResponse, call: RecordedCall, status: number, body: unknown, headers: Record<string, string> = {}): void => {
@@ -248,7 +242,6 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     const anthropic = call.path === '/v1/messages';
     const authErr = authError(call, anthropic);
     if (authErr) return send(res, call, authErr.status, authErr.body);
-    if (batchApi.handle(call.method, url.pathname, raw, ct, res)) return;
     if (batchApi.handle(call.method, url.pathname, raw, ct, res)) return;
     const forced = failQueue.shift() ?? (call.model !== undefined ? modelFailures.get(call.model) : undefined);
     if (forced) {
@@ -360,7 +353,6 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;
-  const realtime = attachFakeRealtime(server, options.apiKey);
   const realtime = attachFakeRealtime(server, options.apiKey);
 
   return {
