@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import OpenAI, { toFile } from 'openai';
+import OpenAI, { APIError, toFile } from 'openai';
 import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
 
@@ -55,11 +55,11 @@ describe('batches on the mock provider', () => {
     form.append('file', new Blob(['{}']), 'x.jsonl');
     const res = await fetch(`${gw.url}/v1/files`, { method: 'POST', body: form });
     assert.equal(res.status, 400);
-    assert.equal((await res.json()).error.param, 'purpose');
+    assert.equal(((await res.json()) as { error: { param: string } }).error.param, 'purpose');
 
     const sdk = client(gw);
     const bad = await sdk.files.create({ file: await toFile(Buffer.from(jsonl('mock-1', 1) + '{"custom_id":"x","method":"GET"}\n'), 'bad.jsonl'), purpose: 'batch' });
-    await assert.rejects(sdk.batches.create({ input_file_id: bad.id, endpoint: '/v1/chat/completions', completion_window: '24h' }), (err: OpenAI.APIError) => {
+    await assert.rejects(sdk.batches.create({ input_file_id: bad.id, endpoint: '/v1/chat/completions', completion_window: '24h' }), (err: APIError) => {
       assert.equal(err.status, 400);
       assert.match(err.message, /line 2/);
       return true;
@@ -81,7 +81,7 @@ describe('batches on the mock provider', () => {
     const team = client(gw, '/team');
     const batchA = await submit(a, 'mock-1', 1);
     const batchB = await submit(b, 'mock-1', 1);
-    await assert.rejects(a.batches.retrieve(batchB.id), (err: OpenAI.APIError) => err.status === 404 && (err.error as { type: string }).type === 'not_found_error');
+    await assert.rejects(a.batches.retrieve(batchB.id), (err: APIError) => err.status === 404 && (err.error as { type: string }).type === 'not_found_error');
     await assert.rejects(a.batches.cancel(batchB.id), { status: 404 });
     await assert.rejects(a.files.retrieve(batchB.input_file_id), { status: 404 });
     await assert.rejects(a.files.content(batchB.input_file_id), { status: 404 });
@@ -122,7 +122,7 @@ describe('batch submission rate limits', () => {
   it('counts one request against user-path rules; the second submission is 429', async () => {
     const sdk = client(gw, '/limited');
     await submit(sdk, 'mock-1', 1);
-    await assert.rejects(submit(sdk, 'mock-1', 1), (err: OpenAI.APIError) => {
+    await assert.rejects(submit(sdk, 'mock-1', 1), (err: APIError) => {
       assert.equal(err.status, 429);
       assert.equal(err.headers?.get('retry-after') !== null, true);
       assert.match(err.message, /\/limited/);
