@@ -3,7 +3,7 @@
  * child-process servers, the gateway configurations, the request bodies and autocannon.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -31,12 +31,28 @@ export interface ChildServer {
   readonly name: string;
   readonly url: string;
   readonly pid: number;
+  /** CPU seconds (user + system) the process used so far; NaN where /proc is missing. */
+  cpuSeconds(): number;
   stop(): Promise<void>;
+}
+
+const CLOCK_TICKS = 100; // USER_HZ: the unit of /proc/<pid>/stat times on Linux
+
+/** utime + stime of a process from /proc/<pid>/stat, in seconds (10 ms resolution). */
+export function processCpuSeconds(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the parenthesised command name: state is field 3, utime 14, stime 15.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+  } catch {
+    return Number.NaN;
+  }
 }
 
 /**
  * Starts `node <script> ...args` and waits for the stdout line `{"port":N}`.
- * stderr is passed through so warnings and crashes are visible.
+ * stderr is passed through (prefixed) so warnings and crashes are visible.
  */
 export async function startChild(
   name: string,
@@ -48,7 +64,17 @@ export async function startChild(
   const child: ChildProcess = spawn(process.execPath, [...nodeFlags, join(BENCH_DIR, script), ...args], {
     cwd: REPO_DIR,
     env: { ...process.env, LOG_LEVEL: 'warn', ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  // stderr is passed through, except the config warnings the 10,000-rule file repeats for
+  // each of its 2,497 rules on unconfigured providers: those are counted, then summarized.
+  let repeated = 0;
+  createInterface({ input: child.stderr! }).on('line', (line) => {
+    if (line.includes('which is not configured')) {
+      if (repeated++ === 0) process.stderr.write(`[${name}] ${line}\n[${name}] (repeats of this warning for other subjects are not shown)\n`);
+    } else {
+      process.stderr.write(`[${name}] ${line}\n`);
+    }
   });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const port = await new Promise<number>((resolve, reject) => {
@@ -69,6 +95,7 @@ export async function startChild(
     name,
     url: `http://127.0.0.1:${port}`,
     pid: child.pid!,
+    cpuSeconds: () => processCpuSeconds(child.pid!),
     async stop() {
       if (child.exitCode !== null) return;
       child.kill('SIGTERM');
