@@ -7,7 +7,7 @@ import { registerAdminKeys } from './routes/admin-keys.ts';
 import { registerAdminRateLimits } from './routes/admin-rate-limits.ts';
 import { registerModelEndpoints } from './routes/model-endpoints.ts';
 import { registerPassthrough } from './routes/passthrough.ts';
-import { registerRealtime } from './routes/realtime.ts';
+import { registerRealtime, registerWebSocketUpgrades } from './routes/realtime.ts';
 import { registerUsage } from './routes/usage.ts';
 
 export function buildServer(services: HttpServices): FastifyInstance {
@@ -20,6 +20,7 @@ export function buildServer(services: HttpServices): FastifyInstance {
     forceCloseConnections: false,
   });
 
+  registerWebSocketUpgrades(app, services);
   registerAuth(app, services);
   app.get('/health', async () => ({ status: 'ok' }));
   registerModelEndpoints(app, services);

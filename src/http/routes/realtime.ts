@@ -21,6 +21,29 @@ interface Prepared {
 }
 
 /**
+ * Installs WebSocket upgrades on the whole server. It must come before the auth hook: its
+ * onRequest hook marks upgrade requests and its onResponse hook destroys the socket of an upgrade
+ * answered with plain HTTP (401, 404, 429). Registered after auth, a refused upgrade would keep
+ * its socket open, and with it the server's shutdown.
+ */
+export function registerWebSocketUpgrades(app: FastifyInstance, services: HttpServices): void {
+  app.register(websocket, {
+    options: {
+      perMessageDeflate: false,
+      maxPayload: services.options.bodyLimitBytes,
+      // The SDKs offer `realtime` (plus the key and beta markers); accept with `realtime` only,
+      // never echoing the key subprotocol back.
+      handleProtocols: (protocols) => (protocols.has('realtime') ? 'realtime' : false),
+    },
+    // On shutdown, open sessions are told why (1001 going away) instead of a bare close.
+    preClose(done) {
+      for (const client of this.websocketServer.clients) client.close(1001, 'gateway shutting down');
+      this.websocketServer.close(() => done());
+    },
+  });
+}
+
+/**
  * `GET /v1/realtime?model=`: a WebSocket proxied both ways to the provider's realtime socket.
  * Everything that can refuse a session (auth, model, admission, the provider's own handshake)
  * happens before the upgrade, so a refused client gets a plain HTTP error with its headers,
@@ -30,15 +53,6 @@ interface Prepared {
 export function registerRealtime(app: FastifyInstance, services: HttpServices): void {
   const prepared = new WeakMap<FastifyRequest, Prepared>();
   app.register(async (scope) => {
-    await scope.register(websocket, {
-      options: {
-        perMessageDeflate: false,
-        maxPayload: services.options.bodyLimitBytes,
-        // The SDKs offer `realtime` (plus the key and beta markers); accept with `realtime` only,
-        // never echoing the key subprotocol back.
-        handleProtocols: (protocols) => (protocols.has('realtime') ? 'realtime' : false),
-      },
-    });
     scope.route({
       method: 'GET',
       url: '/v1/realtime',
