@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import OpenAI, { APIError, toFile } from 'openai';
+import WebSocket from 'ws';
 import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
 
@@ -171,5 +172,26 @@ describe('batches forwarded to an openai provider', () => {
     const text = await (await sdk.files.content(done.output_file_id)).text();
     assert.deepEqual(text.trim().split('\n').map((l) => JSON.parse(l).custom_id), ['req-0', 'req-1']);
     assert.equal((await sdk.batches.cancel(created.id)).status, 'completed');
+  });
+});
+
+describe('batch submission and concurrency slots', () => {
+  let gw: TestGateway;
+  before(async () => {
+    gw = await startTestGateway({ yaml: 'rate_limits:\n  user_paths: [ { path: /busy, limits: [ { period: concurrent, max_requests: 1 } ] } ]\n' });
+  });
+  after(async () => gw.close());
+
+  it('holds no concurrency slot: a submission passes while a realtime session holds the only one', async () => {
+    const sdk = client(gw, '/busy');
+    const session = new WebSocket(`${gw.url.replace('http', 'ws')}/v1/realtime?model=mock-1`, { headers: { 'x-floodgate-user-path': '/busy' } });
+    await new Promise((resolve, reject) => { session.once('open', resolve); session.once('error', reject); });
+    try {
+      await assert.rejects(sdk.chat.completions.create({ model: 'mock-1', messages: [{ role: 'user', content: 'x' }] }), { status: 429 }, 'the slot is really taken');
+      const batch = await submit(sdk, 'mock-1', 1);
+      assert.equal(batch.object, 'batch');
+    } finally {
+      session.close();
+    }
   });
 });
