@@ -42,14 +42,70 @@ export function usageFromBody(body: unknown): Usage | undefined {
   return undefined;
 }
 
-/** Parses a buffered JSON body for its usage; undefined for non-JSON or usage-less bodies. */
+const USAGE_KEY = Buffer.from('"usage"');
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACE = 0x7d;
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
+/**
+ * The usage of a buffered JSON body (chat, responses, embeddings, messages, transcriptions);
+ * undefined for non-JSON or usage-less bodies.
+ *
+ * Parsing a whole answer only to read its usage costs more than anything else the gateway does
+ * with it, and grows with the answer. Every supported dialect puts `usage` last or near the end,
+ * and inside JSON strings quotes are escaped, so a raw `"usage"` is a key: the object after the
+ * last one is sliced out and parsed alone. Anything unexpected falls back to the full parse.
+ */
 export function usageFromJsonBuffer(buf: Buffer): Usage | undefined {
   if (buf.length === 0) return undefined;
+  const key = buf.lastIndexOf(USAGE_KEY);
+  if (key < 0) return undefined;
+  const slice = usageObjectAfter(buf, key + USAGE_KEY.length);
+  if (slice !== undefined) {
+    try {
+      const usage = normalizeUsage(JSON.parse(slice));
+      if (usage !== undefined) return usage;
+    } catch {
+      // fall through to the full parse
+    }
+  }
   try {
     return usageFromBody(JSON.parse(buf.toString('utf8')));
   } catch {
     return undefined;
   }
+}
+
+/** The text of the `{...}` value after a key ending at `from`, or undefined when it is not an object. */
+function usageObjectAfter(buf: Buffer, from: number): string | undefined {
+  let i = from;
+  while (i < buf.length && isSpace(buf[i]!)) i++;
+  if (buf[i] !== 0x3a) return undefined; // ':'
+  i++;
+  while (i < buf.length && isSpace(buf[i]!)) i++;
+  if (buf[i] !== OPEN_BRACE) return undefined;
+  const start = i;
+  let depth = 0;
+  let inString = false;
+  for (; i < buf.length; i++) {
+    const c = buf[i]!;
+    if (inString) {
+      if (c === BACKSLASH) i++;
+      else if (c === QUOTE) inString = false;
+    } else if (c === QUOTE) {
+      inString = true;
+    } else if (c === OPEN_BRACE) {
+      depth++;
+    } else if (c === CLOSE_BRACE && --depth === 0) {
+      return buf.toString('utf8', start, i + 1);
+    }
+  }
+  return undefined;
+}
+
+function isSpace(c: number): boolean {
+  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
 }
 
 /** Rough token estimate for offline use (mock provider): about four characters a token. */

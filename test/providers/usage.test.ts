@@ -1,0 +1,43 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { usageFromBody, usageFromJsonBuffer } from '../../src/providers/usage.ts';
+
+const of = (value: unknown, space?: number): ReturnType<typeof usageFromJsonBuffer> => usageFromJsonBuffer(Buffer.from(JSON.stringify(value, null, space)));
+
+describe('usageFromJsonBuffer', () => {
+  it('reads chat, embeddings, Responses and Messages usage', () => {
+    const chat = { id: 'c', choices: [{ index: 0, message: { role: 'assistant', content: 'hi' } }], usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5, prompt_tokens_details: { cached_tokens: 0 } } };
+    assert.deepEqual(of(chat), { promptTokens: 3, completionTokens: 2, totalTokens: 5 });
+    assert.deepEqual(of({ object: 'list', data: [{ embedding: [0.1] }], usage: { prompt_tokens: 4, total_tokens: 4 } }), { promptTokens: 4, completionTokens: 0, totalTokens: 4 });
+    assert.deepEqual(of({ object: 'response', output: [{ type: 'message', content: [{ type: 'output_text', text: 'x' }] }], usage: { input_tokens: 7, output_tokens: 1, total_tokens: 8 } }), { promptTokens: 7, completionTokens: 1, totalTokens: 8 });
+    assert.deepEqual(of({ type: 'message', content: [], usage: { input_tokens: 2, output_tokens: 3, cache_read_input_tokens: 5 } }), { promptTokens: 7, completionTokens: 3, totalTokens: 10 });
+  });
+
+  it('agrees with a full parse when usage is not last, is pretty-printed, or text mentions "usage"', () => {
+    const bodies: unknown[] = [
+      { usage: { prompt_tokens: 1, completion_tokens: 1 }, id: 'x', choices: [] },
+      { choices: [{ message: { content: 'my "usage": {"prompt_tokens": 999} and \\ backslashes "}' } }], usage: { prompt_tokens: 2, completion_tokens: 4 } },
+      { choices: [{ message: { content: '{ "usage": { "prompt_tokens": 9 } }' } }] },
+      { response: { usage: { input_tokens: 5, output_tokens: 6 } } },
+      { usage: null },
+      { usage: 12 },
+      { usage: { note: 'no counts here' } },
+      { choices: [], usage: { prompt_tokens: 3, completion_tokens: 0, details: { '}': '{', nested: { deep: [1, 2] } } } },
+    ];
+    for (const body of bodies) {
+      for (const space of [undefined, 2]) {
+        assert.deepEqual(of(body, space), usageFromBody(body), JSON.stringify(body));
+      }
+    }
+  });
+
+  it('is undefined for bodies that are empty, not JSON, or have no usage', () => {
+    assert.equal(usageFromJsonBuffer(Buffer.alloc(0)), undefined);
+    assert.equal(usageFromJsonBuffer(Buffer.from('<html>"usage": {</html>')), undefined);
+    assert.equal(usageFromJsonBuffer(Buffer.from('{"id":"x","choices":[]}')), undefined);
+  });
+
+  it('reads multi-byte text around the usage object', () => {
+    assert.deepEqual(of({ choices: [{ message: { content: 'héllo wörld ✓ 🎉' } }], usage: { prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 } }), { promptTokens: 1, completionTokens: 2, totalTokens: 3 });
+  });
+});
