@@ -51,22 +51,26 @@ export class UsageAccumulator {
   }
 }
 
-// Only events that carry a usage object are worth a JSON.parse; most chunks are content.
-const USAGE_RE = /"usage"\s*:\s*\{/;
+const USAGE_KEY = Buffer.from('"usage"');
+const USAGE_OBJECT_RE = /"usage"\s*:\s*\{/;
+// Blank lines, i.e. event ends, in the line-ending styles servers use.
+const EVENT_ENDS = [Buffer.from('\n\n'), Buffer.from('\r\n\r\n'), Buffer.from('\n\r\n'), Buffer.from('\r\r')];
 
 /**
  * Relays SSE bytes while reading the usage out of them.
  *
+ * Most events are content deltas that carry no usage, so bytes are only split at event ends and
+ * searched for a `"usage": {` key; only a run of events containing one is decoded and parsed.
  * Without `stripChatUsageChunk`, every network chunk is passed on unchanged the moment it
  * arrives. With it (the gateway itself asked a chat upstream for `include_usage`), the
- * usage-only chunk (`choices: []`) is removed: complete events are passed on as soon as
- * they are complete and only a trailing partial event is held back, so the output
- * stays valid SSE.
+ * usage-only chunk (`choices: []`) is removed: complete events are passed on as soon as they are
+ * complete and only a trailing partial event is held back, so the output stays valid SSE.
  */
 export class SseUsageTap implements ChunkTransform {
-  private readonly parser = new SseParser();
   private readonly acc = new UsageAccumulator();
   private readonly strip: boolean;
+  /** Bytes after the last complete event: the start of an event still arriving. */
+  private carry: Buffer | undefined;
 
   constructor(opts: { stripChatUsageChunk?: boolean } = {}) {
     this.strip = opts.stripChatUsageChunk === true;
@@ -77,35 +81,81 @@ export class SseUsageTap implements ChunkTransform {
   }
 
   step(chunk: Buffer): Buffer | undefined {
-    const events = this.parser.push(chunk);
+    const data = this.carry === undefined ? chunk : Buffer.concat([this.carry, chunk]);
+    const cut = endOfLastEvent(data);
+    this.carry = cut < data.length ? data.subarray(cut) : undefined;
+    const complete = cut === data.length ? data : data.subarray(0, cut);
     if (!this.strip) {
-      for (const ev of events) this.observe(ev);
+      if (cut > 0 && hasUsageObject(complete)) this.observeAll(complete);
       return chunk;
     }
-    return this.keep(events);
+    if (cut === 0) return undefined;
+    return hasUsageObject(complete) ? this.withoutUsageChunks(complete) : complete;
   }
 
   finish(): Buffer | undefined {
-    const events = this.parser.end();
+    const rest = this.carry;
+    this.carry = undefined;
+    // An unterminated last event: the spec discards it, but usage is read leniently and a relay must not lose bytes.
+    if (rest === undefined) return undefined;
     if (!this.strip) {
-      for (const ev of events) this.observe(ev);
+      if (hasUsageObject(rest)) this.observeAll(rest);
       return undefined;
     }
-    return this.keep(events);
+    return hasUsageObject(rest) ? this.withoutUsageChunks(rest) : rest;
   }
 
-  private keep(events: SseEvent[]): Buffer | undefined {
+  private observeAll(events: Buffer): void {
+    for (const ev of parseAll(events)) this.observe(ev);
+  }
+
+  private withoutUsageChunks(events: Buffer): Buffer | undefined {
     let out = '';
-    for (const ev of events) if (!this.observe(ev)) out += ev.raw;
+    for (const ev of parseAll(events)) if (!this.observe(ev)) out += ev.raw;
     return out.length > 0 ? Buffer.from(out) : undefined;
   }
 
   /** Returns true when the event is a chat usage-only chunk. */
   private observe(ev: SseEvent): boolean {
-    if (ev.data === undefined || !USAGE_RE.test(ev.data)) return false;
+    if (ev.data === undefined || !USAGE_OBJECT_RE.test(ev.data)) return false;
     const o = parseEventJson(ev);
     if (!o) return false;
     this.acc.observe(o);
     return Array.isArray(o.choices) && o.choices.length === 0 && isRecord(o.usage);
   }
+}
+
+/** Complete events only: the parser is fresh for each run and nothing is left in it. */
+function parseAll(events: Buffer): SseEvent[] {
+  const parser = new SseParser();
+  const out = parser.push(events);
+  for (const ev of parser.end()) out.push(ev);
+  return out;
+}
+
+/** The offset just after the last blank line in `data`, 0 when there is none. */
+function endOfLastEvent(data: Buffer): number {
+  let end = 0;
+  for (const sep of EVENT_ENDS) {
+    const at = data.lastIndexOf(sep);
+    if (at >= 0 && at + sep.length > end) end = at + sep.length;
+  }
+  return end;
+}
+
+/** True when a `"usage"` key with an object value occurs: chat chunks carry `"usage":null` on every delta. */
+function hasUsageObject(data: Buffer): boolean {
+  for (let at = data.indexOf(USAGE_KEY); at >= 0; at = data.indexOf(USAGE_KEY, at + USAGE_KEY.length)) {
+    let i = at + USAGE_KEY.length;
+    while (i < data.length && isSpace(data[i]!)) i++;
+    if (data[i] !== 0x3a) continue; // ':'
+    i++;
+    while (i < data.length && isSpace(data[i]!)) i++;
+    if (data[i] === 0x7b) return true; // '{'
+  }
+  return false;
+}
+
+function isSpace(c: number): boolean {
+  return c === 0x20 || c === 0x09;
 }

@@ -1,0 +1,67 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { SseUsageTap } from '../../src/providers/stream-usage.ts';
+
+/** Feeds `text` in chunks of `size` bytes; returns what the tap passed on. */
+function run(tap: SseUsageTap, text: string, size: number): string {
+  const bytes = Buffer.from(text);
+  const out: Buffer[] = [];
+  for (let i = 0; i < bytes.length; i += size) {
+    const piece = tap.step(bytes.subarray(i, i + size));
+    if (piece) out.push(piece);
+  }
+  const tail = tap.finish();
+  if (tail) out.push(tail);
+  return Buffer.concat(out).toString();
+}
+
+const content = (text: string, eol: string): string => `data: {"choices":[{"delta":{"content":"${text}"}}],"usage":null}${eol}${eol}`;
+const usageChunk = (eol: string): string => `data: {"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":2,"total_tokens":6}}${eol}${eol}`;
+
+describe('SseUsageTap', () => {
+  for (const eol of ['\n', '\r\n', '\r']) {
+    it(`strips the usage-only chunk with ${JSON.stringify(eol)} line ends, in any split`, () => {
+      const text = content('héllo ✓', eol) + content('b', eol) + usageChunk(eol) + `data: [DONE]${eol}${eol}`;
+      for (const size of [1, 2, 3, 5, 64, 4096]) {
+        const tap = new SseUsageTap({ stripChatUsageChunk: true });
+        assert.equal(run(tap, text, size), content('héllo ✓', eol) + content('b', eol) + `data: [DONE]${eol}${eol}`, `split ${size}`);
+        assert.deepEqual(tap.usage(), { promptTokens: 4, completionTokens: 2, totalTokens: 6 });
+      }
+    });
+  }
+
+  it('passes content chunks on as the very same buffers', () => {
+    const strip = new SseUsageTap({ stripChatUsageChunk: true });
+    const chunk = Buffer.from(content('a', '\n') + content('b', '\n'));
+    assert.equal(strip.step(chunk), chunk);
+    const keep = new SseUsageTap();
+    const withUsage = Buffer.from(usageChunk('\n'));
+    assert.equal(keep.step(withUsage), withUsage);
+    assert.equal(keep.usage()?.totalTokens, 6);
+  });
+
+  it('holds back a partial event only when stripping, and releases it at the end', () => {
+    const strip = new SseUsageTap({ stripChatUsageChunk: true });
+    const first = strip.step(Buffer.from('data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: {"cho'));
+    assert.equal(first?.toString(), 'data: {"choices":[{"delta":{"content":"a"}}]}\n\n');
+    assert.equal(strip.step(Buffer.from('ices":[')), undefined, 'nothing of a partial event goes out');
+    assert.equal(strip.step(Buffer.from('{"delta":{}}]}\n\n'))?.toString(), 'data: {"choices":[{"delta":{}}]}\n\n');
+    const unterminated = new SseUsageTap({ stripChatUsageChunk: true });
+    assert.equal(run(unterminated, 'data: {"choices":[{"delta":{}}]}\n\ndata: tail-without-blank-line', 7), 'data: {"choices":[{"delta":{}}]}\n\ndata: tail-without-blank-line');
+  });
+
+  it('reads Anthropic usage from message_start and message_delta, split byte by byte', () => {
+    const text = 'event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":10,"output_tokens":1}}}\n\n'
+      + 'event: content_block_delta\ndata: {"type":"content_block_delta","delta":{"type":"text_delta","text":"\\"usage\\": {"}}\n\n'
+      + 'event: message_delta\ndata: {"type":"message_delta","usage":{"output_tokens":7}}\n\n';
+    const tap = new SseUsageTap();
+    assert.equal(run(tap, text, 1), text);
+    assert.deepEqual(tap.usage(), { promptTokens: 10, completionTokens: 7, totalTokens: 17 });
+  });
+
+  it('reads the usage of an unterminated last event', () => {
+    const tap = new SseUsageTap();
+    run(tap, 'data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}', 10);
+    assert.equal(tap.usage()?.totalTokens, 2);
+  });
+});
