@@ -214,7 +214,12 @@ function lookupCache(
 export async function callTarget(target: Target, modelRequest: ModelRequest, signal: AbortSignal): Promise<ProviderResult> {
   const call: ProviderCall = { endpoint: modelRequest.endpoint, model: target.model, stream: modelRequest.stream, signal };
   if (modelRequest.json) {
-    call.json = modelRequest.json.model === target.model ? modelRequest.json : { ...modelRequest.json, model: target.model };
+    if (modelRequest.json.model === target.model) {
+      call.json = modelRequest.json;
+      call.jsonBytes = modelRequest.jsonBytes;
+    } else {
+      call.json = { ...modelRequest.json, model: target.model };
+    }
   } else if (modelRequest.form) {
     const encoded = await encodeFormForModel(modelRequest.form, target.model);
     call.raw = encoded.body;

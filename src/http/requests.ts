@@ -11,6 +11,8 @@ export interface ModelRequest {
   model: string;
   stream: boolean;
   json?: Record<string, unknown>;
+  /** The bytes `json` was parsed from, forwarded as they are when nothing in them needs to change. */
+  jsonBytes?: Buffer;
   form?: FormData;
   /** Client headers a provider may need to pass on (e.g. `anthropic-version` on /v1/messages). */
   headers?: IncomingHttpHeaders;
@@ -33,9 +35,9 @@ const schemas = {
   }),
 } satisfies Record<Exclude<Endpoint, 'transcriptions'>, z.ZodType>;
 
-export function parseJsonRequest(endpoint: Exclude<Endpoint, 'transcriptions'>, body: unknown): ModelRequest {
+export function parseJsonRequest(endpoint: Exclude<Endpoint, 'transcriptions'>, body: unknown, jsonBytes?: Buffer): ModelRequest {
   const data = parseBody(schemas[endpoint], body);
-  return { endpoint, model: data.model, stream: (data as { stream?: boolean }).stream === true, json: body as Record<string, unknown> };
+  return { endpoint, model: data.model, stream: (data as { stream?: boolean }).stream === true, json: body as Record<string, unknown>, jsonBytes };
 }
 
 export async function parseTranscriptionRequest(raw: Buffer, contentType: string | undefined): Promise<ModelRequest> {

@@ -74,16 +74,15 @@ export class OpenAIProvider implements Provider {
       body = call.raw;
       contentType = call.contentType ?? 'application/octet-stream';
     } else {
-      let json = call.json ?? { model: call.model };
-      if (call.endpoint === 'chat' && call.stream) {
-        const so = isObj(json.stream_options) ? json.stream_options : undefined;
-        if (so?.include_usage !== true) {
-          // Ask for the usage (token accounting needs it) and hide it again from the client.
-          json = { ...json, stream_options: { ...so, include_usage: true } };
-          stripUsage = true;
-        }
+      const json = call.json ?? { model: call.model };
+      const so = call.endpoint === 'chat' && call.stream ? (isObj(json.stream_options) ? json.stream_options : {}) : undefined;
+      if (so !== undefined && so.include_usage !== true) {
+        // Ask for the usage (token accounting needs it) and hide it again from the client.
+        body = JSON.stringify({ ...json, stream_options: { ...so, include_usage: true } });
+        stripUsage = true;
+      } else {
+        body = call.jsonBytes ?? JSON.stringify(json);
       }
-      body = JSON.stringify(json);
       contentType = 'application/json';
     }
     const res = await this.client.request({ method: 'POST', path: PATHS[call.endpoint], headers: this.headers(contentType), body, signal: call.signal });

@@ -22,6 +22,11 @@ export interface ProviderCall {
   model: string;
   /** Parsed JSON body for JSON endpoints; its `model` field is already the provider's model id. */
   json?: Record<string, unknown>;
+  /**
+   * The client's JSON bytes, present only when they encode `json` exactly (the model id needed no
+   * rewrite): an adapter that would send `json` unchanged sends these instead of serializing it again.
+   */
+  jsonBytes?: Buffer;
   /** Raw body for non-JSON endpoints (multipart transcriptions), forwarded byte for byte. */
   raw?: Buffer;
   /** Content type of `raw`. */

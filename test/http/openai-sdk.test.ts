@@ -41,6 +41,20 @@ describe('openai SDK against an OpenAI-compatible upstream', () => {
     assert.equal(up.calls[0]?.headers.authorization, 'Bearer k-up');
   });
 
+  it('forwards the request bytes unchanged when the model id needs no rewrite', async () => {
+    // Numbers JSON.parse cannot round-trip (a 2^64-scale seed, 1.0) show whether the body was re-serialized.
+    const body = '{ "model": "gpt-x",\n  "messages": [{"role": "user", "content": "exact"}], "seed": 18446744073709551615, "temperature": 1.0 }';
+    up.reset();
+    const exact = await gw.request('POST', '/v1/chat/completions', { body, headers: { 'content-type': 'application/json' } });
+    assert.equal(exact.status, 200, exact.text);
+    assert.equal(up.calls[0]?.raw.toString(), body);
+
+    up.reset();
+    const rewritten = await gw.request('POST', '/v1/chat/completions', { body: body.replace('"gpt-x"', '"up/gpt-x"'), headers: { 'content-type': 'application/json' } });
+    assert.equal(rewritten.status, 200, rewritten.text);
+    assert.equal(up.calls[0]?.model, 'gpt-x', 'the provider prefix is removed, so the body is serialized again');
+  });
+
   it('streams a chat completion chunk by chunk, with usage when asked for', async () => {
     up.reset();
     const stream = await sdk.chat.completions.create({

@@ -13,15 +13,25 @@ const JSON_ENDPOINTS: ReadonlyArray<[string, Exclude<Endpoint, 'transcriptions'>
 ];
 
 export function registerModelEndpoints(app: FastifyInstance, services: HttpServices): void {
-  for (const [url, endpoint] of JSON_ENDPOINTS) {
-    const dialect = endpoint === 'messages' ? 'anthropic' : 'openai';
-    app.post(url, async (request, reply) => {
-      const modelRequest = parseJsonRequest(endpoint, request.body);
-      if (endpoint === 'messages') modelRequest.headers = request.headers;
-      await dispatch(request, reply, services, modelRequest, dialect);
-      return reply;
+  app.register(async (scope) => {
+    // Fastify's own JSON parsing (same limits and prototype-poisoning checks), keeping the bytes:
+    // a request the provider takes unchanged is forwarded as received instead of serialized again.
+    const parseJson = scope.getDefaultJsonParser('error', 'error');
+    scope.decorateRequest('jsonBytes', undefined);
+    scope.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+      request.jsonBytes = body as Buffer;
+      parseJson(request, (body as Buffer).toString('utf8'), done);
     });
-  }
+    for (const [url, endpoint] of JSON_ENDPOINTS) {
+      const dialect = endpoint === 'messages' ? 'anthropic' : 'openai';
+      scope.post(url, async (request, reply) => {
+        const modelRequest = parseJsonRequest(endpoint, request.body, request.jsonBytes);
+        if (endpoint === 'messages') modelRequest.headers = request.headers;
+        await dispatch(request, reply, services, modelRequest, dialect);
+        return reply;
+      });
+    }
+  });
 
   app.register(async (scope) => {
     // Multipart bodies are kept as bytes; the route parses them once it knows the caller is allowed in.
