@@ -48,11 +48,37 @@ function authenticate(
   return withHeaderPath(request, userPathHeader, ROOT_OPEN);
 }
 
+/**
+ * Valid user-path header values, already normalized. Callers send the same few values over and
+ * over; bounded because the values are client-chosen (cleared, not evicted one by one: cheap, and
+ * a full cache only means normalizing again).
+ */
+const headerPaths = new Map<string, string>();
+const HEADER_PATHS_MAX = 10_000;
+/** Identities of open/master callers per normalized path, shared (frozen) instead of built per request. */
+const rootIdentities = new Map<string, Identity>();
+
 function withHeaderPath(request: FastifyRequest, header: string, base: Identity): Identity {
   const raw = request.headers[header];
   if (raw === undefined) return base;
   const value = Array.isArray(raw) ? raw[0] ?? '' : raw;
-  const normalized = normalizeUserPath(value, `${header} header`);
-  if (!normalized.ok) throw badRequest(normalized.error, header, 'invalid_user_path');
-  return normalized.value === '/' && base.userPath === '/' ? base : { ...base, userPath: normalized.value };
+  let path = headerPaths.get(value);
+  if (path === undefined) {
+    const normalized = normalizeUserPath(value, `${header} header`);
+    if (!normalized.ok) throw badRequest(normalized.error, header, 'invalid_user_path');
+    path = normalized.value;
+    if (headerPaths.size >= HEADER_PATHS_MAX) {
+      headerPaths.clear();
+      rootIdentities.clear();
+    }
+    headerPaths.set(value, path);
+  }
+  if (path === base.userPath) return base;
+  if (base !== ROOT_OPEN) return { ...base, userPath: path };
+  let identity = rootIdentities.get(path);
+  if (identity === undefined) {
+    identity = Object.freeze({ ...ROOT_OPEN, userPath: path });
+    rootIdentities.set(path, identity);
+  }
+  return identity;
 }

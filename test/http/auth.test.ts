@@ -150,6 +150,18 @@ describe('authentication with MASTER_KEY (CONTRACT §3)', () => {
       assert.match(err.message.toLowerCase(), /user-path|user path/, err.message);
     }
   });
+  it('the same header value gives the same user path on every request, for the master key and a managed key', async () => {
+    const made = await gw.request('POST', '/admin/api-keys', { body: { name: 'unbound-for-header' }, headers: bearer(MASTER) });
+    assert.equal(made.status, 201, made.text);
+    for (const credential of [MASTER, made.json().key as string, MASTER]) {
+      for (let i = 0; i < 2; i++) {
+        const res = await gw.request('GET', '/v1/usage', { headers: { ...bearer(credential), 'x-floodgate-user-path': ' team//a/ ' } });
+        assert.equal(res.json().user_path, '/team/a');
+        const bad = await gw.request('GET', '/v1/usage', { headers: { ...bearer(credential), 'x-floodgate-user-path': '/team/../a' } });
+        assert.equal(bad.status, 400);
+      }
+    }
+  });
 });
 
 describe('managed keys survive a restart (same SQLite file)', () => {
