@@ -175,6 +175,9 @@ describe('error responses (CONTRACT §4)', () => {
   it('hostile inputs never produce a stack trace nor crash the gateway', async () => {
     const bodies: Array<[string, string, string | undefined]> = [
       ['/v1/chat/completions', '{"model":"up/gpt-x","messages":[{"role":"user","content":"x"}],"__proto__":{"x":1}}', 'application/json'],
+      ['/v1/chat/completions', '{"model":"up/gpt-x","messages":[{"role":"user","content":"x"}],"\\u005f_proto__":{"x":1}}', 'application/json'],
+      ['/v1/chat/completions', '{"model":"up/gpt-x","messages":[{"role":"user","content":"x"}],"constructor":{"prototype":{"x":1}}}', 'application/json'],
+      ['/v1/chat/completions', '{"model":"up/gpt-x","messages":[{"role":"user","content":"x"}],', 'application/json'],
       ['/v1/chat/completions', 'null', 'application/json'],
       ['/v1/chat/completions', '"string"', 'application/json'],
       ['/v1/chat/completions', '', 'application/json'],

@@ -53,6 +53,13 @@ describe('openai SDK against an OpenAI-compatible upstream', () => {
     const rewritten = await gw.request('POST', '/v1/chat/completions', { body: body.replace('"gpt-x"', '"up/gpt-x"'), headers: { 'content-type': 'application/json' } });
     assert.equal(rewritten.status, 200, rewritten.text);
     assert.equal(up.calls[0]?.model, 'gpt-x', 'the provider prefix is removed, so the body is serialized again');
+
+    // Text that merely mentions the words, or uses \u escapes, takes the careful parser and is accepted.
+    up.reset();
+    const wordy = '{"model":"gpt-x","messages":[{"role":"user","content":"the constructor of a prototype, caf\\u00e9"}]}';
+    const accepted = await gw.request('POST', '/v1/chat/completions', { body: wordy, headers: { 'content-type': 'application/json' } });
+    assert.equal(accepted.status, 200, accepted.text);
+    assert.equal(up.calls[0]?.raw.toString(), wordy);
   });
 
   it('streams a chat completion chunk by chunk, with usage when asked for', async () => {
