@@ -25,12 +25,12 @@ export async function dispatch(
   modelRequest: ModelRequest,
   dialect: ErrorDialect,
 ): Promise<void> {
+  const identity = request.identity;
+  const cached = lookupCache(request, reply, services, modelRequest);
+  if (cached === 'served') return;
+  // Resolved after the cache lookup: a hit takes no alias turn.
   const route = services.resolver.resolve(modelRequest.model);
   if (!route) throw notFound(`model "${modelRequest.model}" not found`, 'model_not_found');
-  const identity = request.identity;
-
-  const cached = lookupCache(request, reply, services, route, modelRequest);
-  if (cached === 'served') return;
 
   const startedAt = services.now();
   const signal = clientGoneSignal(reply);
@@ -186,14 +186,15 @@ function lookupCache(
   request: FastifyRequest,
   reply: FastifyReply,
   services: HttpServices,
-  route: Route,
   modelRequest: ModelRequest,
 ): CacheLookup | 'served' | undefined {
   const cache = services.cache;
   if (cache === undefined || modelRequest.stream || !modelRequest.json || !CACHEABLE.has(modelRequest.endpoint)) return undefined;
+  const cacheModel = services.resolver.cacheModelOf(modelRequest.model);
+  if (cacheModel === undefined) return undefined; // unknown model: resolve() answers the 404
   const mode = cacheMode(request.headers['cache-control']);
   const scope = services.options.cacheShared ? null : request.identity.userPath;
-  const key = cacheKey(modelRequest.endpoint, route.cacheModel, modelRequest.json, scope);
+  const key = cacheKey(modelRequest.endpoint, cacheModel, modelRequest.json, scope);
   if (mode !== 'use') return { key, mode };
   const hit = cache.get(key);
   if (hit === undefined) return { key, mode };

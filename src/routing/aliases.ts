@@ -19,6 +19,8 @@ export class AliasBalancer {
   readonly #current: number[];
   readonly #totalWeight: number;
   #cursor = 0;
+  /** What the response cache keys on: one entry for the alias, whichever target answered. */
+  readonly cacheModel: string;
 
   constructor(definition: AliasDefinition, targets: readonly Target[], name: string, failover: readonly Target[]) {
     this.#strategy = definition.strategy;
@@ -26,6 +28,7 @@ export class AliasBalancer {
     this.#current = this.#weights.map(() => 0);
     this.#totalWeight = this.#weights.reduce((a, b) => a + b, 0);
     const cacheModel = `alias:${name}`;
+    this.cacheModel = cacheModel;
     this.#routes = targets.map((_, start) => ({
       requested: name,
       cacheModel,

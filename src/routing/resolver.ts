@@ -93,6 +93,18 @@ export class Resolver {
     return target ? this.#directRoute(target, name) : undefined;
   }
 
+  /**
+   * The cache key model of a name without resolving it: a cache hit must not take an alias's
+   * round-robin or weighted turn. Undefined for an unknown name.
+   */
+  cacheModelOf(name: string): string | undefined {
+    const direct = this.#direct.get(name);
+    if (direct !== undefined) return direct.cacheModel;
+    const alias = this.#aliases.get(name);
+    if (alias !== undefined) return alias.cacheModel;
+    return this.#openTarget(name)?.id;
+  }
+
   listModels(): readonly ModelListing[] {
     return this.#listing;
   }

@@ -263,6 +263,16 @@ describe('response cache', { concurrency: true }, () => {
     });
   });
 
+  it('a cache hit takes no round-robin turn from the alias', async () => {
+    await withWorld(cacheYaml() + 'aliases:\n  fast: { strategy: round_robin, targets: [a/m1, b/m1] }\n', async (w) => {
+      ok(await chat(w, body('one', 'fast')), 'miss'); // turn 1: a
+      for (let i = 0; i < 3; i++) ok(await chat(w, body('one', 'fast')), 'hit');
+      ok(await chat(w, body('two', 'fast')), 'miss'); // turn 2: b, whatever the hits in between
+      assert.equal(w.a.callCount(), 1);
+      assert.equal(w.b.callCount(), 1);
+    });
+  });
+
   it('cache disabled: no x-floodgate-cache header, every request goes upstream', async () => {
     await withWorld(cacheYaml({ enabled: false }), async (w) => {
       for (let i = 0; i < 2; i++) assert.equal(cacheHeader(await chat(w)), null);
