@@ -78,7 +78,8 @@ export class OpenAIProvider implements Provider {
       const so = call.endpoint === 'chat' && call.stream ? (isObj(json.stream_options) ? json.stream_options : {}) : undefined;
       if (so !== undefined && so.include_usage !== true) {
         // Ask for the usage (token accounting needs it) and hide it again from the client.
-        body = JSON.stringify({ ...json, stream_options: { ...so, include_usage: true } });
+        body = (call.jsonBytes !== undefined && json.stream_options === undefined ? withIncludeUsage(call.jsonBytes) : undefined)
+          ?? JSON.stringify({ ...json, stream_options: { ...so, include_usage: true } });
         stripUsage = true;
       } else {
         body = call.jsonBytes ?? JSON.stringify(json);
@@ -173,6 +174,27 @@ export class OpenAIProvider implements Provider {
     if (!Array.isArray(data)) throw new UpstreamUnavailableError(this.name, `provider ${this.name}: GET /models returned no data list`, 502);
     return data.map((m) => (isObj(m) && typeof m.id === 'string' ? m.id : undefined)).filter((id): id is string => id !== undefined);
   }
+}
+
+const INCLUDE_USAGE = Buffer.from('{"stream_options":{"include_usage":true},');
+
+/**
+ * The client's bytes with `stream_options.include_usage` added as the first member, for a body
+ * without `stream_options`: the rest is forwarded as received, not serialized again. Undefined
+ * when the bytes are not a non-empty JSON object.
+ */
+function withIncludeUsage(bytes: Buffer): Buffer | undefined {
+  let open = 0;
+  while (open < bytes.length && isJsonSpace(bytes[open]!)) open++;
+  if (bytes[open] !== 0x7b) return undefined; // '{'
+  let next = open + 1;
+  while (next < bytes.length && isJsonSpace(bytes[next]!)) next++;
+  if (next >= bytes.length || bytes[next] === 0x7d) return undefined; // '}': no member to put a comma before
+  return Buffer.concat([INCLUDE_USAGE, bytes.subarray(open + 1)]);
+}
+
+function isJsonSpace(c: number): boolean {
+  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
 }
 
 /** Chat SSE bytes -> Anthropic SSE bytes, event by event. */

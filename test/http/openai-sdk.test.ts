@@ -60,6 +60,21 @@ describe('openai SDK against an OpenAI-compatible upstream', () => {
     const accepted = await gw.request('POST', '/v1/chat/completions', { body: wordy, headers: { 'content-type': 'application/json' } });
     assert.equal(accepted.status, 200, accepted.text);
     assert.equal(up.calls[0]?.raw.toString(), wordy);
+
+    // A stream: the gateway asks for usage by adding stream_options in front of the client's own bytes.
+    up.reset();
+    const streamed = ' {"model":"gpt-x", "stream": true, "messages":[{"role":"user","content":"a b c"}], "seed": 18446744073709551615}';
+    const sse = await gw.request('POST', '/v1/chat/completions', { body: streamed, headers: { 'content-type': 'application/json' } });
+    assert.equal(sse.status, 200, sse.text);
+    assert.equal(up.calls[0]?.raw.toString(), '{"stream_options":{"include_usage":true},"model":"gpt-x", "stream": true, "messages":[{"role":"user","content":"a b c"}], "seed": 18446744073709551615}');
+    assert.ok(!sse.text.includes('"usage":{'), 'the usage chunk the client did not ask for is removed');
+    assert.ok(sse.text.trimEnd().endsWith('data: [DONE]'));
+
+    // stream_options already present (without include_usage): merged, so the body is serialized again.
+    up.reset();
+    const merged = await gw.request('POST', '/v1/chat/completions', { body: { model: 'gpt-x', stream: true, stream_options: { x: 1 }, messages: [{ role: 'user', content: 'a' }] } });
+    assert.equal(merged.status, 200, merged.text);
+    assert.deepEqual((up.calls[0]?.body as { stream_options: unknown }).stream_options, { x: 1, include_usage: true });
   });
 
   it('streams a chat completion chunk by chunk, with usage when asked for', async () => {
