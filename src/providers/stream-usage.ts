@@ -84,13 +84,10 @@ export class SseUsageTap implements ChunkTransform {
     const data = this.carry === undefined ? chunk : Buffer.concat([this.carry, chunk]);
     const cut = endOfLastEvent(data);
     this.carry = cut < data.length ? data.subarray(cut) : undefined;
+    if (cut === 0) return this.strip ? undefined : chunk;
     const complete = cut === data.length ? data : data.subarray(0, cut);
-    if (!this.strip) {
-      if (cut > 0 && hasUsageObject(complete)) this.observeAll(complete);
-      return chunk;
-    }
-    if (cut === 0) return undefined;
-    return hasUsageObject(complete) ? this.withoutUsageChunks(complete) : complete;
+    const out = this.scan(complete);
+    return this.strip ? out : chunk;
   }
 
   finish(): Buffer | undefined {
@@ -98,21 +95,38 @@ export class SseUsageTap implements ChunkTransform {
     this.carry = undefined;
     // An unterminated last event: the spec discards it, but usage is read leniently and a relay must not lose bytes.
     if (rest === undefined) return undefined;
-    if (!this.strip) {
-      if (hasUsageObject(rest)) this.observeAll(rest);
-      return undefined;
+    const out = this.scan(rest);
+    return this.strip ? out : undefined;
+  }
+
+  /**
+   * Reads the usage of each event in `events` carrying a usage object, decoding only those
+   * events. Returns the bytes to pass on: `events` itself, unless a usage-only chunk is stripped.
+   */
+  private scan(events: Buffer): Buffer | undefined {
+    let kept: Buffer[] | undefined;
+    let from = 0;
+    for (let at = usageObjectAt(events, 0); at >= 0;) {
+      const start = eventStart(events, at);
+      const end = eventEnd(events, at);
+      if (this.observeEvents(events.subarray(start, end)) && this.strip) {
+        (kept ??= []).push(events.subarray(from, start));
+        from = end;
+      }
+      at = usageObjectAt(events, end);
     }
-    return hasUsageObject(rest) ? this.withoutUsageChunks(rest) : rest;
+    if (kept === undefined) return events;
+    kept.push(events.subarray(from));
+    const out = Buffer.concat(kept);
+    return out.length > 0 ? out : undefined;
   }
 
-  private observeAll(events: Buffer): void {
-    for (const ev of parseAll(events)) this.observe(ev);
-  }
-
-  private withoutUsageChunks(events: Buffer): Buffer | undefined {
-    let out = '';
-    for (const ev of parseAll(events)) if (!this.observe(ev)) out += ev.raw;
-    return out.length > 0 ? Buffer.from(out) : undefined;
+  /** Returns true when one of the events is a chat usage-only chunk. */
+  private observeEvents(bytes: Buffer): boolean {
+    const parser = new SseParser();
+    let usageOnly = false;
+    for (const ev of [...parser.push(bytes), ...parser.end()]) usageOnly = this.observe(ev) || usageOnly;
+    return usageOnly;
   }
 
   /** Returns true when the event is a chat usage-only chunk. */
@@ -125,12 +139,24 @@ export class SseUsageTap implements ChunkTransform {
   }
 }
 
-/** Complete events only: the parser is fresh for each run and nothing is left in it. */
-function parseAll(events: Buffer): SseEvent[] {
-  const parser = new SseParser();
-  const out = parser.push(events);
-  for (const ev of parser.end()) out.push(ev);
-  return out;
+/** Where the event around `at` starts: just after the blank line before it, or 0. */
+function eventStart(data: Buffer, at: number): number {
+  let start = 0;
+  for (const sep of EVENT_ENDS) {
+    const found = data.lastIndexOf(sep, at);
+    if (found >= 0 && found + sep.length <= at && found + sep.length > start) start = found + sep.length;
+  }
+  return start;
+}
+
+/** Where the event around `at` ends: just after the blank line after it, or the end of `data`. */
+function eventEnd(data: Buffer, at: number): number {
+  let end = data.length;
+  for (const sep of EVENT_ENDS) {
+    const found = data.indexOf(sep, at);
+    if (found >= 0 && found + sep.length < end) end = found + sep.length;
+  }
+  return end;
 }
 
 /** The offset just after the last blank line in `data`, 0 when there is none. */
@@ -143,17 +169,17 @@ function endOfLastEvent(data: Buffer): number {
   return end;
 }
 
-/** True when a `"usage"` key with an object value occurs: chat chunks carry `"usage":null` on every delta. */
-function hasUsageObject(data: Buffer): boolean {
-  for (let at = data.indexOf(USAGE_KEY); at >= 0; at = data.indexOf(USAGE_KEY, at + USAGE_KEY.length)) {
+/** The offset of the next `"usage"` key with an object value from `from`, or -1: chat chunks carry `"usage":null` on every delta. */
+function usageObjectAt(data: Buffer, from: number): number {
+  for (let at = data.indexOf(USAGE_KEY, from); at >= 0; at = data.indexOf(USAGE_KEY, at + USAGE_KEY.length)) {
     let i = at + USAGE_KEY.length;
     while (i < data.length && isSpace(data[i]!)) i++;
     if (data[i] !== 0x3a) continue; // ':'
     i++;
     while (i < data.length && isSpace(data[i]!)) i++;
-    if (data[i] === 0x7b) return true; // '{'
+    if (data[i] === 0x7b) return at; // '{'
   }
-  return false;
+  return -1;
 }
 
 function isSpace(c: number): boolean {
