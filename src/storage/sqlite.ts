@@ -1,13 +1,18 @@
 /**
  * SQLite storage (better-sqlite3). The driver is synchronous; methods still return promises so
- * callers see the one `Storage` interface. Timestamps are stored as epoch milliseconds (INTEGER):
- * compact, sortable, and exactly what a JS Date holds.
+ * callers see the one `Storage` interface. Usage inserts, the one write on a steady request path,
+ * run in a worker thread (sqlite-usage-writer.ts) with its own connection; everything else runs
+ * here. Timestamps are stored as epoch milliseconds (INTEGER): compact, sortable, and exactly
+ * what a JS Date holds.
  */
 
 import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
-import Database from 'better-sqlite3';
+import { dirname, resolve } from 'node:path';
 import type { Database as Db, Statement } from 'better-sqlite3';
+import { DEFAULT_BUSY_TIMEOUT_MS, isPrivateSqlitePath, openSqlite } from './sqlite-connection.ts';
+import { encodeUsage, prepareUsageInsert } from './sqlite-usage-insert.ts';
+import type { UsageColumns } from './sqlite-usage-insert.ts';
+import { SqliteUsageWriter } from './sqlite-usage-writer.ts';
 import { escapeLike, planConfigReseed, subtreePrefix } from './shared.ts';
 import { BATCH_COLUMNS, FILE_COLUMNS, batchFromRow, batchParams, fileFromRow, fileParams } from './object-rows.ts';
 import type { BatchRow, FileRow } from './object-rows.ts';
@@ -152,22 +157,6 @@ interface Statements {
   >;
   deleteRule: Statement<[string, string, number]>;
   deleteConfigRules: Statement<[]>;
-  insertUsage: Statement<
-    [
-      number,
-      string,
-      string,
-      string,
-      string,
-      number,
-      number,
-      number,
-      number,
-      number,
-      number,
-      string | null,
-    ]
-  >;
   summarizeAll: Statement<[number, number], SummaryRow>;
   summarizeSubtree: Statement<[string, string, number, number], SummaryRow>;
 }
@@ -191,19 +180,23 @@ export class SqliteStorage implements Storage {
   readonly kind = 'sqlite' as const;
   readonly path: string;
   private readonly db: Db;
+  private readonly busyTimeoutMs: number;
+  /** What the writer thread opens: resolved now, as this connection was, whatever the cwd later. */
+  private readonly absolutePath: string;
   private stmts: Statements | undefined;
   private readonly objectStmts = new Map<string, Statement>();
+  /** Writes usage in a worker thread; created after the migrations, absent for private databases. */
+  private usageWriter: SqliteUsageWriter | undefined;
+  /** In-thread usage insert, for private databases that no second connection can open. */
+  private insertUsageHere: ((batch: UsageColumns) => void) | undefined;
+  private closing: Promise<void> | undefined;
 
   constructor(options: SqliteStorageOptions) {
     this.path = options.path;
-    if (options.path !== ':memory:') mkdirSync(dirname(options.path), { recursive: true });
-    this.db = new Database(options.path);
-    // WAL lets readers run beside the single writer; NORMAL is durable across process crashes
-    // in WAL mode (only an OS crash can lose the last commits), which fits usage records.
-    this.db.pragma('journal_mode = WAL');
-    this.db.pragma('synchronous = NORMAL');
-    this.db.pragma(`busy_timeout = ${Math.max(0, Math.trunc(options.busyTimeoutMs ?? 5000))}`);
-    this.db.pragma('foreign_keys = ON');
+    this.busyTimeoutMs = options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS;
+    this.absolutePath = isPrivateSqlitePath(options.path) ? options.path : resolve(options.path);
+    if (!isPrivateSqlitePath(options.path)) mkdirSync(dirname(options.path), { recursive: true });
+    this.db = openSqlite(options.path, this.busyTimeoutMs);
   }
 
   async migrate(): Promise<void> {
@@ -296,30 +289,20 @@ export class SqliteStorage implements Storage {
       .immediate();
   }
 
+  /** Resolves once the batch is committed in one transaction; rejects when that is not confirmed. */
   async insertUsage(records: UsageRecord[]): Promise<void> {
     if (records.length === 0) return;
-    const insert = this.s().insertUsage;
-    // One transaction per batch: one fsync instead of one per record.
-    this.db.transaction(() => {
-      for (const r of records) {
-        insert.run(
-          r.timestamp.getTime(),
-          r.userPath,
-          r.provider,
-          r.model,
-          r.endpoint,
-          r.promptTokens,
-          r.completionTokens,
-          r.totalTokens,
-          r.cached ? 1 : 0,
-          r.status,
-          Math.round(r.latencyMs),
-          r.apiKeyId,
-        );
-      }
-    })();
+    this.s();
+    const batch = encodeUsage(records);
+    if (this.usageWriter) return this.usageWriter.insert(batch);
+    this.insertUsageHere?.(batch);
   }
 
+  /**
+   * Sees every batch whose insertUsage resolved: the writer thread committed it, and this
+   * connection holds no read transaction across calls (statements run to completion, no
+   * iterate()), so each query starts from the latest WAL snapshot.
+   */
   async summarizeUsage(query: UsageQuery): Promise<UsageSummaryRow[]> {
     const prefix = subtreePrefix(query.userPathPrefix);
     const from = query.from.getTime();
@@ -393,8 +376,18 @@ export class SqliteStorage implements Storage {
     return stmt;
   }
 
-  async close(): Promise<void> {
-    if (this.db.open) this.db.close();
+  /** Waits for pending usage batches to commit, ends the writer thread, then closes. Idempotent. */
+  close(): Promise<void> {
+    this.closing ??= this.shutdown();
+    return this.closing;
+  }
+
+  private async shutdown(): Promise<void> {
+    try {
+      await this.usageWriter?.close();
+    } finally {
+      if (this.db.open) this.db.close();
+    }
   }
 
   private writeRule(rule: StoredRule): void {
@@ -448,12 +441,6 @@ export class SqliteStorage implements Storage {
         'DELETE FROM rate_limit_rules WHERE scope = ? AND subject_key = ? AND period_seconds = ?',
       ),
       deleteConfigRules: db.prepare("DELETE FROM rate_limit_rules WHERE source = 'config'"),
-      insertUsage: db.prepare(
-        `INSERT INTO usage_records
-           (ts, user_path, provider, model, endpoint, prompt_tokens, completion_tokens, total_tokens,
-            cached, status, latency_ms, api_key_id)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      ),
       summarizeAll: db.prepare(
         `SELECT ${SUMMARY_COLUMNS} FROM usage_records
          WHERE ts >= ? AND ts < ?
@@ -468,6 +455,9 @@ export class SqliteStorage implements Storage {
          GROUP BY provider, model ORDER BY provider, model`,
       ),
     };
+    // A private database exists only on this connection, so its usage is written here.
+    if (isPrivateSqlitePath(this.path)) this.insertUsageHere = prepareUsageInsert(db);
+    else this.usageWriter = new SqliteUsageWriter({ path: this.absolutePath, busyTimeoutMs: this.busyTimeoutMs });
   }
 }
 
