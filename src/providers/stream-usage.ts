@@ -2,7 +2,7 @@ import { SseParser, parseEventJson } from './sse.ts';
 import type { SseEvent } from './sse.ts';
 import type { Usage } from './types.ts';
 import type { ChunkTransform } from './upstream.ts';
-import { normalizeUsage, usageFromBody } from './usage.ts';
+import { normalizeUsage, usageAtKey, usageFromBody } from './usage.ts';
 
 function isRecord(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
@@ -44,7 +44,8 @@ export class UsageAccumulator {
     return { promptTokens, completionTokens, totalTokens: this.total ?? promptTokens + completionTokens };
   }
 
-  private set(u: Usage): void {
+  /** Replaces what was seen so far: a usage report is cumulative. */
+  set(u: Usage): void {
     this.prompt = u.promptTokens;
     this.completion = u.completionTokens;
     this.total = u.totalTokens;
@@ -53,6 +54,7 @@ export class UsageAccumulator {
 
 const USAGE_KEY = Buffer.from('"usage"');
 const USAGE_OBJECT_RE = /"usage"\s*:\s*\{/;
+const CHOICES_KEY = Buffer.from('"choices"');
 // Blank lines, i.e. event ends, in the line-ending styles servers use.
 const EVENT_ENDS = [Buffer.from('\n\n'), Buffer.from('\r\n\r\n'), Buffer.from('\n\r\n'), Buffer.from('\r\r')];
 
@@ -109,7 +111,7 @@ export class SseUsageTap implements ChunkTransform {
     for (let at = usageObjectAt(events, 0); at >= 0;) {
       const start = eventStart(events, at);
       const end = eventEnd(events, at);
-      if (this.observeEvents(events.subarray(start, end)) && this.strip) {
+      if (this.observeEvent(events, start, end, at) && this.strip) {
         (kept ??= []).push(events.subarray(from, start));
         from = end;
       }
@@ -119,6 +121,23 @@ export class SseUsageTap implements ChunkTransform {
     kept.push(events.subarray(from));
     const out = Buffer.concat(kept);
     return out.length > 0 ? out : undefined;
+  }
+
+  /**
+   * Reads the usage of the event in `events[start, end)` whose usage key is at `at`; true when
+   * it is a chat usage-only chunk. A chat chunk (it has `choices`) has its usage at the top
+   * level: that object alone is parsed. Other dialects' events are parsed whole.
+   */
+  private observeEvent(events: Buffer, start: number, end: number, at: number): boolean {
+    const choices = events.indexOf(CHOICES_KEY, start);
+    if (choices >= 0 && choices < end) {
+      const usage = usageAtKey(events, at, end);
+      if (usage !== undefined) {
+        this.acc.set(usage);
+        return isEmptyList(events, choices + CHOICES_KEY.length, end);
+      }
+    }
+    return this.observeEvents(events.subarray(start, end));
   }
 
   /** Returns true when one of the events is a chat usage-only chunk. */
@@ -161,6 +180,9 @@ function eventEnd(data: Buffer, at: number): number {
 
 /** The offset just after the last blank line in `data`, 0 when there is none. */
 function endOfLastEvent(data: Buffer): number {
+  const n = data.length;
+  // Upstreams flush whole events: the usual chunk ends exactly at a blank line.
+  if (endsWith(data, EVENT_ENDS[0]!) || endsWith(data, EVENT_ENDS[1]!) || endsWith(data, EVENT_ENDS[3]!)) return data.length;
   let end = 0;
   for (const sep of EVENT_ENDS) {
     const at = data.lastIndexOf(sep);
@@ -180,6 +202,26 @@ function usageObjectAt(data: Buffer, from: number): number {
     if (data[i] === 0x7b) return at; // '{'
   }
   return -1;
+}
+
+function endsWith(data: Buffer, tail: Buffer): boolean {
+  const n = data.length - tail.length;
+  if (n < 0) return false;
+  for (let i = 0; i < tail.length; i++) if (data[n + i] !== tail[i]) return false;
+  return true;
+}
+
+/** True when the value after a key ending at `from` is `[]`. */
+function isEmptyList(data: Buffer, from: number, end: number): boolean {
+  let i = from;
+  while (i < end && isSpace(data[i]!)) i++;
+  if (data[i] !== 0x3a) return false; // ':'
+  i++;
+  while (i < end && isSpace(data[i]!)) i++;
+  if (data[i] !== 0x5b) return false; // '['
+  i++;
+  while (i < end && isSpace(data[i]!)) i++;
+  return data[i] === 0x5d; // ']'
 }
 
 function isSpace(c: number): boolean {

@@ -61,15 +61,8 @@ export function usageFromJsonBuffer(buf: Buffer): Usage | undefined {
   if (buf.length === 0) return undefined;
   const key = buf.lastIndexOf(USAGE_KEY);
   if (key < 0) return undefined;
-  const slice = usageObjectAfter(buf, key + USAGE_KEY.length);
-  if (slice !== undefined) {
-    try {
-      const usage = normalizeUsage(JSON.parse(slice));
-      if (usage !== undefined) return usage;
-    } catch {
-      // fall through to the full parse
-    }
-  }
+  const usage = usageAtKey(buf, key, buf.length);
+  if (usage !== undefined) return usage;
   try {
     return usageFromBody(JSON.parse(buf.toString('utf8')));
   } catch {
@@ -77,18 +70,32 @@ export function usageFromJsonBuffer(buf: Buffer): Usage | undefined {
   }
 }
 
+/**
+ * The usage object whose `"usage"` key starts at `key`, parsed alone; undefined when the value is
+ * not an object with token counts or does not end before `end`.
+ */
+export function usageAtKey(buf: Buffer, key: number, end: number): Usage | undefined {
+  const slice = usageObjectAfter(buf, key + USAGE_KEY.length, end);
+  if (slice === undefined) return undefined;
+  try {
+    return normalizeUsage(JSON.parse(slice));
+  } catch {
+    return undefined;
+  }
+}
+
 /** The text of the `{...}` value after a key ending at `from`, or undefined when it is not an object. */
-function usageObjectAfter(buf: Buffer, from: number): string | undefined {
+function usageObjectAfter(buf: Buffer, from: number, end: number): string | undefined {
   let i = from;
-  while (i < buf.length && isSpace(buf[i]!)) i++;
+  while (i < end && isSpace(buf[i]!)) i++;
   if (buf[i] !== 0x3a) return undefined; // ':'
   i++;
-  while (i < buf.length && isSpace(buf[i]!)) i++;
+  while (i < end && isSpace(buf[i]!)) i++;
   if (buf[i] !== OPEN_BRACE) return undefined;
   const start = i;
   let depth = 0;
   let inString = false;
-  for (; i < buf.length; i++) {
+  for (; i < end; i++) {
     const c = buf[i]!;
     if (inString) {
       if (c === BACKSLASH) i++;

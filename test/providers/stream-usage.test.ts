@@ -59,6 +59,15 @@ describe('SseUsageTap', () => {
     assert.deepEqual(tap.usage(), { promptTokens: 10, completionTokens: 7, totalTokens: 17 });
   });
 
+  it('keeps a chunk that carries content and usage together, and reads its usage', () => {
+    const text = 'data: {"choices":[{"delta":{"content":"last"}}], "usage": {"prompt_tokens":2,"completion_tokens":3,"total_tokens":5}}\n\ndata: [DONE]\n\n';
+    for (const size of [1, 9, 4096]) {
+      const tap = new SseUsageTap({ stripChatUsageChunk: true });
+      assert.equal(run(tap, text, size), text);
+      assert.deepEqual(tap.usage(), { promptTokens: 2, completionTokens: 3, totalTokens: 5 });
+    }
+  });
+
   it('reads the usage of an unterminated last event', () => {
     const tap = new SseUsageTap();
     run(tap, 'data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}', 10);
