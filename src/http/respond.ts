@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import type { FastifyReply } from 'fastify';
 import { UpstreamUnavailableError, type ProviderResult } from '../providers/types.ts';
+import { isRelayedBody } from '../providers/upstream.ts';
 import { GatewayError, errorBody, type ErrorDialect } from './errors.ts';
 
 /**
@@ -36,9 +37,14 @@ async function writeStream(reply: FastifyReply, result: ProviderResult, extraHea
   raw.writeHead(result.status, headers);
   const isSse = (result.headers['content-type'] ?? '').includes('text/event-stream');
   try {
-    for await (const chunk of result.body as AsyncIterable<Buffer>) {
+    if (isRelayedBody(result.body)) {
+      await result.body.pipeTo(raw);
       if (raw.destroyed) return;
-      if (!raw.write(chunk)) await once(raw, 'drain');
+    } else {
+      for await (const chunk of result.body as AsyncIterable<Buffer>) {
+        if (raw.destroyed) return;
+        if (!raw.write(chunk)) await once(raw, 'drain');
+      }
     }
     raw.end();
   } catch (err) {

@@ -117,12 +117,35 @@ export interface ChunkTransform {
 
 export const IDENTITY: ChunkTransform = { step: (c) => c, finish: () => undefined };
 
+/** Where a relayed body can be written directly: an HTTP response. */
+export interface ChunkSink {
+  write(chunk: Buffer): boolean;
+  readonly destroyed: boolean;
+  on(event: 'drain' | 'close', listener: () => void): unknown;
+  removeListener(event: 'drain' | 'close', listener: () => void): unknown;
+}
+
+/** An upstream body on its way to the client: iterable, or written straight into a sink. */
+export interface RelayedBody extends AsyncIterable<Buffer> {
+  /**
+   * Writes every transformed chunk into `sink` as it arrives, pausing the upstream while the
+   * sink is full; does not end the sink. Resolves at the upstream's end or when the sink closed
+   * first (the upstream is then destroyed); rejects with the mapped read error.
+   */
+  pipeTo(sink: ChunkSink): Promise<void>;
+}
+
+export function isRelayedBody(body: unknown): body is RelayedBody {
+  return typeof (body as Partial<RelayedBody> | null)?.pipeTo === 'function';
+}
+
 /**
  * Relays an upstream body chunk by chunk: nothing is buffered beyond what `transform`
  * holds back. Stopping early (`return()`, e.g. a `break` in for-await) destroys the upstream
- * body so the socket is freed; read errors are mapped by `mapError`.
+ * body so the socket is freed; read errors are mapped by `mapError`. `pipeTo` does the same
+ * with stream events instead of a promise per chunk, for the common case of writing to the client.
  */
-export function relay(body: UpstreamBody, transform: ChunkTransform, mapError: (err: unknown) => unknown): AsyncIterable<Buffer> {
+export function relay(body: UpstreamBody, transform: ChunkTransform, mapError: (err: unknown) => unknown): RelayedBody {
   return {
     [Symbol.asyncIterator](): AsyncIterator<Buffer> {
       const it = body[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
@@ -155,8 +178,71 @@ export function relay(body: UpstreamBody, transform: ChunkTransform, mapError: (
         },
       };
     },
+    pipeTo(sink: ChunkSink): Promise<void> {
+      return new Promise<void>((resolve, reject) => {
+        let settled = false;
+        const settle = (err?: unknown): void => {
+          if (settled) return;
+          settled = true;
+          body.removeListener('data', onData);
+          body.removeListener('end', onEnd);
+          body.removeListener('error', onError);
+          // A late error from a body already given up on must not become an uncaught exception.
+          body.on('error', ignore);
+          sink.removeListener('drain', onDrain);
+          sink.removeListener('close', onClose);
+          if (err === undefined) resolve();
+          else reject(err);
+        };
+        const fail = (err: unknown): void => {
+          body.destroy();
+          settle(mapError(err));
+        };
+        const onData = (chunk: Buffer): void => {
+          let out: Buffer | undefined;
+          try {
+            out = transform.step(chunk);
+          } catch (err) {
+            fail(err);
+            return;
+          }
+          if (out !== undefined && out.length > 0 && !sink.write(out)) body.pause();
+        };
+        const onEnd = (): void => {
+          let tail: Buffer | undefined;
+          try {
+            tail = transform.finish();
+          } catch (err) {
+            fail(err);
+            return;
+          }
+          if (tail !== undefined && tail.length > 0 && !sink.destroyed) sink.write(tail);
+          settle();
+        };
+        const onError = (err: unknown): void => fail(err);
+        const onDrain = (): void => {
+          body.resume();
+        };
+        const onClose = (): void => {
+          // The client went away: free the upstream connection.
+          body.destroy();
+          settle();
+        };
+        if (sink.destroyed) {
+          onClose();
+          return;
+        }
+        body.on('error', onError);
+        body.on('end', onEnd);
+        sink.on('drain', onDrain);
+        sink.on('close', onClose);
+        body.on('data', onData);
+      });
+    },
   };
 }
+
+function ignore(): void {}
 
 /** Keeps the response headers worth passing on to the client of a model call. */
 const PASS_HEADERS = ['content-type', 'content-disposition', 'retry-after', 'retry-after-ms', 'x-request-id', 'request-id', 'openai-processing-ms'];
