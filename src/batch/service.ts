@@ -277,7 +277,7 @@ export class BatchService {
   private recordUsage(batch: BatchRecord, target: Target, outcome: LineOutcome): void {
     const usage = outcome.usage;
     this.opts.usage.record({
-      timestamp: new Date(this.opts.now() - outcome.latencyMs),
+      timestampMs: this.opts.now() - outcome.latencyMs,
       userPath: batch.userPath,
       provider: target.provider.name,
       model: target.model,

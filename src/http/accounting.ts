@@ -21,7 +21,7 @@ export function accountCompleted(services: HttpServices, identity: Identity, don
     services.limiter.chargeTokens({ userPath: identity.userPath, provider: done.provider, model: done.model }, usage.totalTokens);
   }
   services.usage.record({
-    timestamp: new Date(done.startedAt),
+    timestampMs: done.startedAt,
     userPath: identity.userPath,
     provider: done.provider,
     model: done.model,

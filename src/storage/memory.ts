@@ -5,6 +5,7 @@
 
 import { ruleIdentity } from '../ratelimit/rules.ts';
 import { planConfigReseed, subtreePrefix } from './shared.ts';
+import type { UsageBatch } from './usage-batch.ts';
 import type {
   ApiKeyRecord,
   BatchListQuery,
@@ -101,8 +102,8 @@ export class MemoryStorage implements Storage {
     return plan.skipped;
   }
 
-  async insertUsage(records: UsageRecord[]): Promise<void> {
-    for (const r of records) this.store.usage.push(clone(r));
+  async insertUsage(batch: UsageBatch): Promise<void> {
+    for (const r of batch.records()) this.store.usage.push(r);
   }
 
   async summarizeUsage(query: UsageQuery): Promise<UsageSummaryRow[]> {
@@ -111,7 +112,7 @@ export class MemoryStorage implements Storage {
     const to = query.to.getTime();
     const groups = new Map<string, UsageSummaryRow>();
     for (const r of this.store.usage) {
-      const ts = r.timestamp.getTime();
+      const ts = r.timestampMs;
       if (ts < from || ts >= to) continue;
       const path = r.userPath.toLowerCase();
       if (prefix !== null && path !== prefix && !path.startsWith(`${prefix}/`)) continue;

@@ -9,6 +9,10 @@ import type { PoolClient } from 'pg';
 import { escapeLike, planConfigReseed, subtreePrefix } from './shared.ts';
 import { BATCH_COLUMNS, FILE_COLUMNS, batchFromRow, batchParams, fileFromRow, fileParams } from './object-rows.ts';
 import type { BatchRow, FileRow } from './object-rows.ts';
+import {
+  F_API_KEY, F_CACHED, F_COMPLETION, F_ENDPOINT, F_LATENCY, F_MODEL, F_PROMPT, F_PROVIDER, F_STATUS, F_TOTAL,
+  F_TS, F_USER_PATH, FIELDS, stringAt, type UsageBatch,
+} from './usage-batch.ts';
 import type {
   ApiKeyRecord,
   BatchListQuery,
@@ -287,8 +291,17 @@ export class PostgresStorage implements Storage {
     });
   }
 
-  async insertUsage(records: UsageRecord[]): Promise<void> {
-    if (records.length === 0) return;
+  async insertUsage(batch: UsageBatch): Promise<void> {
+    if (batch.size === 0) return;
+    const c = batch.columns();
+    const n = c.numbers;
+    const column = <T>(field: number, map: (value: number) => T): T[] => {
+      const out = new Array<T>(c.count);
+      for (let i = 0, at = field; i < c.count; i++, at += FIELDS) out[i] = map(n[at]!);
+      return out;
+    };
+    const text = (index: number): string | null => stringAt(c, index);
+    const count = (value: number): number => value;
     // unnest() over one array per column: a single parameterised statement for any batch size,
     // without hitting the 65535-parameter limit of a multi-row VALUES list.
     await this.pool.query(
@@ -299,18 +312,18 @@ export class PostgresStorage implements Storage {
          $1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[],
          $7::bigint[], $8::bigint[], $9::boolean[], $10::integer[], $11::integer[], $12::text[])`,
       [
-        records.map((r) => r.timestamp),
-        records.map((r) => r.userPath),
-        records.map((r) => r.provider),
-        records.map((r) => r.model),
-        records.map((r) => r.endpoint),
-        records.map((r) => r.promptTokens),
-        records.map((r) => r.completionTokens),
-        records.map((r) => r.totalTokens),
-        records.map((r) => r.cached),
-        records.map((r) => r.status),
-        records.map((r) => Math.round(r.latencyMs)),
-        records.map((r) => r.apiKeyId),
+        column(F_TS, (ms) => new Date(ms)),
+        column(F_USER_PATH, text),
+        column(F_PROVIDER, text),
+        column(F_MODEL, text),
+        column(F_ENDPOINT, text),
+        column(F_PROMPT, count),
+        column(F_COMPLETION, count),
+        column(F_TOTAL, count),
+        column(F_CACHED, (v) => v === 1),
+        column(F_STATUS, count),
+        column(F_LATENCY, count),
+        column(F_API_KEY, text),
       ],
     );
   }

@@ -19,7 +19,7 @@
  */
 
 import { Worker } from 'node:worker_threads';
-import type { UsageColumns } from './sqlite-usage-insert.ts';
+import type { UsageColumns } from './usage-batch.ts';
 
 /** `workerData` of the thread. */
 export interface WriterInit {
@@ -75,7 +75,7 @@ export class SqliteUsageWriter {
     this.workerUrl = options.workerUrl ?? WORKER_URL;
   }
 
-  /** Commits `batch` in the writer thread. Its typed array is transferred: do not reuse it. */
+  /** Commits `batch` in the writer thread (it is copied there, not transferred). */
   insert(batch: UsageColumns): Promise<void> {
     if (this.closed) return Promise.reject(new Error('SQLite usage writer is closed'));
     let thread: Thread;
@@ -88,7 +88,7 @@ export class SqliteUsageWriter {
     const done = new Promise<void>((resolve, reject) => thread.pending.set(id, { resolve, reject }));
     try {
       const request: WriterRequest = { id, batch };
-      thread.worker.postMessage(request, [batch.numbers.buffer]);
+      thread.worker.postMessage(request);
     } catch (err) {
       thread.pending.delete(id);
       updateRef(thread);

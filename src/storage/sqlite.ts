@@ -10,8 +10,8 @@ import { mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { Database as Db, Statement } from 'better-sqlite3';
 import { DEFAULT_BUSY_TIMEOUT_MS, isPrivateSqlitePath, openSqlite } from './sqlite-connection.ts';
-import { encodeUsage, prepareUsageInsert } from './sqlite-usage-insert.ts';
-import type { UsageColumns } from './sqlite-usage-insert.ts';
+import { prepareUsageInsert } from './sqlite-usage-insert.ts';
+import type { UsageBatch, UsageColumns } from './usage-batch.ts';
 import { SqliteUsageWriter } from './sqlite-usage-writer.ts';
 import { escapeLike, planConfigReseed, subtreePrefix } from './shared.ts';
 import { BATCH_COLUMNS, FILE_COLUMNS, batchFromRow, batchParams, fileFromRow, fileParams } from './object-rows.ts';
@@ -290,12 +290,12 @@ export class SqliteStorage implements Storage {
   }
 
   /** Resolves once the batch is committed in one transaction; rejects when that is not confirmed. */
-  async insertUsage(records: UsageRecord[]): Promise<void> {
-    if (records.length === 0) return;
+  async insertUsage(batch: UsageBatch): Promise<void> {
+    if (batch.size === 0) return;
     this.s();
-    const batch = encodeUsage(records);
-    if (this.usageWriter) return this.usageWriter.insert(batch);
-    this.insertUsageHere?.(batch);
+    const columns = batch.columns();
+    if (this.usageWriter) return this.usageWriter.insert(columns);
+    this.insertUsageHere?.(columns);
   }
 
   /**

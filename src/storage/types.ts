@@ -4,6 +4,8 @@
  * storage: keys and rules are loaded into memory at start-up, usage is written in batches.
  */
 
+import type { UsageBatch } from './usage-batch.ts';
+
 export interface ApiKeyRecord {
   id: string;
   name: string;
@@ -35,7 +37,8 @@ export interface RuleKey {
 }
 
 export interface UsageRecord {
-  timestamp: Date;
+  /** When the request started, epoch milliseconds. */
+  timestampMs: number;
   userPath: string;
   /** Provider instance that executed the request (empty for cache hits served by the gateway). */
   provider: string;
@@ -161,7 +164,8 @@ export interface Storage {
    */
   replaceConfigRules(rules: StoredRule[]): Promise<RuleKey[]>;
 
-  insertUsage(records: UsageRecord[]): Promise<void>;
+  /** Writes a whole batch (see usage-batch.ts), in one transaction where the database has them. */
+  insertUsage(batch: UsageBatch): Promise<void>;
   summarizeUsage(query: UsageQuery): Promise<UsageSummaryRow[]>;
 
   /** Throws on a duplicate id. */

@@ -5,13 +5,14 @@
  */
 
 import type { Storage, UsageRecord } from '../storage/types.ts';
+import { UsageBatch } from '../storage/usage-batch.ts';
 
 export interface UsageRecorderOptions {
   /** False (USAGE_ENABLED=false): `record` is a no-op and nothing is written. Default true. */
   enabled?: boolean;
   /** Interval between background flushes. Default 1000 ms. */
   flushIntervalMs?: number;
-  /** Records per `insertUsage` call; reaching it also triggers a flush early. Default 500. */
+  /** Records per `insertUsage` batch; a full batch also triggers a flush early. Default 500. */
   batchSize?: number;
   /** Records held in memory at most; beyond it the oldest are dropped. Default 100 000. */
   maxBuffered?: number;
@@ -44,8 +45,13 @@ export class UsageRecorder {
   private readonly batchSize: number;
   private readonly maxBuffered: number;
   private readonly onError: (err: Error) => void;
-  private buffer: UsageRecord[] = [];
-  /** Records taken out of `buffer` by the flush in progress (counted against the bound). */
+  /** Full batches waiting to be written, oldest first. */
+  private queue: UsageBatch[] = [];
+  /** Records in `queue`. */
+  private queued = 0;
+  /** The batch that `record()` fills; it joins the queue when full or when a flush takes it. */
+  private filling: UsageBatch;
+  /** Records taken by the flush in progress (counted against the bound). */
   private inFlight = 0;
   /** Flushes run one after another; this is the tail of that chain. */
   private tail: Promise<void> = Promise.resolve();
@@ -63,6 +69,7 @@ export class UsageRecorder {
     this.batchSize = Math.max(1, Math.trunc(options.batchSize ?? 500));
     this.maxBuffered = Math.max(this.batchSize, Math.trunc(options.maxBuffered ?? 100_000));
     this.onError = options.onError ?? (() => {});
+    this.filling = new UsageBatch(this.batchSize);
     if (this.enabled) {
       this.timer = setInterval(() => this.backgroundFlush(), options.flushIntervalMs ?? 1000);
       // A pending flush must not keep the process alive; shutdown calls close() explicitly.
@@ -70,17 +77,22 @@ export class UsageRecorder {
     }
   }
 
-  /** Queues a record. Never awaits, never throws, does no I/O. */
+  /** Queues a record: its fields are copied, the object is not kept. Never awaits, never throws, does no I/O. */
   record(r: UsageRecord): void {
     if (!this.enabled) return;
-    this.buffer.push(r);
+    this.filling.add(r);
+    if (this.filling.size < this.batchSize) {
+      if (this.queued + this.filling.size + this.inFlight > this.maxBuffered) this.enforceBound();
+      return;
+    }
+    this.enqueueFilling();
     this.enforceBound();
-    if (this.buffer.length >= this.batchSize && !this.failing) this.backgroundFlush();
+    if (!this.failing) this.backgroundFlush();
   }
 
   /** Records waiting to be written (including a batch being written right now). */
   get pending(): number {
-    return this.buffer.length + this.inFlight;
+    return this.queued + this.filling.size + this.inFlight;
   }
 
   /** Records dropped because the buffer overflowed. */
@@ -107,32 +119,42 @@ export class UsageRecorder {
 
   /** Timer / full-batch trigger: at most one queued flush, so retries do not pile up. */
   private backgroundFlush(): void {
-    if (this.flushQueued || this.buffer.length === 0) return;
+    if (this.flushQueued || this.pending === this.inFlight) return;
     this.flushQueued = true;
     void this.flush().finally(() => {
       this.flushQueued = false;
     });
   }
 
+  private enqueueFilling(): void {
+    if (this.filling.size === 0) return;
+    this.queue.push(this.filling);
+    this.queued += this.filling.size;
+    this.filling = new UsageBatch(this.batchSize);
+  }
+
   private async drain(): Promise<void> {
     this.reportDrops();
-    // Take everything queued so far; records arriving meanwhile go to a fresh array.
-    const batch = this.buffer;
-    this.buffer = [];
-    this.inFlight = batch.length;
+    // Take everything queued so far; records arriving meanwhile go to a fresh batch.
+    this.enqueueFilling();
+    const batches = this.queue;
+    this.queue = [];
+    this.inFlight = this.queued;
+    this.queued = 0;
     let done = 0;
     try {
-      while (done < batch.length) {
-        const chunk = batch.slice(done, done + this.batchSize);
-        await this.storage.insertUsage(chunk);
-        done += chunk.length;
-        this.inFlight = batch.length - done;
+      for (; done < batches.length; done++) {
+        const batch = batches[done]!;
+        await this.storage.insertUsage(batch);
+        this.inFlight -= batch.size;
       }
       this.failing = false;
     } catch (err) {
       this.failing = true;
       // Put the unwritten rest back in front of newer records, preserving order.
-      this.buffer = done === 0 ? batch.concat(this.buffer) : batch.slice(done).concat(this.buffer);
+      const rest = batches.slice(done);
+      this.queue = rest.concat(this.queue);
+      for (const batch of rest) this.queued += batch.size;
       this.report(toError(err, 'usage write failed; records kept for retry'));
     } finally {
       this.inFlight = 0;
@@ -141,16 +163,25 @@ export class UsageRecorder {
     this.reportDrops();
   }
 
+  /**
+   * Drops the oldest whole batches while over the bound: at least a batch at a time, so a long
+   * storage outage costs one drop per batch of records, not work on every record().
+   */
   private enforceBound(): void {
-    const excess = this.buffer.length + this.inFlight - this.maxBuffered;
-    if (excess <= 0) return;
-    // Drop at least a batch at a time: splicing the front of a 100k array once per record
-    // would make every record() O(n) for as long as storage is down.
-    const dropped = Math.min(Math.max(excess, this.batchSize), this.buffer.length);
-    if (dropped === 0) return;
-    this.buffer.splice(0, dropped);
-    this.droppedTotal += dropped;
-    this.unreportedDrops += dropped;
+    while (this.queued + this.filling.size + this.inFlight > this.maxBuffered) {
+      const oldest = this.queue.shift();
+      let dropped: number;
+      if (oldest !== undefined) {
+        dropped = oldest.size;
+        this.queued -= dropped;
+      } else {
+        dropped = this.filling.size;
+        if (dropped === 0) return;
+        this.filling = new UsageBatch(this.batchSize);
+      }
+      this.droppedTotal += dropped;
+      this.unreportedDrops += dropped;
+    }
   }
 
   private reportDrops(): void {

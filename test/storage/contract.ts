@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { ApiKeyRecord, BatchRecord, Storage, StoredFile, StoredRule, UsageRecord } from '../../src/storage/types.ts';
+import { UsageBatch } from '../../src/storage/usage-batch.ts';
 
 /** The storage plus introspection the implementations expose for tests. */
 export type InspectableStorage = Storage & {
@@ -43,7 +44,7 @@ function rule(overrides: Partial<StoredRule> = {}): StoredRule {
 
 function usage(overrides: Partial<UsageRecord> = {}): UsageRecord {
   return {
-    timestamp: at(10),
+    timestampMs: at(10).getTime(),
     userPath: '/a',
     provider: 'openai',
     model: 'gpt-4o-mini',
@@ -261,17 +262,17 @@ export function storageContract(name: string, harness: Harness): void {
 
     it('inserts usage and summarises by user-path subtree', async () => {
       await withStorage(harness, async (storage) => {
-        await storage.insertUsage([]);
-        await storage.insertUsage([
+        await storage.insertUsage(UsageBatch.from([]));
+        await storage.insertUsage(UsageBatch.from([
           usage({ userPath: '/a' }),
           usage({ userPath: '/a/b', promptTokens: 1, completionTokens: 2, totalTokens: 3, cached: true }),
           usage({ userPath: '/A/c', model: 'other' }),
           usage({ userPath: '/ab' }),
           usage({ userPath: '/', provider: 'anthropic', model: 'claude' }),
-          usage({ userPath: '/a', timestamp: at(1000) }), // outside the window
+          usage({ userPath: '/a', timestampMs: at(1000).getTime() }), // outside the window
           usage({ userPath: '/a_x' }),
           usage({ userPath: '/a%y/z' }),
-        ]);
+        ]));
         const window = { from: at(0), to: at(1000) }; // `to` is exclusive
 
         const a = await storage.summarizeUsage({ userPathPrefix: '/a', ...window });
@@ -326,7 +327,7 @@ export function storageContract(name: string, harness: Harness): void {
         const records = Array.from({ length: 2500 }, (_, i) =>
           usage({ userPath: `/bulk/${i % 10}`, totalTokens: 2, latencyMs: i + 0.4, apiKeyId: 'k1' }),
         );
-        await storage.insertUsage(records);
+        await storage.insertUsage(UsageBatch.from(records));
         const rows = await storage.summarizeUsage({ userPathPrefix: '/bulk', from: at(0), to: at(100) });
         assert.equal(rows[0]?.requests, 2500);
         assert.equal(rows[0]?.totalTokens, 5000);
@@ -391,7 +392,7 @@ export function storageContract(name: string, harness: Harness): void {
       const first = await store.open();
       await first.insertApiKey(key('k1'));
       await first.upsertRule(rule());
-      await first.insertUsage([usage()]);
+      await first.insertUsage(UsageBatch.from([usage()]));
       await first.close();
 
       const second = await store.open();

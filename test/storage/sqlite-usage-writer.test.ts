@@ -8,9 +8,9 @@ import { promisify } from 'node:util';
 import { after, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { SqliteStorage } from '../../src/storage/sqlite.ts';
-import { encodeUsage } from '../../src/storage/sqlite-usage-insert.ts';
 import { SqliteUsageWriter } from '../../src/storage/sqlite-usage-writer.ts';
 import type { UsageRecord } from '../../src/storage/types.ts';
+import { UsageBatch, type UsageColumns } from '../../src/storage/usage-batch.ts';
 import { UsageRecorder } from '../../src/usage/recorder.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'floodgate-usage-writer-'));
@@ -21,7 +21,7 @@ const freshPath = (): string => join(root, `db-${++counter}`, 'floodgate.db');
 
 function usage(overrides: Partial<UsageRecord> = {}): UsageRecord {
   return {
-    timestamp: new Date('2025-01-01T00:00:10.000Z'),
+    timestampMs: Date.parse('2025-01-01T00:00:10.000Z'),
     userPath: '/a',
     provider: 'openai',
     model: 'gpt-4o-mini',
@@ -36,6 +36,8 @@ function usage(overrides: Partial<UsageRecord> = {}): UsageRecord {
     ...overrides,
   };
 }
+
+const columnsOf = (list: UsageRecord[]): UsageColumns => UsageBatch.from(list).columns();
 
 const records = (n: number, overrides: Partial<UsageRecord> = {}): UsageRecord[] =>
   Array.from({ length: n }, () => usage(overrides));
@@ -62,7 +64,7 @@ describe('SqliteStorage usage writer thread', () => {
       // A read before the writes must not leave this connection on an old snapshot.
       assert.equal(await countUsage(storage), 0);
       for (let i = 1; i <= 3; i++) {
-        await storage.insertUsage(records(100, { userPath: `/seq/${i}` }));
+        await storage.insertUsage(UsageBatch.from(records(100, { userPath: `/seq/${i}` })));
         assert.equal(await countUsage(storage, '/seq'), i * 100);
         assert.equal(await countUsage(storage, `/seq/${i}`), 100);
       }
@@ -85,10 +87,10 @@ describe('SqliteStorage usage writer thread', () => {
     const storage = await open(path, 30_000);
     const blocker = new Database(path);
     try {
-      await storage.insertUsage([usage({ userPath: '/warm' })]);
+      await storage.insertUsage(UsageBatch.from([usage({ userPath: '/warm' })]));
       blocker.exec('BEGIN IMMEDIATE');
       let settled = false;
-      const insert = storage.insertUsage(records(3, { userPath: '/blocked' })).finally(() => {
+      const insert = storage.insertUsage(UsageBatch.from(records(3, { userPath: '/blocked' }))).finally(() => {
         settled = true;
       });
       // The batch cannot commit while the lock is held; an insert on this thread would block
@@ -109,10 +111,10 @@ describe('SqliteStorage usage writer thread', () => {
   it('close() commits every pending batch before it resolves, and refuses later ones', async () => {
     const path = freshPath();
     const storage = await open(path);
-    const inserts = Array.from({ length: 8 }, (_, i) => storage.insertUsage(records(250, { userPath: `/close/${i}` })));
+    const inserts = Array.from({ length: 8 }, (_, i) => storage.insertUsage(UsageBatch.from(records(250, { userPath: `/close/${i}` }))));
     await storage.close();
     await Promise.all(inserts);
-    await assert.rejects(storage.insertUsage([usage()]), /closed/);
+    await assert.rejects(storage.insertUsage(UsageBatch.from([usage()])), /closed/);
     await storage.close(); // idempotent
 
     const reopened = await open(path);
@@ -127,7 +129,7 @@ describe('SqliteStorage usage writer thread', () => {
     const storage = await open(freshPath());
     try {
       await assert.rejects(
-        storage.insertUsage([usage({ userPath: '/bad' }), invalid()]),
+        storage.insertUsage(UsageBatch.from([usage({ userPath: '/bad' }), invalid()])),
         (err: Error & { code?: string }) => {
           assert.match(err.message, /NOT NULL constraint failed: usage_records\.user_path/);
           assert.equal(err.code, 'SQLITE_CONSTRAINT_NOTNULL');
@@ -135,7 +137,7 @@ describe('SqliteStorage usage writer thread', () => {
         },
       );
       assert.equal(await countUsage(storage, '/bad'), 0);
-      await storage.insertUsage([usage({ userPath: '/good' })]);
+      await storage.insertUsage(UsageBatch.from([usage({ userPath: '/good' })]));
       assert.equal(await countUsage(storage), 1);
     } finally {
       await storage.close();
@@ -162,16 +164,18 @@ describe('SqliteStorage usage writer thread', () => {
   it('does not keep the process alive when close() is forgotten', async () => {
     const path = freshPath();
     const sqlite = new URL('../../src/storage/sqlite.ts', import.meta.url).href;
+    const batchModule = new URL('../../src/storage/usage-batch.ts', import.meta.url).href;
     // A script file, not -e: a worker thread inherits --input-type, and then cannot load its entry.
     mkdirSync(dirname(path), { recursive: true });
     const script = join(dirname(path), 'forgets-close.mjs');
     writeFileSync(
       script,
       `import { SqliteStorage } from ${JSON.stringify(sqlite)};
+      import { UsageBatch } from ${JSON.stringify(batchModule)};
       const storage = new SqliteStorage({ path: ${JSON.stringify(path)} });
       await storage.migrate();
       const record = ${JSON.stringify(usage({ userPath: '/child' }))};
-      await storage.insertUsage([{ ...record, timestamp: new Date(record.timestamp) }]);
+      await storage.insertUsage(UsageBatch.from([record]));
       console.log('inserted');`,
     );
     // The timeout only guards against a hang: a kept-alive child never exits on its own.
@@ -193,7 +197,7 @@ describe('SqliteUsageWriter thread failures', () => {
     const path = freshPath();
     const storage = await open(path); // migrations first, as SqliteStorage does
     const writer = new SqliteUsageWriter({ path, busyTimeoutMs: 5000, workerUrl: crashing });
-    const insert = (userPath: string, n = 1): Promise<void> => writer.insert(encodeUsage(records(n, { userPath })));
+    const insert = (userPath: string, n = 1): Promise<void> => writer.insert(columnsOf(records(n, { userPath })));
     try {
       await insert('/ok/1');
       await assert.rejects(insert('/throw'), /SQLite usage writer thread failed: writer thread crashed on purpose/);
@@ -216,7 +220,7 @@ describe('SqliteUsageWriter thread failures', () => {
     const storage = new SqliteStorage({ path });
     const writer = new SqliteUsageWriter({ path, busyTimeoutMs: 5000 });
     try {
-      await assert.rejects(writer.insert(encodeUsage([usage()])), /writer thread failed: .*no such table: usage_records/);
+      await assert.rejects(writer.insert(columnsOf([usage()])), /writer thread failed: .*no such table: usage_records/);
     } finally {
       await writer.close();
       await storage.close();
@@ -228,9 +232,9 @@ describe('SqliteStorage :memory: usage', () => {
   it('writes usage on its own connection: visible at once, failures reject', async () => {
     const storage = await open(':memory:');
     try {
-      await storage.insertUsage(records(3, { userPath: '/mem' }));
+      await storage.insertUsage(UsageBatch.from(records(3, { userPath: '/mem' })));
       assert.equal(await countUsage(storage, '/mem'), 3);
-      await assert.rejects(storage.insertUsage([usage({ userPath: '/mem' }), invalid()]), /NOT NULL constraint failed/);
+      await assert.rejects(storage.insertUsage(UsageBatch.from([usage({ userPath: '/mem' }), invalid()])), /NOT NULL constraint failed/);
       assert.equal(await countUsage(storage, '/mem'), 3);
     } finally {
       await storage.close();

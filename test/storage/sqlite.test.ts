@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { openStorage } from '../../src/storage/index.ts';
 import { SqliteStorage } from '../../src/storage/sqlite.ts';
+import { UsageBatch } from '../../src/storage/usage-batch.ts';
 import { storageContract } from './contract.ts';
 import type { InspectableStorage } from './contract.ts';
 
@@ -34,7 +35,7 @@ describe('SqliteStorage specifics', () => {
     try {
       assert.equal(storage.kind, 'sqlite');
       assert.ok(existsSync(path));
-      await storage.insertUsage([]);
+      await storage.insertUsage(new UsageBatch());
       assert.ok(existsSync(`${path}-wal`));
     } finally {
       await storage.close();

@@ -2,10 +2,11 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { UsageBufferOverflowError, UsageRecorder } from '../../src/usage/recorder.ts';
 import type { UsageRecord } from '../../src/storage/types.ts';
+import type { UsageBatch } from '../../src/storage/usage-batch.ts';
 
 function rec(n: number): UsageRecord {
   return {
-    timestamp: new Date(1_700_000_000_000 + n),
+    timestampMs: 1_700_000_000_000 + n,
     userPath: '/t',
     provider: 'mock',
     model: 'm',
@@ -31,14 +32,14 @@ class FakeSink {
     return this.batches.flat().map((r) => r.promptTokens);
   }
 
-  async insertUsage(records: UsageRecord[]): Promise<void> {
+  async insertUsage(batch: UsageBatch): Promise<void> {
     this.calls++;
     if (this.gate) await this.gate;
     if (this.failNext > 0) {
       this.failNext--;
       throw new Error('database is down');
     }
-    this.batches.push([...records]);
+    this.batches.push(batch.records());
   }
 }
 
