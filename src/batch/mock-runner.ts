@@ -1,3 +1,4 @@
+import type { Cancellation } from '../providers/cancellation.ts';
 import type { Target } from '../routing/resolver.ts';
 import type { Endpoint } from '../providers/types.ts';
 import type { BatchRecord } from '../storage/types.ts';
@@ -20,19 +21,19 @@ export async function runLines(
   target: Target,
   endpoint: Endpoint,
   lines: readonly BatchLine[],
-  signal: AbortSignal,
+  cancel: Cancellation,
   now: () => number,
   onLine: (outcome: LineOutcome) => Promise<void>,
   shouldStop: () => boolean,
 ): Promise<void> {
   for (const line of lines) {
-    if (shouldStop() || signal.aborted) return;
+    if (shouldStop() || cancel.cancelled) return;
     const started = now();
     let status = 500;
     let body: unknown = { error: { type: 'provider_error', message: 'request failed', param: null, code: null } };
     let usage: LineOutcome['usage'];
     try {
-      const result = await target.provider.call({ endpoint, model: target.model, json: { ...line.body, model: target.model }, stream: false, signal });
+      const result = await target.provider.call({ endpoint, model: target.model, json: { ...line.body, model: target.model }, stream: false, cancel });
       const buf = Buffer.isBuffer(result.body) ? result.body : await collect(result.body);
       status = result.status;
       try {

@@ -1,3 +1,4 @@
+import { Cancellation } from '../providers/cancellation.ts';
 import type { Provider } from '../providers/types.ts';
 import { asGatewayError } from '../http/dispatch.ts';
 import { collect, upstreamError } from '../http/respond.ts';
@@ -55,7 +56,7 @@ export class RemoteBatches {
     const headers: Record<string, string> = contentType ? { 'content-type': contentType } : {};
     let result;
     try {
-      result = await this.provider.passthrough({ method, path, headers, body, signal: AbortSignal.timeout(60_000) });
+      result = await this.provider.passthrough({ method, path, headers, body, cancel: Cancellation.fromSignal(AbortSignal.timeout(60_000)) });
     } catch (err) {
       throw asGatewayError(err, this.provider.name);
     }

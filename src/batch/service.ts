@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Identity } from '../http/context.ts';
+import { Cancellation } from '../providers/cancellation.ts';
 import { badRequest, notFound } from '../http/errors.ts';
 import type { Resolver, Target } from '../routing/resolver.ts';
 import type { BatchRecord, Storage, StoredFile } from '../storage/types.ts';
@@ -44,7 +45,8 @@ export function isWithin(path: string, caller: string): boolean {
 export class BatchService {
   private readonly opts: BatchServiceOptions;
   private readonly running = new Map<string, { cancel: boolean; done: Promise<void> }>();
-  private readonly shutdown = new AbortController();
+  /** Cancelled on close(): running mock batches stop between lines, and their calls are abandoned. */
+  private readonly shutdown = Cancellation.shared();
 
   constructor(opts: BatchServiceOptions) {
     this.opts = opts;
@@ -175,7 +177,7 @@ export class BatchService {
   /** Stops background runs (they end between two lines) and waits for them. */
   async close(): Promise<void> {
     for (const run of this.running.values()) run.cancel = true;
-    this.shutdown.abort();
+    this.shutdown.cancel();
     await Promise.allSettled([...this.running.values()].map((r) => r.done));
   }
 
@@ -246,7 +248,7 @@ export class BatchService {
     const output: string[] = [];
     const failed: string[] = [];
     let index = 0;
-    await runLines(target, BATCH_ENDPOINTS[batch.endpoint]!, lines, this.shutdown.signal, now, async (outcome: LineOutcome) => {
+    await runLines(target, BATCH_ENDPOINTS[batch.endpoint]!, lines, this.shutdown, now, async (outcome: LineOutcome) => {
       const line = outputLine(batch, index++, outcome);
       if (outcome.status < 400) {
         output.push(line);
@@ -261,7 +263,7 @@ export class BatchService {
     batch.times.finalizing_at = secs();
     if (output.length > 0) batch.outputFileId = (await this.writeOutput(batch, output, 'output')).id;
     if (failed.length > 0) batch.errorFileId = (await this.writeOutput(batch, failed, 'error')).id;
-    const stopped = cancelled() || this.shutdown.signal.aborted;
+    const stopped = cancelled() || this.shutdown.cancelled;
     batch.status = stopped ? 'cancelled' : 'completed';
     batch.times[stopped ? 'cancelled_at' : 'completed_at'] = secs();
     batch.updatedAt = new Date(now());

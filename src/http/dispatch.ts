@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { cacheKey, cacheMode, type CacheMode } from '../cache/response-cache.ts';
+import { Cancellation } from '../providers/cancellation.ts';
 import { UpstreamUnavailableError, type ProviderCall, type ProviderResult } from '../providers/types.ts';
 import type { AdmissionRefusal, AdmissionTarget, AdmissionTicket, AdmitOptions } from '../ratelimit/index.ts';
 import type { Route, Target } from '../routing/resolver.ts';
@@ -33,8 +34,8 @@ export async function dispatch(
   if (!route) throw notFound(`model "${modelRequest.model}" not found`, 'model_not_found');
 
   const startedAt = services.now();
-  const signal = clientGoneSignal(reply);
-  const outcome = await execute(reply, services, route, modelRequest, identity.userPath, signal);
+  const cancel = clientGone(reply);
+  const outcome = await execute(reply, services, route, modelRequest, identity.userPath, cancel);
   const { result, target } = outcome;
   if (cached !== undefined) {
     reply.header(CACHE_HEADER, cached.mode === 'bypass' ? 'bypass' : 'miss');
@@ -54,7 +55,7 @@ export async function dispatch(
     model: target.model,
     endpoint: modelRequest.endpoint,
     usage: result.usage(),
-    status: signal.aborted && status < 400 ? 499 : status,
+    status: cancel.cancelled && status < 400 ? 499 : status,
     startedAt,
     cached: false,
   });
@@ -79,7 +80,7 @@ async function execute(
   route: Route,
   modelRequest: ModelRequest,
   userPath: string,
-  signal: AbortSignal,
+  cancel: Cancellation,
 ): Promise<Outcome> {
   const limiter = services.limiter;
   const primaryCount = route.primary.length;
@@ -117,7 +118,7 @@ async function execute(
 
     const canFailOver = nextAfterFailure(i) < total;
     try {
-      let result = await callTarget(target, modelRequest, signal);
+      let result = await callTarget(target, modelRequest, cancel);
       if (canFailOver && isRetryable(result.status)) {
         failure = await asFailure(result);
       } else {
@@ -126,7 +127,7 @@ async function execute(
         return { result, target, headers };
       }
     } catch (err) {
-      if (!canFailOver || signal.aborted || !(err instanceof GatewayError && err.status >= 500)) {
+      if (!canFailOver || cancel.cancelled || !(err instanceof GatewayError && err.status >= 500)) {
         endAttempt(ticket, attempt);
         throw err;
       }
@@ -212,8 +213,8 @@ function lookupCache(
   return 'served';
 }
 
-export async function callTarget(target: Target, modelRequest: ModelRequest, signal: AbortSignal): Promise<ProviderResult> {
-  const call: ProviderCall = { endpoint: modelRequest.endpoint, model: target.model, stream: modelRequest.stream, signal };
+export async function callTarget(target: Target, modelRequest: ModelRequest, cancel: Cancellation): Promise<ProviderResult> {
+  const call: ProviderCall = { endpoint: modelRequest.endpoint, model: target.model, stream: modelRequest.stream, cancel };
   if (modelRequest.json) {
     if (modelRequest.json.model === target.model) {
       call.json = modelRequest.json;
@@ -258,11 +259,12 @@ export function asGatewayError(err: unknown, provider: string): unknown {
   return err;
 }
 
-/** Aborted when the client goes away before its answer was fully written. */
-export function clientGoneSignal(reply: FastifyReply): AbortSignal {
-  const controller = new AbortController();
-  reply.raw.once('close', () => {
-    if (!reply.raw.writableFinished) controller.abort();
+/** Cancelled when the client goes away before its answer was fully written. */
+export function clientGone(reply: FastifyReply): Cancellation {
+  const cancel = new Cancellation();
+  const raw = reply.raw;
+  raw.once('close', () => {
+    if (!raw.writableFinished) cancel.cancel();
   });
-  return controller.signal;
+  return cancel;
 }

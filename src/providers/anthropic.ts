@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import { Cancellation } from './cancellation.ts';
 import { SseParser, parseEventJson } from './sse.ts';
 import type { SseEvent } from './sse.ts';
 import { SseUsageTap } from './stream-usage.ts';
@@ -74,8 +75,8 @@ export class AnthropicProvider implements Provider {
   async passthrough(call: PassthroughCall): Promise<ProviderResult> {
     const headers = passthroughRequestHeaders(call.headers, this.auth());
     headers['anthropic-version'] ??= ANTHROPIC_VERSION;
-    const res = await this.client.request({ method: call.method, path: call.path, headers, body: call.body, signal: call.signal });
-    return passthroughResult(this.client, res, call.signal);
+    const res = await this.client.request({ method: call.method, path: call.path, headers, body: call.body, cancel: call.cancel });
+    return passthroughResult(this.client, res, call.cancel);
   }
 
   async close(): Promise<void> {
@@ -99,7 +100,7 @@ export class AnthropicProvider implements Provider {
   }
 
   private send(body: Record<string, unknown>, call: ProviderCall): Promise<UpstreamResponse> {
-    return this.client.request({ method: 'POST', path: '/v1/messages', headers: this.headers(call.headers), body: JSON.stringify(body), signal: call.signal });
+    return this.client.request({ method: 'POST', path: '/v1/messages', headers: this.headers(call.headers), body: JSON.stringify(body), cancel: call.cancel });
   }
 
   private async messages(call: ProviderCall): Promise<ProviderResult> {
@@ -107,10 +108,10 @@ export class AnthropicProvider implements Provider {
     const headers = pickHeaders(res.headers);
     if (res.status < 400 && isEventStream(res.headers)) {
       const tap = new SseUsageTap();
-      const mapError = (err: unknown): unknown => this.client.mapError(err, call.signal);
+      const mapError = (err: unknown): unknown => this.client.mapError(err, call.cancel);
       return { status: res.status, headers, body: relay(res.body, tap, mapError), usage: () => tap.usage() };
     }
-    const buf = await this.client.readAll(res.body, call.signal);
+    const buf = await this.client.readAll(res.body, call.cancel);
     return buffered(res.status, headers, buf, res.status < 400 ? usageFromJsonBuffer(buf) : undefined);
   }
 
@@ -120,30 +121,30 @@ export class AnthropicProvider implements Provider {
     const req = chatToMessagesRequest({ ...json, model: call.model, stream: call.stream });
     const res = await this.send(req, call);
     if (res.status >= 400) {
-      const buf = await this.client.readAll(res.body, call.signal);
+      const buf = await this.client.readAll(res.body, call.cancel);
       return buffered(res.status, { ...pickHeaders(res.headers), ...JSON_HEADERS }, errorToOpenAI(buf, res.status));
     }
     if (isEventStream(res.headers)) {
       const so = isObj(json.stream_options) ? json.stream_options : undefined;
       const translator = new MessagesToChatStream({ model: call.model, includeUsage: so?.include_usage === true });
-      const mapError = (err: unknown): unknown => this.client.mapError(err, call.signal);
+      const mapError = (err: unknown): unknown => this.client.mapError(err, call.cancel);
       return { status: res.status, headers: { ...SSE_HEADERS }, body: relay(res.body, messagesToChatTransform(translator), mapError), usage: () => translator.usage() };
     }
-    const buf = await this.client.readAll(res.body, call.signal);
+    const buf = await this.client.readAll(res.body, call.cancel);
     const parsed = parseJsonObject(buf.toString('utf8'));
     if (!parsed) throw new UpstreamUnavailableError(this.name, `provider ${this.name} answered with a body that is not JSON`, 502);
     return jsonResult(res.status, messagesToChatResponse(parsed), usageFromJsonBuffer(buf));
   }
 
   private async discover(): Promise<string[]> {
-    const signal = new AbortController().signal;
+    const cancel = Cancellation.never();
     const ids: string[] = [];
     let after: string | undefined;
     // The models API pages; a handful of pages covers every real account.
     for (let page = 0; page < 20; page++) {
       const path = `/v1/models?limit=1000${after ? `&after_id=${encodeURIComponent(after)}` : ''}`;
-      const res = await this.client.request({ method: 'GET', path, headers: this.headers(), signal });
-      const buf = await this.client.readAll(res.body, signal);
+      const res = await this.client.request({ method: 'GET', path, headers: this.headers(), cancel });
+      const buf = await this.client.readAll(res.body, cancel);
       if (res.status >= 400) {
         throw new UpstreamUnavailableError(this.name, `provider ${this.name}: model discovery (GET /v1/models) failed with status ${res.status}`, 502);
       }

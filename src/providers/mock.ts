@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { setImmediate as tick } from 'node:timers/promises';
+import { Cancellation } from './cancellation.ts';
 import { formatSse } from './sse.ts';
 import { chatToMessagesResponse } from './translate/anthropic-response.ts';
 import { ChatToMessagesStream } from './translate/anthropic-stream.ts';
@@ -83,7 +84,7 @@ export class MockProvider implements Provider {
   }
 
   async call(call: ProviderCall): Promise<ProviderResult> {
-    call.signal.throwIfAborted();
+    if (call.cancel.cancelled) throw Cancellation.error();
     const json = call.json ?? {};
     switch (call.endpoint) {
       case 'chat': return this.chat(call.model, json, call.stream);

@@ -1,3 +1,4 @@
+import { Cancellation } from './cancellation.ts';
 import { SseParser, parseEventJson } from './sse.ts';
 import type { SseEvent } from './sse.ts';
 import { SseUsageTap } from './stream-usage.ts';
@@ -86,8 +87,8 @@ export class OpenAIProvider implements Provider {
       }
       contentType = 'application/json';
     }
-    const res = await this.client.request({ method: 'POST', path: PATHS[call.endpoint], headers: this.headers(contentType), body, signal: call.signal });
-    return this.result(res, call.signal, stripUsage);
+    const res = await this.client.request({ method: 'POST', path: PATHS[call.endpoint], headers: this.headers(contentType), body, cancel: call.cancel });
+    return this.result(res, call.cancel, stripUsage);
   }
 
   async passthrough(call: PassthroughCall): Promise<ProviderResult> {
@@ -96,9 +97,9 @@ export class OpenAIProvider implements Provider {
       path: call.path,
       headers: passthroughRequestHeaders(call.headers, this.auth()),
       body: call.body,
-      signal: call.signal,
+      cancel: call.cancel,
     });
-    return passthroughResult(this.client, res, call.signal);
+    return passthroughResult(this.client, res, call.cancel);
   }
 
   async close(): Promise<void> {
@@ -124,15 +125,15 @@ export class OpenAIProvider implements Provider {
     return { 'content-type': contentType, ...this.auth() };
   }
 
-  private async result(res: UpstreamResponse, signal: AbortSignal, stripUsage: boolean): Promise<ProviderResult> {
+  private async result(res: UpstreamResponse, cancel: Cancellation, stripUsage: boolean): Promise<ProviderResult> {
     const headers = pickHeaders(res.headers);
-    const mapError = (err: unknown): unknown => this.client.mapError(err, signal);
+    const mapError = (err: unknown): unknown => this.client.mapError(err, cancel);
     if (res.status < 400 && isEventStream(res.headers)) {
       const tap = new SseUsageTap({ stripChatUsageChunk: stripUsage });
       return { status: res.status, headers, body: relay(res.body, tap, mapError), usage: () => tap.usage() };
     }
     if (res.status >= 400 || isJson(res.headers) || (headers['content-type'] ?? '').startsWith('text/')) {
-      const buf = await this.client.readAll(res.body, signal);
+      const buf = await this.client.readAll(res.body, cancel);
       return buffered(res.status, headers, buf, res.status < 400 ? usageFromJsonBuffer(buf) : undefined);
     }
     // Binary (speech audio): relayed as it arrives; these answers carry no usage.
@@ -143,19 +144,19 @@ export class OpenAIProvider implements Provider {
   private async messages(call: ProviderCall): Promise<ProviderResult> {
     const chat = messagesToChatRequest({ ...call.json, model: call.model, stream: call.stream });
     const res = await this.client.request({
-      method: 'POST', path: PATHS.chat, headers: this.headers('application/json'), body: JSON.stringify(chat), signal: call.signal,
+      method: 'POST', path: PATHS.chat, headers: this.headers('application/json'), body: JSON.stringify(chat), cancel: call.cancel,
     });
     if (res.status >= 400) {
-      const buf = await this.client.readAll(res.body, call.signal);
+      const buf = await this.client.readAll(res.body, call.cancel);
       return buffered(res.status, { ...pickHeaders(res.headers), ...JSON_HEADERS }, errorToAnthropic(buf, res.status));
     }
     if (isEventStream(res.headers)) {
       const translator = new ChatToMessagesStream({ model: call.model });
       const transform = chatToMessagesTransform(translator);
-      const mapError = (err: unknown): unknown => this.client.mapError(err, call.signal);
+      const mapError = (err: unknown): unknown => this.client.mapError(err, call.cancel);
       return { status: res.status, headers: { ...SSE_HEADERS }, body: relay(res.body, transform, mapError), usage: () => translator.usage() };
     }
-    const buf = await this.client.readAll(res.body, call.signal);
+    const buf = await this.client.readAll(res.body, call.cancel);
     const parsed = parseJsonObject(buf.toString('utf8'));
     if (!parsed) {
       throw new UpstreamUnavailableError(this.name, `provider ${this.name} answered the chat request with a body that is not JSON`, 502);
@@ -164,9 +165,9 @@ export class OpenAIProvider implements Provider {
   }
 
   private async discover(): Promise<string[]> {
-    const signal = new AbortController().signal;
-    const res = await this.client.request({ method: 'GET', path: '/models', headers: this.auth(), signal });
-    const buf = await this.client.readAll(res.body, signal);
+    const cancel = Cancellation.never();
+    const res = await this.client.request({ method: 'GET', path: '/models', headers: this.auth(), cancel });
+    const buf = await this.client.readAll(res.body, cancel);
     if (res.status >= 400) {
       throw new UpstreamUnavailableError(this.name, `provider ${this.name}: model discovery (GET /models) failed with status ${res.status}`, 502);
     }

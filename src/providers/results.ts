@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import type { Cancellation } from './cancellation.ts';
 import { SseUsageTap } from './stream-usage.ts';
 import type { Endpoint, ProviderResult, Usage } from './types.ts';
 import { IDENTITY, isEventStream, isJson, passthroughResponseHeaders, relay } from './upstream.ts';
@@ -74,9 +75,9 @@ class JsonUsageTap implements ChunkTransform {
 }
 
 /** A passthrough answer: every status streamed back as it arrives, usage read on the way. */
-export function passthroughResult(client: UpstreamClient, res: UpstreamResponse, signal: AbortSignal): ProviderResult {
+export function passthroughResult(client: UpstreamClient, res: UpstreamResponse, cancel: Cancellation): ProviderResult {
   const headers = passthroughResponseHeaders(res.headers);
-  const mapError = (err: unknown): unknown => client.mapError(err, signal);
+  const mapError = (err: unknown): unknown => client.mapError(err, cancel);
   const tap = isEventStream(res.headers) ? new SseUsageTap() : isJson(res.headers) ? new JsonUsageTap() : undefined;
   return {
     status: res.status,

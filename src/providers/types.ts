@@ -1,3 +1,4 @@
+import type { Cancellation } from './cancellation.ts';
 import type { IncomingHttpHeaders } from 'node:http';
 
 /** The model endpoints a provider adapter can serve, named after the gateway's routes. */
@@ -33,8 +34,8 @@ export interface ProviderCall {
   contentType?: string;
   /** True when the client asked for a stream (SSE). */
   stream: boolean;
-  /** Aborted when the client goes away or the gateway times the attempt out. */
-  signal: AbortSignal;
+  /** Cancelled when the client goes away or the gateway gives up on the attempt. */
+  cancel: Cancellation;
   /**
    * The client's request headers (optional). Adapters forward only the few that belong to
    * their dialect: `anthropic-version` and `anthropic-beta` for Anthropic upstreams.
@@ -49,7 +50,7 @@ export interface PassthroughCall {
   path: string;
   headers: IncomingHttpHeaders;
   body?: Buffer;
-  signal: AbortSignal;
+  cancel: Cancellation;
 }
 
 /**

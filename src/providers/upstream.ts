@@ -1,5 +1,6 @@
 import { Pool } from 'undici';
 import type { Dispatcher } from 'undici';
+import type { Cancellation } from './cancellation.ts';
 import { UpstreamUnavailableError } from './types.ts';
 
 export interface UpstreamClientOptions {
@@ -17,7 +18,7 @@ export interface UpstreamRequest {
   path: string;
   headers: Record<string, string>;
   body?: Buffer | string;
-  signal: AbortSignal;
+  cancel: Cancellation;
 }
 
 export type UpstreamBody = Dispatcher.ResponseData['body'];
@@ -64,20 +65,20 @@ export class UpstreamClient {
         path: this.basePath + req.path,
         headers: req.headers,
         body: req.body ?? null,
-        signal: req.signal,
+        signal: req.cancel,
       });
       return { status: res.statusCode, headers: res.headers, body: res.body };
     } catch (err) {
-      throw this.mapError(err, req.signal);
+      throw this.mapError(err, req.cancel);
     }
   }
 
   /**
    * Connection failures become UpstreamUnavailableError (502; 504 for timeouts). An abort
-   * by the caller's signal is not the upstream's fault and is rethrown unchanged.
+   * by the caller's cancellation is not the upstream's fault and is rethrown unchanged.
    */
-  mapError(err: unknown, signal?: AbortSignal): unknown {
-    if (signal?.aborted) return err;
+  mapError(err: unknown, cancel?: Cancellation): unknown {
+    if (cancel?.cancelled) return err;
     if (err instanceof UpstreamUnavailableError) return err;
     const code = (err as { code?: unknown } | null)?.code;
     const detail = err instanceof Error ? err.message : String(err);
@@ -92,11 +93,11 @@ export class UpstreamClient {
   }
 
   /** Reads a whole body; failures are mapped like request failures. */
-  async readAll(body: UpstreamBody, signal: AbortSignal): Promise<Buffer> {
+  async readAll(body: UpstreamBody, cancel: Cancellation): Promise<Buffer> {
     try {
       return await collectBody(body);
     } catch (err) {
-      throw this.mapError(err, signal);
+      throw this.mapError(err, cancel);
     }
   }
 

@@ -90,6 +90,24 @@ describe('streaming pass-through and client disconnects', () => {
     up.setChunkDelay(CHUNK_DELAY);
   });
 
+  it('a client that leaves before the upstream answered cancels the upstream request', async () => {
+    up.reset();
+    up.hangNext(1); // the upstream never answers this one: only the client leaving can end it
+    const controller = new AbortController();
+    const pending = fetch(gw.url + '/v1/chat/completions', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'up/gpt-x', messages: [{ role: 'user', content: words }] }),
+      signal: controller.signal,
+    });
+    await waitFor(() => up.calls.length === 1, 2000, 'the upstream call to start');
+    controller.abort();
+    await assert.rejects(pending);
+    await waitFor(() => up.calls[0]?.aborted === true, 2000, 'the upstream request to be cancelled');
+    const ok = await gw.request('POST', '/v1/chat/completions', { body: { model: 'up/gpt-x', messages: [{ role: 'user', content: 'still serving' }] } });
+    assert.equal(ok.status, 200);
+  });
+
   it('aborting an openai SDK stream closes the upstream connection (anthropic provider)', async () => {
     ant.reset();
     ant.setChunkDelay(200);

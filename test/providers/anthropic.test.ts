@@ -5,6 +5,7 @@ import { UpstreamUnavailableError } from '../../src/providers/types.ts';
 import type { ProviderCall } from '../../src/providers/types.ts';
 import { startFakeUpstream } from '../support/fake-upstream.ts';
 import { bodyOf, jsonOf, never, sseData, sseEvents, streamOf, waitFor } from './helpers.ts';
+import { Cancellation } from '../../src/providers/cancellation.ts';
 
 const fake = await startFakeUpstream({ apiKey: 'ant-key', name: 'ant' });
 // A trailing /v1 in base_url is accepted.
@@ -16,7 +17,7 @@ after(async () => {
 beforeEach(() => fake.reset());
 
 const messages = (extra: Record<string, unknown> = {}, headers?: Record<string, string>): ProviderCall => ({
-  endpoint: 'messages', model: 'claude-x', stream: extra.stream === true, signal: never(), headers,
+  endpoint: 'messages', model: 'claude-x', stream: extra.stream === true, cancel: never(), headers,
   json: { model: 'claude-x', max_tokens: 100, messages: [{ role: 'user', content: 'hello claude' }], ...extra },
 });
 
@@ -66,7 +67,7 @@ test('errors pass through as results', async () => {
 
 test('chat completions translated to Messages and back', async () => {
   const r = await provider.call({
-    endpoint: 'chat', model: 'claude-x', stream: false, signal: never(),
+    endpoint: 'chat', model: 'claude-x', stream: false, cancel: never(),
     json: { model: 'claude-x', messages: [{ role: 'system', content: 'sys' }, { role: 'user', content: 'abcd efgh' }], stop: 'END', temperature: 0.5 },
   });
   const sent = fake.calls[0]?.body as Record<string, unknown>;
@@ -84,7 +85,7 @@ test('chat completions translated to Messages and back', async () => {
 });
 
 test('chat stream translated, usage chunk only when asked', async () => {
-  const base = { endpoint: 'chat' as const, model: 'claude-x', stream: true, signal: never() };
+  const base = { endpoint: 'chat' as const, model: 'claude-x', stream: true, cancel: never() };
   const json = { model: 'claude-x', stream: true, messages: [{ role: 'user', content: 'one two' }] };
   const plain = await provider.call({ ...base, json });
   const data = sseData((await bodyOf(plain)).toString());
@@ -103,7 +104,7 @@ test('chat stream translated, usage chunk only when asked', async () => {
 
 test('chat error translated to the OpenAI shape', async () => {
   fake.failNext(1, { status: 429 });
-  const r = await provider.call({ endpoint: 'chat', model: 'claude-x', stream: false, signal: never(), json: { model: 'claude-x', messages: [] } });
+  const r = await provider.call({ endpoint: 'chat', model: 'claude-x', stream: false, cancel: never(), json: { model: 'claude-x', messages: [] } });
   assert.equal(r.status, 429);
   assert.equal(r.headers['retry-after'], '1');
   const err = (await jsonOf(r)).error as Record<string, unknown>;
@@ -113,7 +114,7 @@ test('chat error translated to the OpenAI shape', async () => {
 
 test('unsupported endpoints answer 400 without calling upstream', async () => {
   for (const endpoint of ['embeddings', 'speech', 'transcriptions', 'responses'] as const) {
-    const r = await provider.call({ endpoint, model: 'claude-x', stream: false, signal: never(), json: { model: 'claude-x' } });
+    const r = await provider.call({ endpoint, model: 'claude-x', stream: false, cancel: never(), json: { model: 'claude-x' } });
     assert.equal(r.status, 400);
     assert.match(String(((await jsonOf(r)).error as { message: string }).message), new RegExp(`does not support the ${endpoint} endpoint`));
   }
@@ -121,7 +122,7 @@ test('unsupported endpoints answer 400 without calling upstream', async () => {
 });
 
 test('passthrough and discovery use Anthropic credentials', async () => {
-  const r = await provider.passthrough({ method: 'POST', path: '/v1/messages', signal: never(), headers: { 'content-type': 'application/json', 'x-api-key': 'client-key' }, body: Buffer.from(JSON.stringify({ model: 'm', max_tokens: 5, messages: [{ role: 'user', content: 'yo' }] })) });
+  const r = await provider.passthrough({ method: 'POST', path: '/v1/messages', cancel: never(), headers: { 'content-type': 'application/json', 'x-api-key': 'client-key' }, body: Buffer.from(JSON.stringify({ model: 'm', max_tokens: 5, messages: [{ role: 'user', content: 'yo' }] })) });
   assert.equal(r.status, 200);
   await bodyOf(r);
   assert.deepEqual(r.usage(), { promptTokens: 1, completionTokens: 1, totalTokens: 2 });
@@ -137,10 +138,10 @@ test('timeout and abort', async () => {
   await slow.close();
   fake.reset();
   fake.setLatency(300);
-  const ac = new AbortController();
-  const p = provider.call({ ...messages(), signal: ac.signal });
+  const ac = new Cancellation();
+  const p = provider.call({ ...messages(), cancel: ac });
   await waitFor(() => fake.calls.length === 1);
-  ac.abort();
+  ac.cancel();
   await assert.rejects(p);
   await waitFor(() => fake.calls[0]?.aborted === true);
 });

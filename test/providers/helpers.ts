@@ -1,5 +1,6 @@
 import type { ProviderResult } from '../../src/providers/types.ts';
 import { SseParser } from '../../src/providers/sse.ts';
+import { Cancellation } from '../../src/providers/cancellation.ts';
 
 export async function bodyOf(result: ProviderResult): Promise<Buffer> {
   if (Buffer.isBuffer(result.body)) return result.body;
@@ -32,8 +33,8 @@ export function streamOf(result: ProviderResult): AsyncIterable<Buffer> {
   return result.body;
 }
 
-export function never(): AbortSignal {
-  return new AbortController().signal;
+export function never(): Cancellation {
+  return new Cancellation();
 }
 
 export async function waitFor(cond: () => boolean, ms = 2000): Promise<void> {

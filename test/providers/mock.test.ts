@@ -5,20 +5,21 @@ import { createProvider, createProviders } from '../../src/providers/registry.ts
 import { AnthropicProvider } from '../../src/providers/anthropic.ts';
 import { OpenAIProvider } from '../../src/providers/openai.ts';
 import { bodyOf, jsonOf, never, sseData, sseEvents, streamOf } from './helpers.ts';
+import { Cancellation } from '../../src/providers/cancellation.ts';
 
 const mock = new MockProvider();
 const json = { model: 'mock-1', messages: [{ role: 'user', content: 'echo this please' }] };
 
 test('models and chat echo with usage', async () => {
   assert.deepEqual(await mock.listModels(), ['mock-1', 'mock-embed']);
-  const r = await mock.call({ endpoint: 'chat', model: 'mock-1', stream: false, signal: never(), json });
+  const r = await mock.call({ endpoint: 'chat', model: 'mock-1', stream: false, cancel: never(), json });
   const body = await jsonOf(r);
   assert.equal((body.choices as Array<{ message: { content: string } }>)[0]?.message.content, 'echo this please');
   assert.deepEqual(r.usage(), { promptTokens: 4, completionTokens: 4, totalTokens: 8 });
 });
 
 test('chat stream: several chunks, usage chunk only when asked, usage always reported', async () => {
-  const r = await mock.call({ endpoint: 'chat', model: 'mock-1', stream: true, signal: never(), json: { ...json, stream: true } });
+  const r = await mock.call({ endpoint: 'chat', model: 'mock-1', stream: true, cancel: never(), json: { ...json, stream: true } });
   let n = 0;
   let text = '';
   for await (const c of streamOf(r)) {
@@ -30,15 +31,15 @@ test('chat stream: several chunks, usage chunk only when asked, usage always rep
   assert.equal(data.at(-1), '[DONE]');
   assert.ok(data.slice(0, -1).every((c) => typeof c !== 'string' && (c.choices as unknown[]).length === 1));
   assert.equal(r.usage()?.totalTokens, 8);
-  const u = await mock.call({ endpoint: 'chat', model: 'mock-1', stream: true, signal: never(), json: { ...json, stream: true, stream_options: { include_usage: true } } });
+  const u = await mock.call({ endpoint: 'chat', model: 'mock-1', stream: true, cancel: never(), json: { ...json, stream: true, stream_options: { include_usage: true } } });
   assert.deepEqual((sseData((await bodyOf(u)).toString()).at(-2) as Record<string, unknown>).choices, []);
 });
 
 test('messages (json and stream) in the Anthropic shape', async () => {
-  const m = await jsonOf(await mock.call({ endpoint: 'messages', model: 'mock-1', stream: false, signal: never(), json }));
+  const m = await jsonOf(await mock.call({ endpoint: 'messages', model: 'mock-1', stream: false, cancel: never(), json }));
   assert.equal(m.type, 'message');
   assert.deepEqual(m.content, [{ type: 'text', text: 'echo this please' }]);
-  const s = await mock.call({ endpoint: 'messages', model: 'mock-1', stream: true, signal: never(), json });
+  const s = await mock.call({ endpoint: 'messages', model: 'mock-1', stream: true, cancel: never(), json });
   const events = sseEvents((await bodyOf(s)).toString());
   assert.equal(events[0]?.event, 'message_start');
   assert.equal(events.at(-1)?.event, 'message_stop');
@@ -46,29 +47,29 @@ test('messages (json and stream) in the Anthropic shape', async () => {
 });
 
 test('responses, embeddings, speech, transcriptions', async () => {
-  const r = await jsonOf(await mock.call({ endpoint: 'responses', model: 'mock-1', stream: false, signal: never(), json: { model: 'mock-1', input: 'hi' } }));
+  const r = await jsonOf(await mock.call({ endpoint: 'responses', model: 'mock-1', stream: false, cancel: never(), json: { model: 'mock-1', input: 'hi' } }));
   assert.deepEqual(r.usage, { input_tokens: 1, output_tokens: 1, total_tokens: 2 });
-  const rs = await mock.call({ endpoint: 'responses', model: 'mock-1', stream: true, signal: never(), json: { model: 'mock-1', input: 'hi' } });
+  const rs = await mock.call({ endpoint: 'responses', model: 'mock-1', stream: true, cancel: never(), json: { model: 'mock-1', input: 'hi' } });
   assert.equal(sseEvents((await bodyOf(rs)).toString()).at(-1)?.event, 'response.completed');
-  const e = await mock.call({ endpoint: 'embeddings', model: 'mock-embed', stream: false, signal: never(), json: { model: 'mock-embed', input: ['a', 'b'] } });
+  const e = await mock.call({ endpoint: 'embeddings', model: 'mock-embed', stream: false, cancel: never(), json: { model: 'mock-embed', input: ['a', 'b'] } });
   const data = (await jsonOf(e)).data as Array<{ embedding: number[] }>;
   assert.equal(data[0]?.embedding.length, 16);
   assert.deepEqual(data[0]?.embedding, mockEmbedding('a'));
   assert.notDeepEqual(data[0]?.embedding, data[1]?.embedding);
   assert.equal(e.usage()?.promptTokens, 2);
-  const sp = await mock.call({ endpoint: 'speech', model: 'mock-1', stream: false, signal: never(), json: { model: 'mock-1', input: 'x', voice: 'a' } });
+  const sp = await mock.call({ endpoint: 'speech', model: 'mock-1', stream: false, cancel: never(), json: { model: 'mock-1', input: 'x', voice: 'a' } });
   assert.equal(sp.headers['content-type'], 'audio/mpeg');
   assert.ok((await bodyOf(sp)).length > 0);
   assert.ok(sp.usage());
-  const tr = await mock.call({ endpoint: 'transcriptions', model: 'mock-1', stream: false, signal: never(), raw: Buffer.from('x'), contentType: 'multipart/form-data; boundary=x' });
+  const tr = await mock.call({ endpoint: 'transcriptions', model: 'mock-1', stream: false, cancel: never(), raw: Buffer.from('x'), contentType: 'multipart/form-data; boundary=x' });
   assert.equal((await jsonOf(tr)).text, 'This is a mock transcription.');
   assert.ok(tr.usage());
 });
 
-test('aborted signal rejects', async () => {
-  const ac = new AbortController();
-  ac.abort();
-  await assert.rejects(mock.call({ endpoint: 'chat', model: 'mock-1', stream: false, signal: ac.signal, json }));
+test('a cancelled call rejects', async () => {
+  const ac = new Cancellation();
+  ac.cancel();
+  await assert.rejects(mock.call({ endpoint: 'chat', model: 'mock-1', stream: false, cancel: ac, json }));
 });
 
 test('registry builds providers from config entries, in order', async () => {

@@ -6,6 +6,7 @@ import { UpstreamUnavailableError } from '../../src/providers/types.ts';
 import type { ProviderCall } from '../../src/providers/types.ts';
 import { startFakeUpstream } from '../support/fake-upstream.ts';
 import { bodyOf, jsonOf, never, sseData, sseEvents, streamOf, waitFor } from './helpers.ts';
+import { Cancellation } from '../../src/providers/cancellation.ts';
 
 const fake = await startFakeUpstream({ apiKey: 'sk-test', name: 'oa' });
 const provider = new OpenAIProvider({ name: 'oa', baseUrl: `${fake.url}/v1`, apiKey: 'sk-test', timeoutMs: 2000 });
@@ -15,8 +16,8 @@ after(async () => {
 });
 beforeEach(() => fake.reset());
 
-const chat = (extra: Record<string, unknown> = {}, signal = never()): ProviderCall => ({
-  endpoint: 'chat', model: 'gpt-x', stream: extra.stream === true, signal,
+const chat = (extra: Record<string, unknown> = {}, cancel = never()): ProviderCall => ({
+  endpoint: 'chat', model: 'gpt-x', stream: extra.stream === true, cancel,
   json: { model: 'gpt-x', messages: [{ role: 'user', content: 'hello world again' }], ...extra },
 });
 
@@ -69,23 +70,23 @@ test('stream chunks reach the consumer before the upstream sends the rest', asyn
 });
 
 test('responses: JSON usage and stream usage from response.completed', async () => {
-  const json = await provider.call({ endpoint: 'responses', model: 'gpt-x', stream: false, signal: never(), json: { model: 'gpt-x', input: 'abcdefgh' } });
+  const json = await provider.call({ endpoint: 'responses', model: 'gpt-x', stream: false, cancel: never(), json: { model: 'gpt-x', input: 'abcdefgh' } });
   assert.deepEqual(json.usage(), { promptTokens: 2, completionTokens: 2, totalTokens: 4 });
-  const s = await provider.call({ endpoint: 'responses', model: 'gpt-x', stream: true, signal: never(), json: { model: 'gpt-x', input: 'abcdefgh', stream: true } });
+  const s = await provider.call({ endpoint: 'responses', model: 'gpt-x', stream: true, cancel: never(), json: { model: 'gpt-x', input: 'abcdefgh', stream: true } });
   const events = sseEvents((await bodyOf(s)).toString());
   assert.equal(events.at(-1)?.event, 'response.completed');
   assert.deepEqual(s.usage(), { promptTokens: 2, completionTokens: 2, totalTokens: 4 });
 });
 
 test('embeddings, speech (binary stream), transcriptions (multipart bytes)', async () => {
-  const e = await provider.call({ endpoint: 'embeddings', model: 'emb', stream: false, signal: never(), json: { model: 'emb', input: 'abcd' } });
+  const e = await provider.call({ endpoint: 'embeddings', model: 'emb', stream: false, cancel: never(), json: { model: 'emb', input: 'abcd' } });
   assert.deepEqual(e.usage(), { promptTokens: 1, completionTokens: 0, totalTokens: 1 });
-  const sp = await provider.call({ endpoint: 'speech', model: 'tts', stream: false, signal: never(), json: { model: 'tts', input: 'hi', voice: 'alloy' } });
+  const sp = await provider.call({ endpoint: 'speech', model: 'tts', stream: false, cancel: never(), json: { model: 'tts', input: 'hi', voice: 'alloy' } });
   assert.equal(sp.headers['content-type'], 'audio/mpeg');
   assert.equal((await bodyOf(sp)).subarray(0, 3).toString(), 'ID3');
   const boundary = 'XyZ';
   const raw = Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="model"\r\n\r\nwhisper-1\r\n--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\nContent-Type: audio/wav\r\n\r\nRIFF\r\n--${boundary}--\r\n`);
-  const tr = await provider.call({ endpoint: 'transcriptions', model: 'whisper-1', stream: false, signal: never(), raw, contentType: `multipart/form-data; boundary=${boundary}` });
+  const tr = await provider.call({ endpoint: 'transcriptions', model: 'whisper-1', stream: false, cancel: never(), raw, contentType: `multipart/form-data; boundary=${boundary}` });
   assert.equal(tr.status, 200);
   assert.match(String((await jsonOf(tr)).text), /fake transcription of \d+ bytes/);
   assert.deepEqual(fake.calls.at(-1)?.raw, raw, 'forwarded byte for byte');
@@ -140,20 +141,20 @@ test('dropped stream surfaces as an error while iterating', async () => {
 
 test('abort cancels the upstream request, before headers and mid-stream', async () => {
   fake.setLatency(500);
-  const ac = new AbortController();
-  const p = provider.call(chat({}, ac.signal));
+  const ac = new Cancellation();
+  const p = provider.call(chat({}, ac));
   await waitFor(() => fake.calls.length === 1);
-  ac.abort();
+  ac.cancel();
   await assert.rejects(p, (err: unknown) => !(err instanceof UpstreamUnavailableError));
   await waitFor(() => fake.calls[0]?.aborted === true);
 
   fake.reset();
   fake.setChunkDelay(50);
-  const ac2 = new AbortController();
-  const r = await provider.call(chat({ stream: true }, ac2.signal));
+  const ac2 = new Cancellation();
+  const r = await provider.call(chat({ stream: true }, ac2));
   const it = streamOf(r)[Symbol.asyncIterator]();
   await it.next();
-  ac2.abort();
+  ac2.cancel();
   await assert.rejects(async () => {
     for (let n = await it.next(); !n.done; n = await it.next());
   });
@@ -169,7 +170,7 @@ test('stopping iteration early frees the upstream', async () => {
 
 test('messages endpoint translated to chat and back, stream included', async () => {
   const json = { model: 'gpt-x', max_tokens: 50, system: 'be brief', messages: [{ role: 'user', content: 'hi there' }] };
-  const r = await provider.call({ endpoint: 'messages', model: 'gpt-x', stream: false, signal: never(), json });
+  const r = await provider.call({ endpoint: 'messages', model: 'gpt-x', stream: false, cancel: never(), json });
   const body = await jsonOf(r);
   assert.equal(body.type, 'message');
   assert.deepEqual(body.content, [{ type: 'text', text: 'hi there' }]);
@@ -178,14 +179,14 @@ test('messages endpoint translated to chat and back, stream included', async () 
   assert.deepEqual(sent.messages[0], { role: 'system', content: 'be brief' });
   assert.equal(r.usage()?.completionTokens, 2);
 
-  const s = await provider.call({ endpoint: 'messages', model: 'gpt-x', stream: true, signal: never(), json: { ...json, stream: true } });
+  const s = await provider.call({ endpoint: 'messages', model: 'gpt-x', stream: true, cancel: never(), json: { ...json, stream: true } });
   const events = sseEvents((await bodyOf(s)).toString());
   assert.deepEqual(events.map((e) => e.event), ['message_start', 'content_block_start', 'content_block_delta', 'content_block_delta', 'content_block_stop', 'message_delta', 'message_stop']);
   assert.deepEqual(events.at(-2)?.data.usage, { input_tokens: 4, output_tokens: 2 });
   assert.deepEqual(s.usage(), { promptTokens: 4, completionTokens: 2, totalTokens: 6 });
 
   fake.failNext(1, { status: 400 });
-  const err = await provider.call({ endpoint: 'messages', model: 'gpt-x', stream: false, signal: never(), json });
+  const err = await provider.call({ endpoint: 'messages', model: 'gpt-x', stream: false, cancel: never(), json });
   assert.equal(err.status, 400);
   assert.equal((await jsonOf(err)).type, 'error');
 });
@@ -193,7 +194,7 @@ test('messages endpoint translated to chat and back, stream included', async () 
 test('passthrough: path, headers filtered, credentials swapped, usage read', async () => {
   const body = Buffer.from(JSON.stringify({ model: 'gpt-x', messages: [{ role: 'user', content: 'pass' }] }));
   const r = await provider.passthrough({
-    method: 'POST', path: '/chat/completions?x=1', body, signal: never(),
+    method: 'POST', path: '/chat/completions?x=1', body, cancel: never(),
     headers: { 'content-type': 'application/json', authorization: 'Bearer gateway', 'x-floodgate-user-path': '/t', host: 'gw', 'x-custom': 'yes', 'content-length': String(body.length) },
   });
   assert.equal(r.status, 200);
@@ -207,7 +208,7 @@ test('passthrough: path, headers filtered, credentials swapped, usage read', asy
   assert.equal(c?.headers['x-custom'], 'yes');
   assert.equal(c?.headers['x-floodgate-user-path'], undefined);
   assert.notEqual(c?.headers.host, 'gw');
-  const models = await provider.passthrough({ method: 'GET', path: '/models', headers: {}, signal: never() });
+  const models = await provider.passthrough({ method: 'GET', path: '/models', headers: {}, cancel: never() });
   assert.equal(models.status, 200);
   assert.match((await bodyOf(models)).toString(), /fake-model/);
 });

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { HttpServices } from '../context.ts';
 import { accountCompleted } from '../accounting.ts';
-import { admit, asGatewayError, clientGoneSignal } from '../dispatch.ts';
+import { admit, asGatewayError, clientGone } from '../dispatch.ts';
 import { notFound } from '../errors.ts';
 import { sendResult } from '../respond.ts';
 
@@ -21,7 +21,7 @@ export function registerPassthrough(app: FastifyInstance, services: HttpServices
       const model = modelOf(body, request.headers['content-type']);
       const headers = admit(reply, services, { userPath: request.identity.userPath, provider: provider.name, model });
       const startedAt = services.now();
-      const signal = clientGoneSignal(reply);
+      const cancel = clientGone(reply);
       let result;
       try {
         result = await provider.passthrough({
@@ -29,7 +29,7 @@ export function registerPassthrough(app: FastifyInstance, services: HttpServices
           path,
           headers: request.headers,
           body,
-          signal,
+          cancel,
         });
       } catch (err) {
         throw asGatewayError(err, provider.name);
