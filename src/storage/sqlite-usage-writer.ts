@@ -75,7 +75,7 @@ export class SqliteUsageWriter {
     this.workerUrl = options.workerUrl ?? WORKER_URL;
   }
 
-  /** Commits `batch` in the writer thread (it is copied there, not transferred). */
+  /** Commits `batch` in the writer thread. Its typed array is transferred: pass a copy (UsageBatch.columns()). */
   insert(batch: UsageColumns): Promise<void> {
     if (this.closed) return Promise.reject(new Error('SQLite usage writer is closed'));
     let thread: Thread;
@@ -88,7 +88,7 @@ export class SqliteUsageWriter {
     const done = new Promise<void>((resolve, reject) => thread.pending.set(id, { resolve, reject }));
     try {
       const request: WriterRequest = { id, batch };
-      thread.worker.postMessage(request);
+      thread.worker.postMessage(request, [batch.numbers.buffer]);
     } catch (err) {
       thread.pending.delete(id);
       updateRef(thread);

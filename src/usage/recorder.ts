@@ -71,7 +71,7 @@ export class UsageRecorder {
     this.onError = options.onError ?? (() => {});
     this.filling = new UsageBatch(this.batchSize);
     if (this.enabled) {
-      this.timer = setInterval(() => this.backgroundFlush(), options.flushIntervalMs ?? 1000);
+      this.timer = setInterval(() => this.backgroundFlush(true), options.flushIntervalMs ?? 1000);
       // A pending flush must not keep the process alive; shutdown calls close() explicitly.
       this.timer.unref();
     }
@@ -87,7 +87,7 @@ export class UsageRecorder {
     }
     this.enqueueFilling();
     this.enforceBound();
-    if (!this.failing) this.backgroundFlush();
+    if (!this.failing) this.backgroundFlush(false);
   }
 
   /** Records waiting to be written (including a batch being written right now). */
@@ -105,7 +105,16 @@ export class UsageRecorder {
    * goes to `onError` and the records stay queued for the next attempt); check `pending`.
    */
   flush(): Promise<void> {
-    const run = this.tail.then(() => this.drain());
+    return this.enqueueFlush(true);
+  }
+
+  /**
+   * `partial`: also write the batch still being filled. A flush triggered by a full batch does
+   * not: under load that batch holds a record or two, and writing it would double the number of
+   * messages to the writer thread and of commits.
+   */
+  private enqueueFlush(partial: boolean): Promise<void> {
+    const run = this.tail.then(() => this.drain(partial));
     this.tail = run.catch(() => {});
     return run;
   }
@@ -118,10 +127,10 @@ export class UsageRecorder {
   }
 
   /** Timer / full-batch trigger: at most one queued flush, so retries do not pile up. */
-  private backgroundFlush(): void {
+  private backgroundFlush(partial: boolean): void {
     if (this.flushQueued || this.pending === this.inFlight) return;
     this.flushQueued = true;
-    void this.flush().finally(() => {
+    void this.enqueueFlush(partial).finally(() => {
       this.flushQueued = false;
     });
   }
@@ -133,10 +142,10 @@ export class UsageRecorder {
     this.filling = new UsageBatch(this.batchSize);
   }
 
-  private async drain(): Promise<void> {
+  private async drain(partial: boolean): Promise<void> {
     this.reportDrops();
     // Take everything queued so far; records arriving meanwhile go to a fresh batch.
-    this.enqueueFilling();
+    if (partial) this.enqueueFilling();
     const batches = this.queue;
     this.queue = [];
     this.inFlight = this.queued;

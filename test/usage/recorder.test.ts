@@ -72,6 +72,18 @@ describe('UsageRecorder', () => {
     await recorder.close();
   });
 
+  it('a flush triggered by a full batch leaves the batch being filled to the timer', async () => {
+    const sink = new FakeSink();
+    const recorder = new UsageRecorder(sink, { batchSize: 3, flushIntervalMs: 60_000 });
+    for (const n of range(0, 4)) recorder.record(rec(n));
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(sink.batches.map((b) => b.map((r) => r.promptTokens)), [[0, 1, 2]]);
+    assert.equal(recorder.pending, 1);
+    await recorder.flush();
+    assert.deepEqual(sink.batches.map((b) => b.map((r) => r.promptTokens)), [[0, 1, 2], [3]]);
+    await recorder.close();
+  });
+
   it('flushes on the timer', async () => {
     const sink = new FakeSink();
     const recorder = new UsageRecorder(sink, { flushIntervalMs: 20 });
