@@ -37,15 +37,17 @@ export async function dispatch(
   const cancel = clientGone(reply);
   const outcome = await execute(reply, services, route, modelRequest, identity.userPath, cancel);
   const { result, target } = outcome;
+  let headers = outcome.headers;
   if (cached !== undefined) {
-    reply.header(CACHE_HEADER, cached.mode === 'bypass' ? 'bypass' : 'miss');
+    // Passed with the answer: sendResult writes the response itself, not through fastify's reply headers.
+    headers = { ...headers, [CACHE_HEADER]: cached.mode === 'bypass' ? 'bypass' : 'miss' };
     if (cached.mode !== 'bypass' && result.status === 200 && Buffer.isBuffer(result.body)) {
       services.cache!.set(cached.key, { status: 200, headers: result.headers, body: result.body, provider: target.provider.name, model: target.model });
     }
   }
   let status = result.status;
   try {
-    await sendResult(reply, result, dialect, outcome.headers);
+    await sendResult(reply, result, dialect, headers);
   } catch (err) {
     status = 502;
     request.log.warn({ err, provider: target.provider.name }, 'upstream stream failed');
@@ -107,7 +109,7 @@ async function execute(
         i++;
         continue;
       }
-      if (admission.holdsSlots) reply.raw.once('close', () => admission.release());
+      if (admission.holdsSlots) reply.raw.on('close', () => admission.release());
       if (first) {
         ticket = admission;
         headers = rateLimitHeaders(admission.headers);
@@ -245,7 +247,8 @@ export function admit(reply: FastifyReply, services: HttpServices, target: Admis
   if (limiter === undefined) return undefined;
   const admission = limiter.admit(target, options);
   if (!admission.ok) throw rateLimitedError(admission);
-  if (admission.holdsSlots) reply.raw.once('close', () => admission.release());
+  // `on`, not `once`: a response closes once and is then dropped, so nothing is left to remove.
+  if (admission.holdsSlots) reply.raw.on('close', () => admission.release());
   return rateLimitHeaders(admission.headers);
 }
 
@@ -263,7 +266,8 @@ export function asGatewayError(err: unknown, provider: string): unknown {
 export function clientGone(reply: FastifyReply): Cancellation {
   const cancel = new Cancellation();
   const raw = reply.raw;
-  raw.once('close', () => {
+  // `on`, not `once`: a response closes once and is then dropped, so nothing is left to remove.
+  raw.on('close', () => {
     if (!raw.writableFinished) cancel.cancel();
   });
   return cancel;

@@ -5,9 +5,11 @@ import { isRelayedBody } from '../providers/upstream.ts';
 import { GatewayError, errorBody, type ErrorDialect } from './errors.ts';
 
 /**
- * Writes a provider's answer to the client. Buffered answers go through fastify; streams are
- * written straight to the socket chunk by chunk (reply.hijack) so nothing is held back.
- * Resolves when the answer was fully written or the client went away.
+ * Writes a provider's answer to the client, with `extraHeaders`. Successful answers are written
+ * to the socket directly (reply.hijack): buffered ones in one write, streams chunk by chunk so
+ * nothing is held back. Headers set on `reply` before the call are not sent: pass them in
+ * `extraHeaders`. Errors go through fastify. Resolves when the answer was fully written or the
+ * client went away.
  */
 export async function sendResult(
   reply: FastifyReply,
@@ -23,8 +25,13 @@ export async function sendResult(
     return;
   }
   if (Buffer.isBuffer(result.body)) {
-    if (extraHeaders) reply.headers(extraHeaders);
-    await reply.code(result.status).headers(result.headers).send(result.body);
+    // Bytes and headers are final: written by hand, like streams, rather than through fastify's
+    // send pipeline (a header call per header, serializers and onSend hooks that have nothing
+    // to do here). A new object: result.headers may be shared with the response cache.
+    const headers: Record<string, string> = { ...result.headers, ...extraHeaders, 'content-length': String(result.body.length) };
+    reply.hijack();
+    reply.raw.writeHead(result.status, headers);
+    reply.raw.end(result.body);
     return;
   }
   await writeStream(reply, result, extraHeaders);
@@ -38,13 +45,13 @@ async function writeStream(reply: FastifyReply, result: ProviderResult, extraHea
   const isSse = (result.headers['content-type'] ?? '').includes('text/event-stream');
   try {
     if (isRelayedBody(result.body)) {
-      await result.body.pipeTo(raw);
+      // Ended by pipeTo with the last chunk: one socket write for both.
+      await result.body.pipeTo(raw, { end: true });
+      return;
+    }
+    for await (const chunk of result.body as AsyncIterable<Buffer>) {
       if (raw.destroyed) return;
-    } else {
-      for await (const chunk of result.body as AsyncIterable<Buffer>) {
-        if (raw.destroyed) return;
-        if (!raw.write(chunk)) await once(raw, 'drain');
-      }
+      if (!raw.write(chunk)) await once(raw, 'drain');
     }
     raw.end();
   } catch (err) {

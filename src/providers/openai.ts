@@ -42,6 +42,8 @@ export class OpenAIProvider implements Provider {
   private readonly client: UpstreamClient;
   private readonly apiKey: string | undefined;
   private readonly configuredModels: string[] | undefined;
+  /** The headers of every JSON call: built once, undici only reads them. */
+  private readonly jsonHeaders: Readonly<Record<string, string>>;
   private discovered: Promise<string[]> | undefined;
 
   constructor(opts: OpenAIProviderOptions) {
@@ -54,6 +56,7 @@ export class OpenAIProvider implements Provider {
       connectTimeoutMs: opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
       timeoutMs: opts.timeoutMs ?? DEFAULT_TIMEOUT_MS,
     });
+    this.jsonHeaders = Object.freeze(this.headers('application/json'));
   }
 
   async listModels(): Promise<string[]> {
@@ -87,7 +90,8 @@ export class OpenAIProvider implements Provider {
       }
       contentType = 'application/json';
     }
-    const res = await this.client.request({ method: 'POST', path: PATHS[call.endpoint], headers: this.headers(contentType), body, cancel: call.cancel });
+    const headers = contentType === 'application/json' ? this.jsonHeaders : this.headers(contentType);
+    const res = await this.client.request({ method: 'POST', path: PATHS[call.endpoint], headers, body, cancel: call.cancel });
     return this.result(res, call.cancel, stripUsage);
   }
 
@@ -144,7 +148,7 @@ export class OpenAIProvider implements Provider {
   private async messages(call: ProviderCall): Promise<ProviderResult> {
     const chat = messagesToChatRequest({ ...call.json, model: call.model, stream: call.stream });
     const res = await this.client.request({
-      method: 'POST', path: PATHS.chat, headers: this.headers('application/json'), body: JSON.stringify(chat), cancel: call.cancel,
+      method: 'POST', path: PATHS.chat, headers: this.jsonHeaders, body: JSON.stringify(chat), cancel: call.cancel,
     });
     if (res.status >= 400) {
       const buf = await this.client.readAll(res.body, call.cancel);
