@@ -49,6 +49,9 @@ const BUILT_IN_MOCK = { mock: { type: 'mock' as const } };
 export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const { config, logger } = options;
   const now = options.now ?? Date.now;
+  // Closures made here must not capture `options` or `config`: they live as long as the gateway,
+  // and the parsed config with its rate-limit seeds (large with many rules) would live with them.
+  const shutdownGraceMs = options.shutdownGraceMs ?? 10_000;
   const masterKey = config.server.master_key || undefined;
   assertSafeListen(config.server.host, masterKey);
   if (!masterKey) logger.warn('MASTER_KEY is not set: every route is open (allowed on a loopback host only)');
@@ -100,7 +103,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       server,
       url,
       port,
-      close: () => shutdown(server, cleanup, options.shutdownGraceMs ?? 10_000, logger),
+      close: () => shutdown(server, cleanup, shutdownGraceMs, logger),
     };
   } catch (err) {
     await runAll(cleanup, logger);
