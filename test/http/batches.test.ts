@@ -115,6 +115,7 @@ describe('batch submission rate limits', () => {
         'rate_limits:',
         '  user_paths: [ { path: /limited, limits: [ { period_seconds: 3600, max_requests: 1 } ] } ]',
         '  providers: [ { name: mock, limits: [ { period: concurrent, max_requests: 1 }, { period: minute, max_requests: 1 } ] } ]',
+        '  models: [ { model: mock/mock-1, limits: [ { period: hour, max_requests: 1 } ] } ]',
       ].join('\n'),
     });
   });
@@ -131,11 +132,17 @@ describe('batch submission rate limits', () => {
     });
   });
 
-  it('is not blocked by exhausted provider rules', async () => {
+  it('is not blocked by exhausted provider or model rules', async () => {
     const sdk = client(gw, '/free');
-    // Exhaust the provider's minute request cap with a normal request.
+    // One normal request exhausts both the provider's minute cap and the model's hour cap.
     await sdk.chat.completions.create({ model: 'mock-1', messages: [{ role: 'user', content: 'x' }] });
-    await assert.rejects(sdk.chat.completions.create({ model: 'mock-1', messages: [{ role: 'user', content: 'x' }] }), { status: 429 });
+    await assert.rejects(sdk.chat.completions.create({ model: 'mock-1', messages: [{ role: 'user', content: 'x' }] }), (err: APIError) => {
+      assert.equal(err.status, 429);
+      assert.match(err.message, /provider mock|model mock\/mock-1/);
+      return true;
+    });
+    const status = await fetch(`${gw.url}/admin/rate-limits`).then((r) => r.json()) as { rate_limits: Array<{ scope: string; requests_remaining?: number }> };
+    assert.equal(status.rate_limits.find((r) => r.scope === 'model')?.requests_remaining, 0, 'the model rule is exhausted too');
     const b1 = await submit(sdk, 'mock-1', 1);
     const b2 = await submit(sdk, 'mock-1', 1);
     assert.notEqual(b1.id, b2.id);

@@ -215,6 +215,27 @@ describe('realtime with the official openai SDK', () => {
     await closed(rt.socket as unknown as WebSocket);
   });
 
+  it('refuses a second session while the first holds the only slot, and admits it once the first closed', async () => {
+    const url = `${gw.url.replace('http', 'ws')}/v1/realtime?model=mock-1`;
+    const auth = { headers: { authorization: 'Bearer master' } };
+    const first = (await connect(url, auth)) as WebSocket;
+    assert.ok(first instanceof WebSocket);
+    const refused = (await connect(url, auth)) as Refusal;
+    assert.equal(refused.status, 429);
+    assert.equal(JSON.parse(refused.body).error.code, 'rate_limit_exceeded');
+    first.close();
+    await closed(first);
+    let second: WebSocket | Refusal | undefined;
+    // The gateway learns of the close a moment after the client does.
+    for (let i = 0; i < 50 && !(second instanceof WebSocket); i++) {
+      second = await connect(url, auth);
+      if (!(second instanceof WebSocket)) await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.ok(second instanceof WebSocket, 'the second session is admitted once the first closed');
+    second.close();
+    await closed(second);
+  });
+
   it('frees the slot when the client vanishes without a close frame', async () => {
     const url = `${gw.url.replace('http', 'ws')}/v1/realtime?model=mock-1`;
     const auth = { headers: { authorization: 'Bearer master' } };
