@@ -2,10 +2,10 @@
  * Shared pieces of the HTTP benchmarks (bench/run.ts) and the profiler (bench/profile.ts):
  * child-process servers, the gateway configurations, the request bodies and autocannon.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -278,4 +278,96 @@ export async function probe(url: string, stream: boolean, expectHeader?: string)
   if (expectHeader !== undefined && res.headers.get(expectHeader) === null) {
     throw new Error(`probe ${url}: header ${expectHeader} missing (the rate-limit rules did not match)`);
   }
+}
+
+// ---- CPU placement --------------------------------------------------------------------------
+
+/**
+ * Where the benchmark puts its processes on a machine with 2 cores or more: the load generator
+ * and the fake upstream on CPU 0, each server under test on CPU 1. A server then competes with
+ * nothing of the benchmark's own for its core, and its requests/s reflect its own cost.
+ */
+export const LOAD_CPU = 0;
+export const SERVER_CPU = 1;
+
+let tasksetChecked: boolean | undefined;
+
+/** Whether processes can be pinned here (Linux `taskset`, at least 2 CPUs). */
+export function canPin(): boolean {
+  if (tasksetChecked === undefined) {
+    tasksetChecked = availableParallelism() >= 2 && spawnSync('taskset', ['-p', String(process.pid)], { stdio: 'ignore' }).status === 0;
+  }
+  return tasksetChecked;
+}
+
+/** Pins every thread of `pid` to `cpu` (threads started later inherit it). No-op where pinning is unavailable. */
+export function pin(pid: number, cpu: number): void {
+  if (!canPin()) return;
+  const result = spawnSync('taskset', ['-a', '-pc', String(cpu), String(pid)], { stdio: ['ignore', 'ignore', 'pipe'] });
+  if (result.status !== 0) throw new Error(`taskset -a -pc ${cpu} ${pid} failed: ${result.stderr.toString().trim()}`);
+}
+
+/**
+ * A CPU-controller cgroup per server, all with the same weight: when two servers share a core
+ * side by side, each gets half of it whatever its thread count (the kernel shares CPU between
+ * threads, and the gateway has a usage-writer thread besides its event loop). cgroup v2 where
+ * its cpu controller is enabled, else v1's cpu hierarchy; undefined where neither is writable
+ * (not root, no cgroupfs), and the comparison then shares the core between threads.
+ */
+export interface CpuGroups {
+  readonly kind: 'cgroup v2' | 'cgroup v1';
+  add(name: string, pid: number): void;
+  remove(): void;
+}
+
+export function createCpuGroups(): CpuGroups | undefined {
+  const v2 = '/sys/fs/cgroup';
+  const v1 = '/sys/fs/cgroup/cpu';
+  let root: string;
+  let kind: CpuGroups['kind'];
+  let weightFile: string;
+  let weight: string;
+  try {
+    if (readFileSync(join(v2, 'cgroup.subtree_control'), 'utf8').split(/\s+/).includes('cpu')) {
+      [root, kind, weightFile, weight] = [v2, 'cgroup v2', 'cpu.weight', '100'];
+    } else if (existsSync(join(v1, 'cpu.shares'))) {
+      [root, kind, weightFile, weight] = [v1, 'cgroup v1', 'cpu.shares', '1024'];
+    } else {
+      return undefined;
+    }
+  } catch {
+    if (!existsSync(join(v1, 'cpu.shares'))) return undefined;
+    [root, kind, weightFile, weight] = [v1, 'cgroup v1', 'cpu.shares', '1024'];
+  }
+  const created: string[] = [];
+  const base = `floodgate-bench-${process.pid}`;
+  try {
+    const probe = join(root, `${base}-probe`);
+    mkdirSync(probe);
+    rmdirSync(probe);
+  } catch {
+    return undefined;
+  }
+  return {
+    kind,
+    add(name, pid) {
+      const dir = join(root, `${base}-${name}`);
+      if (!existsSync(dir)) {
+        mkdirSync(dir);
+        created.push(dir);
+      }
+      writeFileSync(join(dir, weightFile), weight);
+      writeFileSync(join(dir, 'cgroup.procs'), String(pid));
+    },
+    remove() {
+      // A group can be removed once its processes have exited.
+      for (const dir of created.splice(0)) {
+        try {
+          rmdirSync(dir);
+        } catch {
+          // still populated (a server that did not exit): left for the system to clean up
+        }
+      }
+    },
+  };
 }
