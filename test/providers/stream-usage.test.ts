@@ -30,6 +30,16 @@ describe('SseUsageTap', () => {
     });
   }
 
+  it('finds event ends with mixed line ends (a line ended by LF, the blank line by CRLF)', () => {
+    const event = (json: string): string => `data: ${json}\n\r\n`;
+    const text = event('{"choices":[{"delta":{"content":"a"}}],"usage":null}') + event('{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}') + event('[DONE]');
+    for (const size of [1, 3, 4096]) {
+      const tap = new SseUsageTap({ stripChatUsageChunk: true });
+      assert.equal(run(tap, text, size), event('{"choices":[{"delta":{"content":"a"}}],"usage":null}') + event('[DONE]'), `split ${size}`);
+      assert.deepEqual(tap.usage(), { promptTokens: 1, completionTokens: 1, totalTokens: 2 });
+    }
+  });
+
   it('passes content chunks on as the very same buffers', () => {
     const strip = new SseUsageTap({ stripChatUsageChunk: true });
     const chunk = Buffer.from(content('a', '\n') + content('b', '\n'));
