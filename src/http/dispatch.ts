@@ -1,4 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { ServerResponse } from 'node:http';
 import { cacheKey, cacheMode, type CacheMode } from '../cache/response-cache.ts';
 import { Cancellation } from '../providers/cancellation.ts';
 import { UpstreamUnavailableError, type ProviderCall, type ProviderResult } from '../providers/types.ts';
@@ -7,9 +8,9 @@ import type { Route, Target } from '../routing/resolver.ts';
 import { accountCompleted } from './accounting.ts';
 import type { HttpServices } from './context.ts';
 import { GatewayError, notFound, type ErrorDialect } from './errors.ts';
-import { rateLimitHeaders, rateLimitedError } from './rate-limit-headers.ts';
+import { rateLimitHeaderList, rateLimitedError } from './rate-limit-headers.ts';
 import { encodeFormForModel, type ModelRequest } from './requests.ts';
-import { collect, primeStream, sendResult, upstreamError } from './respond.ts';
+import { collect, primeStream, sendResult, upstreamError, type HeaderList } from './respond.ts';
 
 const CACHEABLE = new Set(['chat', 'responses', 'embeddings']);
 const CACHE_HEADER = 'x-floodgate-cache';
@@ -34,13 +35,13 @@ export async function dispatch(
   if (!route) throw notFound(`model "${modelRequest.model}" not found`, 'model_not_found');
 
   const startedAt = services.now();
-  const cancel = clientGone(reply);
-  const outcome = await execute(reply, services, route, modelRequest, identity.userPath, cancel);
+  const end = new ResponseEnd(reply.raw);
+  const outcome = await execute(end, services, route, modelRequest, identity.userPath);
   const { result, target } = outcome;
   let headers = outcome.headers;
   if (cached !== undefined) {
     // Passed with the answer: sendResult writes the response itself, not through fastify's reply headers.
-    headers = { ...headers, [CACHE_HEADER]: cached.mode === 'bypass' ? 'bypass' : 'miss' };
+    headers = [...(headers ?? []), CACHE_HEADER, cached.mode === 'bypass' ? 'bypass' : 'miss'];
     if (cached.mode !== 'bypass' && result.status === 200 && Buffer.isBuffer(result.body)) {
       services.cache!.set(cached.key, { status: 200, headers: result.headers, body: result.body, provider: target.provider.name, model: target.model });
     }
@@ -57,7 +58,7 @@ export async function dispatch(
     model: target.model,
     endpoint: modelRequest.endpoint,
     usage: result.usage(),
-    status: cancel.cancelled && status < 400 ? 499 : status,
+    status: end.cancel.cancelled && status < 400 ? 499 : status,
     startedAt,
     cached: false,
   });
@@ -66,7 +67,7 @@ export async function dispatch(
 interface Outcome {
   result: ProviderResult;
   target: Target;
-  headers: Record<string, string> | undefined;
+  headers: HeaderList | undefined;
 }
 
 /**
@@ -77,20 +78,20 @@ interface Outcome {
  * model windows and slots are taken for every attempt and released when the attempt ends.
  */
 async function execute(
-  reply: FastifyReply,
+  end: ResponseEnd,
   services: HttpServices,
   route: Route,
   modelRequest: ModelRequest,
   userPath: string,
-  cancel: Cancellation,
 ): Promise<Outcome> {
+  const cancel = end.cancel;
   const limiter = services.limiter;
   const primaryCount = route.primary.length;
   const total = primaryCount + route.failover.length;
   // After an upstream failure only failover candidates remain, never an alias's other targets.
   const nextAfterFailure = (i: number): number => Math.max(i + 1, primaryCount);
   let ticket: AdmissionTicket | undefined;
-  let headers: Record<string, string> | undefined;
+  let headers: HeaderList | undefined;
   const refusals: Array<{ target: Target; refusal: AdmissionRefusal }> = [];
   let failure: GatewayError | undefined;
 
@@ -109,10 +110,10 @@ async function execute(
         i++;
         continue;
       }
-      if (admission.holdsSlots) reply.raw.on('close', () => admission.release());
+      if (admission.holdsSlots) end.hold(admission);
       if (first) {
         ticket = admission;
-        headers = rateLimitHeaders(admission.headers);
+        headers = rateLimitHeaderList(admission.headers);
       } else {
         attempt = admission;
       }
@@ -239,17 +240,15 @@ export async function callTarget(target: Target, modelRequest: ModelRequest, can
 
 /**
  * Checks and counts every matching rule in one step; a breach is thrown as the 429. The
- * concurrency slots are held until the response was fully sent or the client went away,
- * whatever happened in between: the socket's `close` covers every path.
+ * concurrency slots are held until the response ends (see ResponseEnd).
  */
-export function admit(reply: FastifyReply, services: HttpServices, target: AdmissionTarget, options?: AdmitOptions): Record<string, string> | undefined {
+export function admit(end: ResponseEnd, services: HttpServices, target: AdmissionTarget, options?: AdmitOptions): HeaderList | undefined {
   const limiter = services.limiter;
   if (limiter === undefined) return undefined;
   const admission = limiter.admit(target, options);
   if (!admission.ok) throw rateLimitedError(admission);
-  // `on`, not `once`: a response closes once and is then dropped, so nothing is left to remove.
-  if (admission.holdsSlots) reply.raw.on('close', () => admission.release());
-  return rateLimitHeaders(admission.headers);
+  if (admission.holdsSlots) end.hold(admission);
+  return rateLimitHeaderList(admission.headers);
 }
 
 export function asGatewayError(err: unknown, provider: string): unknown {
@@ -262,13 +261,30 @@ export function asGatewayError(err: unknown, provider: string): unknown {
   return err;
 }
 
-/** Cancelled when the client goes away before its answer was fully written. */
-export function clientGone(reply: FastifyReply): Cancellation {
-  const cancel = new Cancellation();
-  const raw = reply.raw;
-  // `on`, not `once`: a response closes once and is then dropped, so nothing is left to remove.
-  raw.on('close', () => {
-    if (!raw.writableFinished) cancel.cancel();
-  });
-  return cancel;
+/**
+ * The end of a response, whichever way it comes: fully sent, client gone, or an error answer.
+ * One 'close' listener per request cancels the upstream call when the client left before its
+ * answer was complete, and releases the concurrency slots the request holds, whatever happened
+ * in between.
+ */
+export class ResponseEnd {
+  readonly cancel = new Cancellation();
+  private held: AdmissionTicket[] | undefined;
+  private ended = false;
+
+  constructor(raw: ServerResponse) {
+    // `on`, not `once`: a response closes once and is then dropped, so nothing is left to remove.
+    raw.on('close', () => {
+      this.ended = true;
+      if (!raw.writableFinished) this.cancel.cancel();
+      const held = this.held;
+      if (held !== undefined) for (const ticket of held) ticket.release();
+    });
+  }
+
+  /** Releases the ticket's slots when the response ends (at once if it already has). Releasing is idempotent. */
+  hold(ticket: AdmissionTicket): void {
+    if (this.ended) ticket.release();
+    else (this.held ??= []).push(ticket);
+  }
 }

@@ -1,21 +1,37 @@
 import type { AdmissionRefusal, RateLimitHeaderData } from '../ratelimit/index.ts';
 import { GatewayError } from './errors.ts';
 
-/** `x-ratelimit-*` headers from the engine's numbers; undefined when no windowed rule matched. */
-export function rateLimitHeaders(data: RateLimitHeaderData | undefined): Record<string, string> | undefined {
+/**
+ * `x-ratelimit-*` headers from the engine's numbers as a flat name/value list, the form
+ * `writeHead` takes fastest (see respond.ts); undefined when no windowed rule matched.
+ */
+export function rateLimitHeaderList(data: RateLimitHeaderData | undefined): string[] | undefined {
   if (data === undefined) return undefined;
-  const headers: Record<string, string> = {};
+  const list: string[] = [];
   const { requests, tokens } = data;
   if (requests) {
-    headers['x-ratelimit-limit-requests'] = String(requests.limit);
-    headers['x-ratelimit-remaining-requests'] = String(requests.remaining);
-    headers['x-ratelimit-reset-requests'] = String(requests.reset);
+    list.push(
+      'x-ratelimit-limit-requests', String(requests.limit),
+      'x-ratelimit-remaining-requests', String(requests.remaining),
+      'x-ratelimit-reset-requests', String(requests.reset),
+    );
   }
   if (tokens) {
-    headers['x-ratelimit-limit-tokens'] = String(tokens.limit);
-    headers['x-ratelimit-remaining-tokens'] = String(tokens.remaining);
-    headers['x-ratelimit-reset-tokens'] = String(tokens.reset);
+    list.push(
+      'x-ratelimit-limit-tokens', String(tokens.limit),
+      'x-ratelimit-remaining-tokens', String(tokens.remaining),
+      'x-ratelimit-reset-tokens', String(tokens.reset),
+    );
   }
+  return list;
+}
+
+/** The same headers as an object (error answers go through fastify). */
+export function rateLimitHeaders(data: RateLimitHeaderData | undefined): Record<string, string> | undefined {
+  const list = rateLimitHeaderList(data);
+  if (list === undefined) return undefined;
+  const headers: Record<string, string> = {};
+  for (let i = 0; i < list.length; i += 2) headers[list[i]!] = list[i + 1]!;
   return headers;
 }
 

@@ -4,6 +4,9 @@ import { UpstreamUnavailableError, type ProviderResult } from '../providers/type
 import { isRelayedBody } from '../providers/upstream.ts';
 import { GatewayError, errorBody, type ErrorDialect } from './errors.ts';
 
+/** Header names and values in turn, `[name, value, name, value, ...]`. */
+export type HeaderList = readonly string[];
+
 /**
  * Writes a provider's answer to the client, with `extraHeaders`. Successful answers are written
  * to the socket directly (reply.hijack): buffered ones in one write, streams chunk by chunk so
@@ -15,20 +18,21 @@ export async function sendResult(
   reply: FastifyReply,
   result: ProviderResult,
   dialect: ErrorDialect,
-  extraHeaders: Record<string, string> | undefined,
+  extraHeaders: HeaderList | undefined,
 ): Promise<void> {
   if (result.status >= 400) {
     const body = Buffer.isBuffer(result.body) ? result.body : await collect(result.body);
     const err = upstreamError(result.status, body, result.headers);
-    if (extraHeaders) reply.headers(extraHeaders);
+    if (extraHeaders) setHeaders(reply, extraHeaders);
     await reply.code(err.status).headers(err.headers ?? {}).type('application/json').send(errorBody(err, dialect));
     return;
   }
   if (Buffer.isBuffer(result.body)) {
     // Bytes and headers are final: written by hand, like streams, rather than through fastify's
     // send pipeline (a header call per header, serializers and onSend hooks that have nothing
-    // to do here). A new object: result.headers may be shared with the response cache.
-    const headers: Record<string, string> = { ...result.headers, ...extraHeaders, 'content-length': String(result.body.length) };
+    // to do here).
+    const headers = headerList(result.headers, extraHeaders);
+    headers.push('content-length', String(result.body.length));
     reply.hijack();
     reply.raw.writeHead(result.status, headers);
     reply.raw.end(result.body);
@@ -37,11 +41,10 @@ export async function sendResult(
   await writeStream(reply, result, extraHeaders);
 }
 
-async function writeStream(reply: FastifyReply, result: ProviderResult, extraHeaders: Record<string, string> | undefined): Promise<void> {
+async function writeStream(reply: FastifyReply, result: ProviderResult, extraHeaders: HeaderList | undefined): Promise<void> {
   reply.hijack();
   const raw = reply.raw;
-  const headers: Record<string, string> = { ...result.headers, ...extraHeaders };
-  raw.writeHead(result.status, headers);
+  raw.writeHead(result.status, headerList(result.headers, extraHeaders));
   const isSse = (result.headers['content-type'] ?? '').includes('text/event-stream');
   try {
     if (isRelayedBody(result.body)) {
@@ -65,6 +68,30 @@ async function writeStream(reply: FastifyReply, result: ProviderResult, extraHea
     }
     throw err;
   }
+}
+
+/**
+ * The answer's headers and the gateway's own as one flat list: Node's writeHead reads a list with
+ * a plain loop, an object with for-in and a has-own check per header. Where both have a header
+ * (a passthrough upstream's own `x-ratelimit-*`), the gateway's wins.
+ */
+function headerList(base: Readonly<Record<string, string>>, extra: HeaderList | undefined): string[] {
+  const list: string[] = [];
+  for (const name in base) {
+    if (extra === undefined || !hasName(extra, name)) list.push(name, base[name]!);
+  }
+  if (extra !== undefined) for (let i = 0; i < extra.length; i++) list.push(extra[i]!);
+  return list;
+}
+
+function hasName(list: HeaderList, name: string): boolean {
+  for (let i = 0; i < list.length; i += 2) if (list[i] === name) return true;
+  return false;
+}
+
+/** Sets a header list on a reply that fastify sends. */
+export function setHeaders(reply: FastifyReply, list: HeaderList): void {
+  for (let i = 0; i < list.length; i += 2) reply.header(list[i]!, list[i + 1]!);
 }
 
 export async function collect(body: AsyncIterable<Buffer>): Promise<Buffer> {

@@ -94,3 +94,29 @@ describe('passthrough /p/{provider}/{path}', () => {
     assert.equal(up.callCount(), 0);
   });
 });
+
+describe('passthrough answers under rate limits', () => {
+  let up: FakeUpstream;
+  let gw: TestGateway;
+
+  before(async () => {
+    up = await startFakeUpstream({ apiKey: 'k-up', name: 'up', models: ['gpt-x'] });
+    gw = await startTestGateway({
+      yaml: 'providers:\n' + openaiProvider('up', up.url, ['gpt-x']) +
+        'rate_limits:\n  providers: [ { name: up, limits: [ { period: minute, max_requests: 7 } ] } ]\n',
+    });
+  });
+  after(async () => {
+    await gw?.close();
+    await up?.close();
+  });
+
+  it("carries the gateway's x-ratelimit headers, not the upstream's own", async () => {
+    up.failNext(1, { status: 200, body: { object: 'list', data: [] }, headers: { 'x-ratelimit-limit-requests': '5000', 'x-upstream-extra': 'kept' } });
+    const res = await fetch(`${gw.url}/p/up/models`);
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('x-ratelimit-limit-requests'), '7');
+    assert.equal(res.headers.get('x-ratelimit-remaining-requests'), '6');
+    assert.equal(res.headers.get('x-upstream-extra'), 'kept');
+  });
+});

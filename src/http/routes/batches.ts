@@ -3,7 +3,8 @@ import { z } from 'zod';
 import { BatchService } from '../../batch/service.ts';
 import { batchObject, fileObject } from '../../batch/wire.ts';
 import type { HttpServices } from '../context.ts';
-import { admit } from '../dispatch.ts';
+import { ResponseEnd, admit } from '../dispatch.ts';
+import { setHeaders } from '../respond.ts';
 import { badRequest } from '../errors.ts';
 import { parseBody } from '../validation.ts';
 
@@ -54,8 +55,9 @@ export function registerBatches(app: FastifyInstance, services: HttpServices): v
       request.identity,
       { inputFileId: body.input_file_id, endpoint: body.endpoint, completionWindow: body.completion_window, metadata: body.metadata ?? null },
       () => {
-        const headers = admit(reply, services, { userPath: request.identity.userPath }, { holdSlot: false });
-        if (headers) reply.headers(headers);
+        // A submission holds no slot: nothing for the end of the response to release.
+        const headers = admit(new ResponseEnd(reply.raw), services, { userPath: request.identity.userPath }, { holdSlot: false });
+        if (headers) setHeaders(reply, headers);
       },
     );
     return batchObject(batch);

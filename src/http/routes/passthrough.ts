@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { HttpServices } from '../context.ts';
 import { accountCompleted } from '../accounting.ts';
-import { admit, asGatewayError, clientGone } from '../dispatch.ts';
+import { ResponseEnd, admit, asGatewayError } from '../dispatch.ts';
 import { notFound } from '../errors.ts';
 import { sendResult } from '../respond.ts';
 
@@ -19,9 +19,9 @@ export function registerPassthrough(app: FastifyInstance, services: HttpServices
       const path = request.url.slice(request.url.indexOf(prefix) + prefix.length) || '/';
       const body = Buffer.isBuffer(request.body) ? request.body : undefined;
       const model = modelOf(body, request.headers['content-type']);
-      const headers = admit(reply, services, { userPath: request.identity.userPath, provider: provider.name, model });
+      const end = new ResponseEnd(reply.raw);
+      const headers = admit(end, services, { userPath: request.identity.userPath, provider: provider.name, model });
       const startedAt = services.now();
-      const cancel = clientGone(reply);
       let result;
       try {
         result = await provider.passthrough({
@@ -29,7 +29,7 @@ export function registerPassthrough(app: FastifyInstance, services: HttpServices
           path,
           headers: request.headers,
           body,
-          cancel,
+          cancel: end.cancel,
         });
       } catch (err) {
         throw asGatewayError(err, provider.name);
