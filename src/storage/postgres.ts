@@ -23,7 +23,6 @@ import type {
   StoredFile,
   StoredRule,
   UsageQuery,
-  UsageRecord,
   UsageSummaryRow,
 } from './types.ts';
 

@@ -26,7 +26,6 @@ import type {
   StoredFile,
   StoredRule,
   UsageQuery,
-  UsageRecord,
   UsageSummaryRow,
 } from './types.ts';
 
