@@ -14,6 +14,7 @@ import { collect, primeStream, sendResult, upstreamError, type HeaderList } from
 
 const CACHEABLE = new Set(['chat', 'responses', 'embeddings']);
 const CACHE_HEADER = 'x-floodgate-cache';
+const NO_SLOTS: AdmitOptions = Object.freeze({ holdSlot: false });
 
 /**
  * The path of one model request after validation: cache lookup, then for each target in the
@@ -239,15 +240,16 @@ export async function callTarget(target: Target, modelRequest: ModelRequest, can
 }
 
 /**
- * Checks and counts every matching rule in one step; a breach is thrown as the 429. The
- * concurrency slots are held until the response ends (see ResponseEnd).
+ * Checks and counts every matching rule in one step; a breach is thrown as the 429. With `end`,
+ * the request takes its concurrency slots and holds them until the response ends; without, it
+ * takes none (a batch submission).
  */
-export function admit(end: ResponseEnd, services: HttpServices, target: AdmissionTarget, options?: AdmitOptions): HeaderList | undefined {
+export function admit(services: HttpServices, target: AdmissionTarget, end?: ResponseEnd): HeaderList | undefined {
   const limiter = services.limiter;
   if (limiter === undefined) return undefined;
-  const admission = limiter.admit(target, options);
+  const admission = limiter.admit(target, end === undefined ? NO_SLOTS : undefined);
   if (!admission.ok) throw rateLimitedError(admission);
-  if (admission.holdsSlots) end.hold(admission);
+  if (admission.holdsSlots) end?.hold(admission);
   return rateLimitHeaderList(admission.headers);
 }
 

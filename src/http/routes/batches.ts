@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { BatchService } from '../../batch/service.ts';
 import { batchObject, fileObject } from '../../batch/wire.ts';
 import type { HttpServices } from '../context.ts';
-import { ResponseEnd, admit } from '../dispatch.ts';
+import { admit } from '../dispatch.ts';
 import { setHeaders } from '../respond.ts';
 import { badRequest } from '../errors.ts';
 import { parseBody } from '../validation.ts';
@@ -55,8 +55,8 @@ export function registerBatches(app: FastifyInstance, services: HttpServices): v
       request.identity,
       { inputFileId: body.input_file_id, endpoint: body.endpoint, completionWindow: body.completion_window, metadata: body.metadata ?? null },
       () => {
-        // A submission holds no slot: nothing for the end of the response to release.
-        const headers = admit(new ResponseEnd(reply.raw), services, { userPath: request.identity.userPath }, { holdSlot: false });
+        // A submission holds no concurrency slot.
+        const headers = admit(services, { userPath: request.identity.userPath });
         if (headers) setHeaders(reply, headers);
       },
     );

@@ -20,7 +20,7 @@ export function registerPassthrough(app: FastifyInstance, services: HttpServices
       const body = Buffer.isBuffer(request.body) ? request.body : undefined;
       const model = modelOf(body, request.headers['content-type']);
       const end = new ResponseEnd(reply.raw);
-      const headers = admit(end, services, { userPath: request.identity.userPath, provider: provider.name, model });
+      const headers = admit(services, { userPath: request.identity.userPath, provider: provider.name, model }, end);
       const startedAt = services.now();
       let result;
       try {
