@@ -5,7 +5,7 @@
  * generation and cost a full mark-sweep to free. Packed, a record is a dozen numbers in a typed
  * array, and its strings (user path, provider, model, endpoint, key id: the same few values over
  * and over) are indices into a small per-batch dictionary. Handing a batch to the SQLite writer
- * thread then clones one typed array and a handful of strings.
+ * thread then transfers one typed array and clones a handful of strings.
  */
 
 import type { UsageRecord } from './types.ts';
