@@ -6,7 +6,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { availableParallelism, tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
@@ -51,7 +51,8 @@ export function processCpuSeconds(pid: number): number {
 }
 
 /**
- * Starts `node <script> ...args` and waits for the stdout line `{"port":N}`.
+ * Starts `node <script> ...args` and waits for the stdout line `{"port":N}`. `script` is relative
+ * to bench/ unless absolute; the child runs in `cwd` (this checkout by default).
  * stderr is passed through (prefixed) so warnings and crashes are visible.
  */
 export async function startChild(
@@ -60,9 +61,10 @@ export async function startChild(
   args: readonly string[],
   env: Record<string, string>,
   nodeFlags: readonly string[] = [],
+  cwd: string = REPO_DIR,
 ): Promise<ChildServer> {
-  const child: ChildProcess = spawn(process.execPath, [...nodeFlags, join(BENCH_DIR, script), ...args], {
-    cwd: REPO_DIR,
+  const child: ChildProcess = spawn(process.execPath, [...nodeFlags, resolve(BENCH_DIR, script), ...args], {
+    cwd,
     env: { ...process.env, LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -192,18 +194,24 @@ export const GATEWAY_LABELS: Record<GatewayVariant, string> = {
   disabled: 'rate limits disabled',
 };
 
-/** A gateway in its own process on a fresh temp dir (YAML file + SQLite file). */
+/**
+ * A gateway in its own process on a fresh temp dir (YAML file + SQLite file). `checkout` runs
+ * another copy of the repository instead of this one (bench/compare.ts: a git worktree of an
+ * earlier commit, with its own node_modules or a link to these).
+ */
 export async function startGateway(
   variant: GatewayVariant,
   upstreamUrl: string,
   nodeFlags: readonly string[] = [],
+  checkout: string = REPO_DIR,
 ): Promise<ChildServer & { dir: string }> {
   const dir = mkdtempSync(join(tmpdir(), `floodgate-bench-${variant}-`));
   const file = join(dir, 'floodgate.yaml');
   const sqlitePath = join(dir, 'floodgate.db');
   writeFileSync(file, gatewayYaml(variant, upstreamUrl, sqlitePath));
   const env: Record<string, string> = { SQLITE_PATH: sqlitePath, USAGE_ENABLED: 'true', RATE_LIMITS_ENABLED: variant === 'disabled' ? 'false' : 'true' };
-  const child = await startChild(`gateway (${GATEWAY_LABELS[variant]})`, 'servers/gateway.ts', [file], env, nodeFlags);
+  const name = `gateway (${GATEWAY_LABELS[variant]}${checkout === REPO_DIR ? '' : ` at ${checkout}`})`;
+  const child = await startChild(name, join(checkout, 'bench/servers/gateway.ts'), [file], env, nodeFlags, checkout);
   return {
     ...child,
     dir,
@@ -265,6 +273,37 @@ export async function load(url: string, body: string, seconds: number, connectio
     errors: r.errors + r.timeouts,
     non2xx: r.non2xx,
   };
+}
+
+export interface RoundFigures extends LoadFigures {
+  /** CPU time of the server process per answered request, microseconds. */
+  cpuUsPerRequest: number;
+}
+
+/** One load run against `server` with its CPU time per answered request. */
+export async function measure(server: ChildServer, stream: boolean, seconds: number, connections: number): Promise<RoundFigures> {
+  const cpuBefore = server.cpuSeconds();
+  const figures = await load(server.url, stream ? STREAM_BODY : JSON_BODY, seconds, connections);
+  const cpuUsPerRequest = Math.round(((server.cpuSeconds() - cpuBefore) * 1e6) / Math.max(1, figures.requests) * 10) / 10;
+  return { ...figures, cpuUsPerRequest };
+}
+
+export interface LoadSide {
+  server: ChildServer;
+  stream: boolean;
+}
+
+/**
+ * Loads both sides at the same moment; returns a's figures, then b's. The caller alternates
+ * `bFirst` round by round: started a moment earlier, a side was measured 1-3% faster with two
+ * identical servers.
+ */
+export async function sideBySide(a: LoadSide, b: LoadSide, seconds: number, connections: number, bFirst: boolean): Promise<[RoundFigures, RoundFigures]> {
+  const runA = (): Promise<RoundFigures> => measure(a.server, a.stream, seconds, connections);
+  const runB = (): Promise<RoundFigures> => measure(b.server, b.stream, seconds, connections);
+  if (!bFirst) return Promise.all([runA(), runB()]);
+  const [fb, fa] = await Promise.all([runB(), runA()]);
+  return [fa, fb];
 }
 
 /** One request through `url`, checked: 200, the expected body shape, optional header. */

@@ -18,8 +18,8 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { runEngineBench, type EngineBenchResult } from './engine.bench.ts';
 import {
-  BENCH_DIR, GATEWAY_LABELS, JSON_BODY, LOAD_CPU, SERVER_CPU, STREAM_BODY, canPin, createCpuGroups, load, pin, probe,
-  startFloorProxy, startGateway, startUpstream, type ChildServer, type CpuGroups, type GatewayVariant, type LoadFigures,
+  BENCH_DIR, JSON_BODY, LOAD_CPU, SERVER_CPU, STREAM_BODY, canPin, createCpuGroups, load, measure, pin, probe, sideBySide,
+  startFloorProxy, startGateway, startUpstream, type ChildServer, type CpuGroups, type GatewayVariant, type RoundFigures,
 } from './lib.ts';
 
 const { values: flags } = parseArgs({
@@ -101,11 +101,6 @@ interface PairRound {
   ratio: number;
 }
 
-interface RoundFigures extends LoadFigures {
-  /** CPU time of the server process per answered request, microseconds. */
-  cpuUsPerRequest: number;
-}
-
 interface RowResult extends RoundFigures {
   /** Median over the rounds of the server's CPU microseconds per request. */
   medianCpuUsPerRequest: number;
@@ -129,14 +124,6 @@ const median = (xs: readonly number[]): number => {
 };
 
 const rowById = (id: string): RowSpec => ROWS.find((r) => r.id === id)!;
-
-/** One load run against `server` with its CPU time per answered request. */
-async function measure(server: ChildServer, stream: boolean, seconds: number): Promise<RoundFigures> {
-  const cpuBefore = server.cpuSeconds();
-  const figures = await load(server.url, stream ? STREAM_BODY : JSON_BODY, seconds, CONNECTIONS);
-  const cpuUsPerRequest = Math.round(((server.cpuSeconds() - cpuBefore) * 1e6) / Math.max(1, figures.requests) * 10) / 10;
-  return { ...figures, cpuUsPerRequest };
-}
 
 const flagErrors = (f: RoundFigures): string => (f.errors + f.non2xx > 0 ? `  ERRORS ${f.errors} non2xx ${f.non2xx}` : '');
 
@@ -190,7 +177,7 @@ async function main(): Promise<number> {
         const server = servers.get(row.server)!;
         // The ceiling gets the server core too while it is the one measured.
         if (row.server === 'upstream') pin(server.pid, SERVER_CPU);
-        const figures = await measure(server, row.stream, DURATION);
+        const figures = await measure(server, row.stream, DURATION, CONNECTIONS);
         if (row.server === 'upstream') pin(server.pid, LOAD_CPU);
         console.log(`  round ${round + 1}  ${row.label.padEnd(46)} ${String(figures.rps).padStart(6)} req/s  p50 ${figures.p50Ms} ms  p99 ${figures.p99Ms} ms  server CPU ${figures.cpuUsPerRequest} us/req${flagErrors(figures)}`);
         note(figures);
@@ -204,13 +191,11 @@ async function main(): Promise<number> {
       const order = PAIRS.map((_, i) => PAIRS[(i + round) % PAIRS.length]!);
       for (const pair of order) {
         const [rowA, rowB] = [rowById(pair.a), rowById(pair.b)];
-        // Which side's load starts first alternates round by round: started a moment earlier, a
-        // side was measured 1-3% faster with two identical servers.
-        const runA = (): Promise<RoundFigures> => measure(servers.get(rowA.server)!, rowA.stream, DURATION);
-        const runB = (): Promise<RoundFigures> => measure(servers.get(rowB.server)!, rowB.stream, DURATION);
-        const [a, b] = round % 2 === 0
-          ? await Promise.all([runA(), runB()])
-          : await Promise.all([runB(), runA()]).then(([fb, fa]) => [fa, fb] as const);
+        const [a, b] = await sideBySide(
+          { server: servers.get(rowA.server)!, stream: rowA.stream },
+          { server: servers.get(rowB.server)!, stream: rowB.stream },
+          DURATION, CONNECTIONS, round % 2 === 1,
+        );
         note(a);
         note(b);
         const ratio = a.rps / b.rps;

@@ -1,0 +1,97 @@
+/**
+ * Two gateways side by side, measured the way bench/run.ts decides its targets (both loaded at
+ * the same moment on the server core, equal CPU shares, alternating start order): for trying a
+ * change in a few minutes before a full run.
+ *
+ *   node bench/compare.ts --a ten --b none                  # two configurations of this checkout
+ *   git worktree add /tmp/fg-base HEAD && ln -s "$PWD/node_modules" /tmp/fg-base/node_modules
+ *   node bench/compare.ts --a ten --b ten@/tmp/fg-base      # this checkout against a commit
+ *   flags: --stream --rounds N (9) --duration N (4) --connections N (50) --warmup N (2)
+ *
+ * A side is VARIANT[@CHECKOUT]: a configuration of bench/lib.ts (none, ten, tenThousand,
+ * disabled), optionally run from another copy of the repository.
+ */
+import { resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import {
+  GATEWAY_LABELS, JSON_BODY, LOAD_CPU, SERVER_CPU, STREAM_BODY, canPin, createCpuGroups, load, pin, probe, sideBySide,
+  startGateway, startUpstream, type ChildServer, type GatewayVariant,
+} from './lib.ts';
+
+const { values: flags } = parseArgs({
+  options: {
+    a: { type: 'string' },
+    b: { type: 'string' },
+    stream: { type: 'boolean', default: false },
+    rounds: { type: 'string', default: '9' },
+    duration: { type: 'string', default: '4' },
+    connections: { type: 'string', default: '50' },
+    warmup: { type: 'string', default: '2' },
+  },
+  strict: true,
+});
+
+interface Side {
+  variant: GatewayVariant;
+  checkout: string | undefined;
+  label: string;
+}
+
+function side(flag: string, value: string | undefined): Side {
+  if (value === undefined) throw new Error(`--${flag}: required, as VARIANT[@CHECKOUT] (e.g. ten or ten@/tmp/fg-base)`);
+  const at = value.indexOf('@');
+  const variant = at < 0 ? value : value.slice(0, at);
+  if (!(variant in GATEWAY_LABELS)) throw new Error(`--${flag}: unknown configuration "${variant}" (one of ${Object.keys(GATEWAY_LABELS).join(', ')})`);
+  return { variant: variant as GatewayVariant, checkout: at < 0 ? undefined : resolve(value.slice(at + 1)), label: value };
+}
+
+function count(flag: string, raw: string, min: number): number {
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min) throw new Error(`--${flag}: expected a whole number >= ${min}, got ${raw}`);
+  return value;
+}
+
+const a = side('a', flags.a);
+const b = side('b', flags.b);
+const rounds = count('rounds', flags.rounds, 1);
+const seconds = count('duration', flags.duration, 1);
+const connections = count('connections', flags.connections, 1);
+const warmup = count('warmup', flags.warmup, 0);
+const stream = flags.stream;
+
+const median = (xs: readonly number[]): number => {
+  const sorted = [...xs].sort((x, y) => x - y);
+  const m = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[m]! : (sorted[m - 1]! + sorted[m]!) / 2;
+};
+
+const pinned = canPin();
+if (pinned) pin(process.pid, LOAD_CPU);
+const groups = pinned ? createCpuGroups() : undefined;
+const servers: ChildServer[] = [];
+try {
+  const upstream = await startUpstream();
+  servers.push(upstream);
+  const start = (s: Side): Promise<ChildServer> => startGateway(s.variant, upstream.url, [], s.checkout);
+  const [serverA, serverB] = [await start(a), await start(b)];
+  servers.push(serverA, serverB);
+  for (const [name, server] of [['a', serverA], ['b', serverB]] as const) {
+    pin(server.pid, SERVER_CPU);
+    groups?.add(name, server.pid);
+    await probe(server.url, stream);
+    if (warmup > 0) await load(server.url, stream ? STREAM_BODY : JSON_BODY, warmup, connections);
+  }
+  console.log(`${a.label} / ${b.label}${stream ? ', streaming' : ''}: ${rounds} rounds of ${seconds} s, ${connections} connections each${groups ? `, equal CPU shares (${groups.kind})` : ''}`);
+  const ratios: number[] = [];
+  for (let round = 0; round < rounds; round++) {
+    const [fa, fb] = await sideBySide({ server: serverA, stream }, { server: serverB, stream }, seconds, connections, round % 2 === 1);
+    if (fa.errors + fa.non2xx + fb.errors + fb.non2xx > 0) throw new Error(`round ${round + 1}: errors or non-2xx answers (a ${fa.errors}+${fa.non2xx}, b ${fb.errors}+${fb.non2xx})`);
+    const ratio = fa.rps / fb.rps;
+    ratios.push(ratio);
+    console.log(`  round ${round + 1}  ${String(fa.rps).padStart(6)} / ${String(fb.rps).padEnd(6)} req/s = ${ratio.toFixed(3)}  (CPU ${fa.cpuUsPerRequest} / ${fb.cpuUsPerRequest} us/req)`);
+  }
+  console.log(`median ${median(ratios).toFixed(3)}, range ${Math.min(...ratios).toFixed(3)}-${Math.max(...ratios).toFixed(3)}`);
+} finally {
+  await Promise.all(servers.map((s) => s.stop()));
+  groups?.remove();
+}
