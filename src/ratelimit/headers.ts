@@ -3,15 +3,7 @@
  * them into `x-ratelimit-*` headers.
  */
 import type { CompiledRule } from './rules.ts';
-import {
-  SNAP_REQ_CUR,
-  SNAP_REQ_PREV,
-  SNAP_TOK_CUR,
-  SNAP_TOK_PREV,
-  SNAP_WINDOW_START,
-  SNAPSHOT_STRIDE,
-} from './store.ts';
-import { slidingEstimate } from './window.ts';
+import type { CounterSnapshot } from './store.ts';
 
 /** One dimension's `x-ratelimit-{limit,remaining,reset}-*` values. */
 export interface RateLimitTriple {
@@ -33,7 +25,7 @@ export interface RateLimitHeaderData {
  */
 export function successHeaders(
   rules: readonly CompiledRule[],
-  snapshot: Float64Array,
+  snapshot: CounterSnapshot,
   nowSeconds: number,
 ): RateLimitHeaderData | undefined {
   let requestLimit = 0;
@@ -42,14 +34,15 @@ export function successHeaders(
   let tokenLimit = 0;
   let tokenRemaining = Infinity;
   let tokenReset = 0;
+  const rows = snapshot.rows;
   for (let i = 0; i < rules.length; i++) {
     const rule = rules[i]!;
     const period = rule.periodSeconds;
     if (period === 0) continue;
-    const at = i * SNAPSHOT_STRIDE;
-    const elapsed = nowSeconds - snapshot[at + SNAP_WINDOW_START]!;
+    const row = rows[i]!;
+    const elapsed = nowSeconds - row.windowStart;
     if (rule.maxRequests > 0) {
-      const used = slidingEstimate(snapshot[at + SNAP_REQ_PREV]!, snapshot[at + SNAP_REQ_CUR]!, period, elapsed);
+      const used = row.requestsUsed;
       const remaining = used >= rule.maxRequests ? 0 : rule.maxRequests - used;
       if (remaining < requestRemaining) {
         requestRemaining = remaining;
@@ -58,7 +51,7 @@ export function successHeaders(
       }
     }
     if (rule.maxTokens > 0) {
-      const used = slidingEstimate(snapshot[at + SNAP_TOK_PREV]!, snapshot[at + SNAP_TOK_CUR]!, period, elapsed);
+      const used = row.tokensUsed;
       const remaining = used >= rule.maxTokens ? 0 : rule.maxTokens - used;
       if (remaining < tokenRemaining) {
         tokenRemaining = remaining;

@@ -7,7 +7,7 @@ export type { RateLimitHeaderData, RateLimitTriple } from './headers.ts';
 export type { RuleStatus, UserPathUsage } from './status.ts';
 export { formatTimestamp } from './status.ts';
 export type { CounterHandle, CounterRule, CounterStore } from './store.ts';
-export { MemoryCounterStore, SNAPSHOT_STRIDE } from './store.ts';
+export { CounterSnapshot, MemoryCounterStore } from './store.ts';
 export { retryAfterSeconds, slidingEstimate, windowStart } from './window.ts';
 export type {
   AdmissionRefusal,

@@ -12,20 +12,10 @@ import { canonicalKey, compareRules, CompiledRule, ruleKeyString } from './rules
 import type { RuleStatus, UserPathUsage } from './status.ts';
 import { isExhausted, ruleStatus } from './status.ts';
 import type { CounterStore } from './store.ts';
-import {
-  MemoryCounterStore,
-  SNAP_GENERATION,
-  SNAP_IN_FLIGHT,
-  SNAP_REQ_CUR,
-  SNAP_REQ_PREV,
-  SNAP_TOK_CUR,
-  SNAP_TOK_PREV,
-  SNAP_WINDOW_START,
-  SNAPSHOT_STRIDE,
-} from './store.ts';
+import { CounterSnapshot, MemoryCounterStore } from './store.ts';
 import type { Clock, RuleDefinition, RuleKey } from './types.ts';
 import { systemClock } from './types.ts';
-import { retryAfterSeconds, slidingEstimate } from './window.ts';
+import { retryAfterSeconds } from './window.ts';
 
 /** What a request is: any of its user path, the provider instance called and the model executed. */
 export interface AdmissionTarget {
@@ -208,7 +198,7 @@ export class RateLimiter {
   private readonly matchCache = new Map<string, Map<string, Map<string, MatchSet>>>();
   private matchCacheSize = 0;
   /** Reused scratch space for store snapshots; sized to the largest match set seen. */
-  private snapshot = new Float64Array(SNAPSHOT_STRIDE * 16);
+  private snapshot = new CounterSnapshot(16);
 
   constructor(options: RateLimiterOptions = {}) {
     this.clock = options.clock ?? systemClock;
@@ -251,7 +241,7 @@ export class RateLimiter {
     if (slotIndexes.length === 0) return headers === undefined ? NO_OP_TICKET : new HeldTicket(this.store, plan.slots, undefined, headers);
     const generations = new Array<number>(slotIndexes.length);
     for (let i = 0; i < slotIndexes.length; i++) {
-      generations[i] = snapshot[slotIndexes[i]! * SNAPSHOT_STRIDE + SNAP_GENERATION]!;
+      generations[i] = snapshot.rows[slotIndexes[i]!]!.generation;
     }
     return new HeldTicket(this.store, plan.slots, generations, headers);
   }
@@ -376,9 +366,9 @@ export class RateLimiter {
   }
 
   private statusOf(rules: readonly CompiledRule[], nowSeconds: number): RuleStatus[] {
-    const snapshot = new Float64Array(rules.length * SNAPSHOT_STRIDE);
+    const snapshot = new CounterSnapshot(rules.length);
     this.store.read(rules, nowSeconds, snapshot);
-    return rules.map((rule, i) => ruleStatus(rule, snapshot, i * SNAPSHOT_STRIDE, nowSeconds));
+    return rules.map((rule, i) => ruleStatus(rule, snapshot.rows[i]!));
   }
 
   private invalidate(): void {
@@ -408,8 +398,8 @@ export class RateLimiter {
       if (model !== undefined) this.index.collectModel(lowerProvider, model.toLowerCase(), rules);
     }
     const set = new MatchSet(rules);
-    if (this.snapshot.length < rules.length * SNAPSHOT_STRIDE) {
-      this.snapshot = new Float64Array(rules.length * SNAPSHOT_STRIDE * 2);
+    if (this.snapshot.capacity < rules.length) {
+      this.snapshot = new CounterSnapshot(rules.length * 2);
     }
     // A flood of distinct paths must not grow memory without bound: start over past the limit.
     if (this.matchCacheSize >= MATCH_CACHE_LIMIT) this.invalidate();
@@ -428,7 +418,7 @@ export class RateLimiter {
     return set;
   }
 
-  private refusal(rules: readonly CompiledRule[], snapshot: Float64Array, now: number): AdmissionRefusal {
+  private refusal(rules: readonly CompiledRule[], snapshot: CounterSnapshot, now: number): AdmissionRefusal {
     const found = this.findBreach(rules, snapshot, now);
     if (found === undefined) {
       // The store refused but the engine sees no breach: the two disagree on the arithmetic.
@@ -442,15 +432,15 @@ export class RateLimiter {
   }
 
   /** Every breached limit in the snapshot; the one with the longest Retry-After wins (first on a tie). */
-  private findBreach(rules: readonly CompiledRule[], snapshot: Float64Array, now: number): FoundBreach | undefined {
+  private findBreach(rules: readonly CompiledRule[], snapshot: CounterSnapshot, now: number): FoundBreach | undefined {
     let worst: BreachedLimit | undefined;
     let worstRetry = 0;
     let userPathBreached = false;
     for (let i = 0; i < rules.length; i++) {
       const rule = rules[i]!;
-      const at = i * SNAPSHOT_STRIDE;
+      const row = snapshot.rows[i]!;
       if (rule.concurrent) {
-        if (snapshot[at + SNAP_IN_FLIGHT]! >= rule.maxRequests) {
+        if (row.inFlight >= rule.maxRequests) {
           userPathBreached ||= rule.scope === 'user_path';
           if (1 > worstRetry) {
             worst = rule.requestBreach;
@@ -460,11 +450,11 @@ export class RateLimiter {
         continue;
       }
       const period = rule.periodSeconds;
-      const elapsed = now - snapshot[at + SNAP_WINDOW_START]!;
+      const elapsed = now - row.windowStart;
       if (rule.maxRequests > 0) {
-        const previous = snapshot[at + SNAP_REQ_PREV]!;
-        const current = snapshot[at + SNAP_REQ_CUR]!;
-        if (slidingEstimate(previous, current, period, elapsed) >= rule.maxRequests) {
+        const previous = row.requestsPrevious;
+        const current = row.requestsCurrent;
+        if (row.requestsUsed >= rule.maxRequests) {
           userPathBreached ||= rule.scope === 'user_path';
           const retry = retryAfterSeconds(previous, current, rule.maxRequests, period, elapsed);
           if (retry > worstRetry) {
@@ -474,9 +464,9 @@ export class RateLimiter {
         }
       }
       if (rule.maxTokens > 0) {
-        const previous = snapshot[at + SNAP_TOK_PREV]!;
-        const current = snapshot[at + SNAP_TOK_CUR]!;
-        if (slidingEstimate(previous, current, period, elapsed) >= rule.maxTokens) {
+        const previous = row.tokensPrevious;
+        const current = row.tokensCurrent;
+        if (row.tokensUsed >= rule.maxTokens) {
           userPathBreached ||= rule.scope === 'user_path';
           const retry = retryAfterSeconds(previous, current, rule.maxTokens, period, elapsed);
           if (retry > worstRetry) {

@@ -3,16 +3,8 @@
  * usage view. Field names are the wire names, so the HTTP layer can serialise as is.
  */
 import type { CompiledRule } from './rules.ts';
-import {
-  SNAP_IN_FLIGHT,
-  SNAP_REQ_CUR,
-  SNAP_REQ_PREV,
-  SNAP_TOK_CUR,
-  SNAP_TOK_PREV,
-  SNAP_WINDOW_START,
-} from './store.ts';
+import type { CounterRow } from './store.ts';
 import type { RuleSource, Scope } from './types.ts';
-import { slidingEstimate } from './window.ts';
 
 /**
  * One rule with its live counters.
@@ -60,8 +52,8 @@ export function formatDate(date: Date): string {
   return formatTimestamp(Math.floor(date.getTime() / 1000));
 }
 
-/** Build a record from the rule and its snapshot (at `offset`). */
-export function ruleStatus(rule: CompiledRule, snapshot: Float64Array, offset: number, nowSeconds: number): RuleStatus {
+/** Build a record from the rule and its counters. */
+export function ruleStatus(rule: CompiledRule, row: CounterRow): RuleStatus {
   const def = rule.definition;
   const status: RuleStatus = {
     scope: def.scope,
@@ -74,17 +66,16 @@ export function ruleStatus(rule: CompiledRule, snapshot: Float64Array, offset: n
   if (def.maxRequests !== undefined) status.max_requests = def.maxRequests;
   if (def.maxTokens !== undefined) status.max_tokens = def.maxTokens;
   if (rule.concurrent) {
-    const inFlight = snapshot[offset + SNAP_IN_FLIGHT]!;
+    const inFlight = row.inFlight;
     status.in_flight = inFlight;
     status.requests_used = inFlight;
     status.requests_remaining = Math.max(rule.maxRequests - inFlight, 0);
     return withTimestamps(status, def.createdAt, def.updatedAt);
   }
   const period = def.periodSeconds;
-  const start = snapshot[offset + SNAP_WINDOW_START]!;
-  const elapsed = nowSeconds - start;
-  const requestsUsed = slidingEstimate(snapshot[offset + SNAP_REQ_PREV]!, snapshot[offset + SNAP_REQ_CUR]!, period, elapsed);
-  const tokensUsed = slidingEstimate(snapshot[offset + SNAP_TOK_PREV]!, snapshot[offset + SNAP_TOK_CUR]!, period, elapsed);
+  const start = row.windowStart;
+  const requestsUsed = row.requestsUsed;
+  const tokensUsed = row.tokensUsed;
   status.requests_used = requestsUsed;
   if (def.maxRequests !== undefined) status.requests_remaining = Math.max(def.maxRequests - requestsUsed, 0);
   status.tokens_used = tokensUsed;

@@ -33,6 +33,25 @@ describe('window arithmetic', () => {
     assert.equal(mulDivFloor(big, 86399, 86400), Number((BigInt(big) * 86399n) / 86400n));
   });
 
+  it('floors exactly just below 2^53, where a rounded quotient is closest to the next integer', () => {
+    // Deterministic pseudo-random products near the top of the safe range, and exact multiples.
+    let seed = 12345;
+    const next = (limit: number): number => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return 1 + (seed % limit);
+    };
+    for (let n = 0; n < 2000; n++) {
+      const c = next(86400 * 7);
+      const b = next(c);
+      const a = Math.floor(Number.MAX_SAFE_INTEGER / b) - next(1000);
+      const exact = Number((BigInt(a) * BigInt(b)) / BigInt(c));
+      assert.equal(mulDivFloor(a, b, c), exact, `floor(${a} * ${b} / ${c})`);
+      assert.equal(mulDivFloor(c * b, a % 1_000_000, c), b * (a % 1_000_000), 'an exact multiple stays whole');
+    }
+    const now = Number.MAX_SAFE_INTEGER - 5;
+    assert.equal(windowStart(now, 86400), now - (now % 86400));
+  });
+
   it('gives the required Retry-After vectors', () => {
     // 10 per minute, 10 requests at an aligned t0.
     assert.equal(retryAfterSeconds(0, 10, 10, 60, 0), 61);
