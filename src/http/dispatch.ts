@@ -271,7 +271,9 @@ export function asGatewayError(err: unknown, provider: string): unknown {
  */
 export class ResponseEnd {
   readonly cancel = new Cancellation();
-  private held: AdmissionTicket[] | undefined;
+  /** The request's own ticket; failover attempts add theirs to `more`. */
+  private held: AdmissionTicket | undefined;
+  private more: AdmissionTicket[] | undefined;
   private ended = false;
 
   constructor(raw: ServerResponse) {
@@ -279,14 +281,16 @@ export class ResponseEnd {
     raw.on('close', () => {
       this.ended = true;
       if (!raw.writableFinished) this.cancel.cancel();
-      const held = this.held;
-      if (held !== undefined) for (const ticket of held) ticket.release();
+      this.held?.release();
+      const more = this.more;
+      if (more !== undefined) for (const ticket of more) ticket.release();
     });
   }
 
   /** Releases the ticket's slots when the response ends (at once if it already has). Releasing is idempotent. */
   hold(ticket: AdmissionTicket): void {
     if (this.ended) ticket.release();
-    else (this.held ??= []).push(ticket);
+    else if (this.held === undefined) this.held = ticket;
+    else (this.more ??= []).push(ticket);
   }
 }

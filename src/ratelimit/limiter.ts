@@ -94,25 +94,17 @@ const MATCH_CACHE_LIMIT = 10_000;
  */
 const NONE = '\u0000';
 
-/** Rules to check and count for one kind of admission, plus where its concurrency rules sit. */
+/** Rules to check and count for one kind of admission, and its concurrency rules among them. */
 class MatchPlan {
   readonly rules: readonly CompiledRule[];
   readonly slots: readonly CompiledRule[];
-  /** Position of each slot rule in `rules`, to read its generation from the snapshot. */
-  readonly slotIndexes: readonly number[];
+  /** Position of the first slot rule in `rules`, to read the slots' generation from the snapshot; -1 if none. */
+  readonly firstSlot: number;
 
   constructor(rules: readonly CompiledRule[]) {
     this.rules = rules;
-    const slots: CompiledRule[] = [];
-    const slotIndexes: number[] = [];
-    rules.forEach((rule, i) => {
-      if (rule.concurrent) {
-        slots.push(rule);
-        slotIndexes.push(i);
-      }
-    });
-    this.slots = slots;
-    this.slotIndexes = slotIndexes;
+    this.slots = rules.filter((rule) => rule.concurrent);
+    this.firstSlot = rules.findIndex((rule) => rule.concurrent);
   }
 }
 
@@ -135,26 +127,22 @@ class HeldTicket implements AdmissionTicket {
   readonly ok = true as const;
   readonly headers: RateLimitHeaderData | undefined;
   private readonly store: CounterStore;
+  /** The concurrency slots taken; empty for a ticket that only carries headers. */
   private readonly slots: readonly CompiledRule[];
-  /** Counter generation each slot was taken at; a reset in between makes its release a no-op. */
-  private readonly generations: readonly number[] | undefined;
+  /** Store generation the slots were taken in; a reset since makes their release a no-op. */
+  private readonly generation: number;
   private releasedUserSlots = false;
   private releasedTargetSlots = false;
 
-  constructor(
-    store: CounterStore,
-    slots: readonly CompiledRule[],
-    generations: readonly number[] | undefined,
-    headers: RateLimitHeaderData | undefined,
-  ) {
+  constructor(store: CounterStore, slots: readonly CompiledRule[], generation: number, headers: RateLimitHeaderData | undefined) {
     this.store = store;
     this.slots = slots;
-    this.generations = generations;
+    this.generation = generation;
     this.headers = headers;
   }
 
   get holdsSlots(): boolean {
-    return this.generations !== undefined;
+    return this.slots.length > 0;
   }
 
   release(): void {
@@ -171,11 +159,10 @@ class HeldTicket implements AdmissionTicket {
   }
 
   private releaseWhere(userPath: boolean): void {
-    const generations = this.generations;
-    if (generations === undefined) return;
-    for (let i = 0; i < this.slots.length; i++) {
-      const slot = this.slots[i]!;
-      if ((slot.scope === 'user_path') === userPath) this.store.release(slot.counter, generations[i]!);
+    const slots = this.slots;
+    for (let i = 0; i < slots.length; i++) {
+      const slot = slots[i]!;
+      if ((slot.scope === 'user_path') === userPath) this.store.release(slot.counter, this.generation);
     }
   }
 }
@@ -237,13 +224,8 @@ export class RateLimiter {
     if (!this.store.tryAdmit(rules, now, snapshot)) return this.refusal(rules, snapshot, now);
 
     const headers = successHeaders(rules, snapshot, now);
-    const slotIndexes = plan.slotIndexes;
-    if (slotIndexes.length === 0) return headers === undefined ? NO_OP_TICKET : new HeldTicket(this.store, plan.slots, undefined, headers);
-    const generations = new Array<number>(slotIndexes.length);
-    for (let i = 0; i < slotIndexes.length; i++) {
-      generations[i] = snapshot.rows[slotIndexes[i]!]!.generation;
-    }
-    return new HeldTicket(this.store, plan.slots, generations, headers);
+    if (plan.firstSlot < 0) return headers === undefined ? NO_OP_TICKET : new HeldTicket(this.store, plan.slots, 0, headers);
+    return new HeldTicket(this.store, plan.slots, snapshot.rows[plan.firstSlot]!.generation, headers);
   }
 
   /**

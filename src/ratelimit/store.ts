@@ -47,7 +47,10 @@ export class CounterRow {
   tokensUsed = 0;
   /** Concurrency rules: requests in flight. */
   inFlight = 0;
-  /** Concurrency rules: bumped whenever the counter is reset or dropped, so a slot taken before is never released after. */
+  /**
+   * Concurrency rules: the store's generation when the slot was taken. Every reset or drop starts
+   * a new generation, and a slot is given back only to a counter not reset since it was taken.
+   */
   generation = 0;
 }
 
@@ -105,24 +108,40 @@ class MemoryCounter implements CounterHandle {
   tokensPrevious = 0;
   tokensCurrent = 0;
   inFlight = 0;
-  generation = 0;
+  /** The store generation of the last reset: slots taken in earlier generations are not given back. */
+  resetGeneration = 0;
+  /**
+   * The second the three fields below were computed for. Within a second only the current
+   * counts move, so the window arithmetic (two divisions) runs once a second, not per request.
+   */
+  private rolledAt = -1;
+  /** Start of the window containing rolledAt (older than windowStart if the clock stepped back). */
+  rolledStart = 0;
+  /** The previous window's share of the sliding estimates at rolledAt (see window.ts). */
+  requestsCarried = 0;
+  tokensCarried = 0;
 
   constructor(key: string) {
     this.key = key;
   }
 
-  clear(): void {
+  clear(generation: number): void {
     this.windowStart = 0;
     this.requestsPrevious = 0;
     this.requestsCurrent = 0;
     this.tokensPrevious = 0;
     this.tokensCurrent = 0;
     this.inFlight = 0;
-    this.generation++;
+    this.resetGeneration = generation;
+    this.rolledAt = -1;
   }
 
-  /** Advance to the window containing now: one period on shifts current to previous, more clears both. */
-  roll(nowSeconds: number, periodSeconds: number): number {
+  /**
+   * Advance to the window containing now: one period on shifts current to previous, more clears
+   * both. The estimates are then requestsCarried + requestsCurrent, tokensCarried + tokensCurrent.
+   */
+  roll(nowSeconds: number, periodSeconds: number): void {
+    if (nowSeconds === this.rolledAt) return;
     const start = windowStart(nowSeconds, periodSeconds);
     if (start > this.windowStart) {
       if (start - this.windowStart === periodSeconds) {
@@ -137,12 +156,18 @@ class MemoryCounter implements CounterHandle {
       this.windowStart = start;
     }
     // If the wall clock stepped back, keep the newer window's counts rather than un-rolling.
-    return start;
+    const elapsed = nowSeconds - start;
+    this.rolledAt = nowSeconds;
+    this.rolledStart = start;
+    this.requestsCarried = slidingEstimate(this.requestsPrevious, 0, periodSeconds, elapsed);
+    this.tokensCarried = slidingEstimate(this.tokensPrevious, 0, periodSeconds, elapsed);
   }
 }
 
 export class MemoryCounterStore implements CounterStore {
   private readonly counters = new Map<string, MemoryCounter>();
+  /** Bumped by every reset and drop (see CounterRow.generation). */
+  private generation = 0;
 
   counter(key: string): CounterHandle {
     let counter = this.counters.get(key);
@@ -156,16 +181,17 @@ export class MemoryCounterStore implements CounterStore {
   drop(key: string): void {
     const counter = this.counters.get(key);
     if (counter === undefined) return;
-    counter.clear(); // tickets still holding it see a new generation and release nothing
+    counter.clear(++this.generation); // tickets still holding it took their slots earlier and release nothing
     this.counters.delete(key);
   }
 
   reset(key: string): void {
-    this.counters.get(key)?.clear();
+    this.counters.get(key)?.clear(++this.generation);
   }
 
   resetAll(): void {
-    for (const counter of this.counters.values()) counter.clear();
+    const generation = ++this.generation;
+    for (const counter of this.counters.values()) counter.clear(generation);
   }
 
   tryAdmit(rules: readonly CounterRule[], nowSeconds: number, snapshot: CounterSnapshot): boolean {
@@ -178,12 +204,13 @@ export class MemoryCounterStore implements CounterStore {
       const period = rule.periodSeconds;
       const row = rows[i]!;
       if (period === 0) {
-        writeConcurrent(row, counter);
+        row.inFlight = counter.inFlight;
+        row.generation = this.generation;
         if (counter.inFlight >= rule.maxRequests) breached = true;
         continue;
       }
-      const start = counter.roll(nowSeconds, period);
-      writeWindowed(row, counter, start, nowSeconds - start, period);
+      counter.roll(nowSeconds, period);
+      writeWindowed(row, counter);
       if (rule.maxRequests > 0 && row.requestsUsed >= rule.maxRequests) breached = true;
       else if (rule.maxTokens > 0 && row.tokensUsed >= rule.maxTokens) breached = true;
     }
@@ -204,7 +231,7 @@ export class MemoryCounterStore implements CounterStore {
 
   release(handle: CounterHandle, generation: number): void {
     const counter = handle as MemoryCounter;
-    if (counter.generation === generation && counter.inFlight > 0) counter.inFlight--;
+    if (counter.resetGeneration <= generation && counter.inFlight > 0) counter.inFlight--;
   }
 
   addTokens(rules: readonly CounterRule[], tokens: number, nowSeconds: number): void {
@@ -223,7 +250,8 @@ export class MemoryCounterStore implements CounterStore {
       const counter = rule.counter as MemoryCounter;
       const row = snapshot.rows[i]!;
       if (rule.periodSeconds === 0) {
-        writeConcurrent(row, counter);
+        row.inFlight = counter.inFlight;
+        row.generation = this.generation;
         continue;
       }
       // Compute the rolled view without touching the counter.
@@ -254,17 +282,12 @@ export class MemoryCounterStore implements CounterStore {
   }
 }
 
-function writeConcurrent(row: CounterRow, counter: MemoryCounter): void {
-  row.inFlight = counter.inFlight;
-  row.generation = counter.generation;
-}
-
-function writeWindowed(row: CounterRow, counter: MemoryCounter, start: number, elapsed: number, period: number): void {
-  row.windowStart = start;
+function writeWindowed(row: CounterRow, counter: MemoryCounter): void {
+  row.windowStart = counter.rolledStart;
   row.requestsPrevious = counter.requestsPrevious;
   row.requestsCurrent = counter.requestsCurrent;
   row.tokensPrevious = counter.tokensPrevious;
   row.tokensCurrent = counter.tokensCurrent;
-  row.requestsUsed = slidingEstimate(counter.requestsPrevious, counter.requestsCurrent, period, elapsed);
-  row.tokensUsed = slidingEstimate(counter.tokensPrevious, counter.tokensCurrent, period, elapsed);
+  row.requestsUsed = counter.requestsCarried + counter.requestsCurrent;
+  row.tokensUsed = counter.tokensCarried + counter.tokensCurrent;
 }

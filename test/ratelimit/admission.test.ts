@@ -160,6 +160,20 @@ describe('admission', () => {
     assert.equal(statusOf(limiter, 'user_path', '/a', 0).in_flight, 0);
   });
 
+  it('still gives back the slots of rules that were not reset', () => {
+    const { limiter } = setup([rule('user_path', '/a', 0, { maxRequests: 5 }), rule('provider', 'p', 0, { maxRequests: 5 })]);
+    const ticket = admitted(limiter.admit({ userPath: '/a', provider: 'p', model: 'm' }));
+    assert.ok(limiter.resetRule({ scope: 'user_path', subject: '/a', periodSeconds: 0 }));
+    const fresh = admitted(limiter.admit({ userPath: '/a', provider: 'p', model: 'm' }));
+    assert.equal(statusOf(limiter, 'provider', 'p', 0).in_flight, 2);
+    ticket.release();
+    assert.equal(statusOf(limiter, 'provider', 'p', 0).in_flight, 1, 'the provider slot, taken before an unrelated reset, is given back');
+    assert.equal(statusOf(limiter, 'user_path', '/a', 0).in_flight, 1, "the reset rule keeps the fresh request's slot");
+    fresh.release();
+    assert.equal(statusOf(limiter, 'provider', 'p', 0).in_flight, 0);
+    assert.equal(statusOf(limiter, 'user_path', '/a', 0).in_flight, 0);
+  });
+
   it('clears windows on reset and delete', () => {
     const { limiter } = setup([rule('provider', 'p', 60, { maxRequests: 1 })]);
     admitted(limiter.admit({ provider: 'p' }));
