@@ -1,0 +1,224 @@
+/**
+ * Instructions per request of gateway configurations, counted by valgrind's callgrind: unlike
+ * requests/s, the count does not move with what else the machine is doing, so two builds or two
+ * configurations can be compared to a fraction of a percent on a noisy host.
+ *
+ *   node bench/instructions.ts --targets none,ten          # the 10-rule cost, by function
+ *   node bench/instructions.ts --targets ten,ten@/tmp/fg-base --stream
+ *   flags: --warmup N (3000) --requests N (3000) --top N (30)
+ *
+ * A target is VARIANT[@CHECKOUT] as in bench/compare.ts. Each gateway runs under callgrind with
+ * `node --predictable` (single-threaded V8: the same JIT and GC decisions from run to run) and
+ * `--perf-basic-prof` (names for JIT-compiled code). The counters are zeroed after the warm-up
+ * and dumped after the measured requests, sent 4 at a time; a full garbage collection just before
+ * zeroing keeps the warm-up's debts out of the count. The count of the work itself repeats
+ * closely; garbage collection and JIT compilation are counted apart, because how much of them
+ * falls among the measured requests depends on timing (how many requests are in flight when a
+ * scavenge runs, whether a mark-compact lands inside the window). Under callgrind a gateway runs
+ * ~50x slower: ~4 minutes per target with the defaults. Needs valgrind.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { parseArgs } from 'node:util';
+import { Agent, request } from 'undici';
+import { CHAT_PATH, GATEWAY_LABELS, JSON_BODY, REPO_DIR, REQUEST_HEADERS, STREAM_BODY, gatewayYaml, startUpstream, type GatewayVariant } from './lib.ts';
+
+const { values: flags } = parseArgs({
+  options: {
+    targets: { type: 'string', default: 'none,ten' },
+    stream: { type: 'boolean', default: false },
+    warmup: { type: 'string', default: '3000' },
+    requests: { type: 'string', default: '3000' },
+    top: { type: 'string', default: '30' },
+  },
+  strict: true,
+});
+
+function count(flag: string, raw: string): number {
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 1) throw new Error(`--${flag}: expected a whole number >= 1, got ${raw}`);
+  return value;
+}
+
+const warmup = count('warmup', flags.warmup);
+const measured = count('requests', flags.requests);
+const top = count('top', flags.top);
+const CONCURRENCY = 4;
+/** Garbage collection (both generations, with write barriers and heap iteration): varies with timing. */
+const GC = /Scaveng|Marking|MarkCompact|MarkBit|Evacuate|RecordMigrated|RecordWrite|WriteBarrier|Sweeper|LiveObjectVisitor|PointersUpdating|NeedsResetDueToFlushedBytecode|RememberedSet|StringTableCleaner|JSDispatchTable::Mark|OnMoveEvent|IteratePointers|BodyDescriptor|SizeFromMap|IterateObjectCache|ObjectVisitor|MemoryChunk|PageMetadata|heap::base|Heap::|MemoryAllocator|ReadOnlyRoots/;
+/** JIT compilation, which also runs when it runs. */
+const COMPILE = /v8::internal::compiler::|maglev|Maglev|turboshaft|Turboshaft|Pipeline|LinearScanAllocator|Assembler|InstructionSelector/;
+/** Frames that only enclose others (callgrind_annotate shows them with their callees' cost). */
+const ENCLOSING = /SpinEventLoop|libc-start|below main|^main$|node::Start|NodeMainInstance|clone\.S|start_thread|Worker::Run|StartThread/;
+
+interface Target {
+  label: string;
+  variant: GatewayVariant;
+  checkout: string;
+}
+
+function target(spec: string): Target {
+  const at = spec.indexOf('@');
+  const variant = at < 0 ? spec : spec.slice(0, at);
+  if (!(variant in GATEWAY_LABELS)) throw new Error(`--targets: unknown configuration "${variant}" (one of ${Object.keys(GATEWAY_LABELS).join(', ')})`);
+  return { label: spec, variant: variant as GatewayVariant, checkout: at < 0 ? REPO_DIR : resolve(spec.slice(at + 1)) };
+}
+
+interface Counts {
+  /** Instructions per request of the work itself, by function; JIT code named from the perf map. */
+  byFunction: Map<string, number>;
+  total: number;
+  gc: number;
+  compile: number;
+}
+
+/** Self cost per function from a callgrind dump, JIT addresses resolved through /tmp/perf-<pid>.map. */
+function readDump(file: string, pid: number, requests: number): Counts {
+  const jit: Array<{ start: number; end: number; name: string }> = [];
+  const mapFile = `/tmp/perf-${pid}.map`;
+  if (existsSync(mapFile)) {
+    for (const line of readFileSync(mapFile, 'utf8').split('\n')) {
+      const [start, size, ...name] = line.split(' ');
+      if (start && size) jit.push({ start: parseInt(start, 16), end: parseInt(start, 16) + parseInt(size, 16), name: name.join(' ') });
+    }
+    rmSync(mapFile, { force: true });
+  }
+  jit.sort((a, b) => a.start - b.start);
+  const nameAt = (address: number): string | undefined => {
+    let lo = 0;
+    let hi = jit.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      const entry = jit[mid]!;
+      if (address < entry.start) hi = mid - 1;
+      else if (address >= entry.end) lo = mid + 1;
+      else return entry.name;
+    }
+    return undefined;
+  };
+  const annotated = spawnSync('callgrind_annotate', ['--threshold=100', file], { encoding: 'utf8', maxBuffer: 1 << 28 });
+  if (annotated.status !== 0) throw new Error(`callgrind_annotate failed: ${annotated.stderr}`);
+  const byFunction = new Map<string, number>();
+  let total = 0;
+  let gc = 0;
+  let compile = 0;
+  for (const line of annotated.stdout.split('\n')) {
+    const match = /^\s*([\d,]+) \(\s*[\d.]+%\)\s+(.*)$/.exec(line);
+    if (!match || line.includes('PROGRAM TOTALS')) continue;
+    let name = match[2]!.replace(/\s*\[\/.*\]$/, '').replace(/^\?\?\?:/, '');
+    if (ENCLOSING.test(name) || /^0x0+1ab70$/.test(name)) continue;
+    const address = /^0x([0-9a-f]+)/.exec(name);
+    if (address) name = nameAt(parseInt(address[1]!, 16)) ?? name;
+    name = name.replace(/^JS:[*+~^]?'?/, 'JS ').replace(`file://${REPO_DIR}/`, '').slice(0, 110);
+    const perRequest = Number(match[1]!.replace(/,/g, '')) / requests;
+    if (GC.test(name)) {
+      gc += perRequest;
+      continue;
+    }
+    if (COMPILE.test(name)) {
+      compile += perRequest;
+      continue;
+    }
+    total += perRequest;
+    byFunction.set(name, (byFunction.get(name) ?? 0) + perRequest);
+  }
+  return { byFunction, total, gc, compile };
+}
+
+async function countTarget(t: Target, upstreamUrl: string): Promise<Counts> {
+  const dir = mkdtempSync(join(tmpdir(), 'floodgate-instructions-'));
+  try {
+    const config = join(dir, 'floodgate.yaml');
+    const sqlitePath = join(dir, 'floodgate.db');
+    writeFileSync(config, gatewayYaml(t.variant, upstreamUrl, sqlitePath));
+    const dump = join(dir, 'callgrind.out');
+    const child = spawn(
+      'valgrind',
+      ['--tool=callgrind', `--callgrind-out-file=${dump}`, process.execPath, '--predictable', '--perf-basic-prof', '--expose-gc', join(t.checkout, 'bench/servers/gateway.ts'), config],
+      {
+        cwd: t.checkout,
+        env: { ...process.env, LOG_LEVEL: 'warn', SQLITE_PATH: sqlitePath, USAGE_ENABLED: 'true', RATE_LIMITS_ENABLED: t.variant === 'disabled' ? 'false' : 'true' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let stderr = '';
+    child.stderr!.on('data', (chunk: Buffer) => {
+      stderr = (stderr + chunk.toString()).slice(-4000);
+    });
+    const exited = new Promise<void>((done) => child.once('exit', () => done()));
+    let collected: (() => void) | undefined;
+    const port = await new Promise<number>((done, fail) => {
+      createInterface({ input: child.stdout! }).on('line', (line) => {
+        const found = /^\{"port":(\d+)\}$/.exec(line);
+        if (found) done(Number(found[1]));
+        if (line === '{"collected":true}') collected?.();
+      });
+      void exited.then(() => fail(new Error(`${t.label}: the gateway exited under valgrind before listening:\n${stderr}`)));
+    });
+    const agent = new Agent({ connections: CONCURRENCY });
+    const body = flags.stream ? STREAM_BODY : JSON_BODY;
+    const send = async (n: number): Promise<void> => {
+      let started = 0;
+      const worker = async (): Promise<void> => {
+        while (started < n) {
+          started++;
+          const res = await request(`http://127.0.0.1:${port}${CHAT_PATH}`, { method: 'POST', headers: REQUEST_HEADERS, body, dispatcher: agent });
+          const text = await res.body.text();
+          if (res.statusCode !== 200) throw new Error(`${t.label}: HTTP ${res.statusCode}: ${text.slice(0, 200)}`);
+        }
+      };
+      await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+    };
+    const pid = String(child.pid);
+    try {
+      await send(warmup);
+      await new Promise<void>((done) => {
+        collected = done;
+        child.kill('SIGUSR2');
+      });
+      // A forced collection also drops some compiled code: let the JIT catch up before counting.
+      await send(Math.ceil(warmup / 3));
+      spawnSync('callgrind_control', ['--zero', pid], { stdio: 'ignore' });
+      await send(measured);
+      spawnSync('callgrind_control', ['--dump', pid], { stdio: 'ignore' });
+    } finally {
+      await agent.close();
+      child.kill('SIGTERM');
+      await exited;
+    }
+    // The --dump above is part 1; the exit writes the rest (shutdown) as part 2.
+    const file = `${dump}.1`;
+    if (!existsSync(file)) throw new Error(`${t.label}: no callgrind dump at ${file} (is callgrind_control on PATH?)`);
+    return readDump(file, child.pid!, measured);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const pad = (n: number, width = 9): string => Math.round(n).toLocaleString('en-US').padStart(width);
+
+const targets = flags.targets.split(',').map(target);
+if (spawnSync('valgrind', ['--version']).status !== 0) throw new Error('valgrind is not installed (apt-get install valgrind)');
+const upstream = await startUpstream();
+const results: Counts[] = [];
+try {
+  for (const t of targets) {
+    console.log(`${t.label}${flags.stream ? ', streaming' : ''}: ${warmup} warm-up requests, then ${measured} counted, under callgrind ...`);
+    const counts = await countTarget(t, upstream.url);
+    results.push(counts);
+    console.log(`  ${pad(counts.total)} instructions/request, + ${pad(counts.gc, 0)} in garbage collection, + ${pad(counts.compile, 0)} in JIT compilation`);
+    for (const [name, n] of [...counts.byFunction].sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`  ${pad(n)}  ${name}`);
+  }
+} finally {
+  await upstream.stop();
+}
+for (let i = 1; i < targets.length; i++) {
+  const [a, b] = [results[0]!, results[i]!];
+  console.log(`\n${targets[i]!.label} vs ${targets[0]!.label}: ${pad(b.total - a.total, 0)} instructions/request (${(b.total / a.total).toFixed(4)}x); garbage collection ${pad(b.gc - a.gc, 0)}; by function:`);
+  const names = new Set([...a.byFunction.keys(), ...b.byFunction.keys()]);
+  const deltas = [...names].map((name) => [name, (b.byFunction.get(name) ?? 0) - (a.byFunction.get(name) ?? 0)] as const);
+  for (const [name, delta] of deltas.sort((x, y) => Math.abs(y[1]) - Math.abs(x[1])).slice(0, top)) console.log(`  ${pad(delta)}  ${name}`);
+}
