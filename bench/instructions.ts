@@ -10,8 +10,9 @@
  * A target is VARIANT[@CHECKOUT] as in bench/compare.ts. Each gateway runs under callgrind with
  * `node --predictable` (single-threaded V8: the same JIT and GC decisions from run to run) and
  * `--perf-basic-prof` (names for JIT-compiled code). The counters are zeroed after the warm-up
- * and dumped after the measured requests, sent 4 at a time; a full garbage collection just before
- * zeroing keeps the warm-up's debts out of the count. The count of the work itself repeats
+ * and dumped after the measured requests, sent 4 at a time. (Forcing a full collection before
+ * counting was tried: it also drops compiled code, and the count then measures the JIT warming up
+ * again.) The count of the work itself repeats
  * closely; garbage collection and JIT compilation are counted apart, because how much of them
  * falls among the measured requests depends on timing (how many requests are in flight when a
  * scavenge runs, whether a mark-compact lands inside the window). Under callgrind a gateway runs
@@ -137,7 +138,7 @@ async function countTarget(t: Target, upstreamUrl: string): Promise<Counts> {
     const dump = join(dir, 'callgrind.out');
     const child = spawn(
       'valgrind',
-      ['--tool=callgrind', `--callgrind-out-file=${dump}`, process.execPath, '--predictable', '--perf-basic-prof', '--expose-gc', join(t.checkout, 'bench/servers/gateway.ts'), config],
+      ['--tool=callgrind', `--callgrind-out-file=${dump}`, process.execPath, '--predictable', '--perf-basic-prof', join(t.checkout, 'bench/servers/gateway.ts'), config],
       {
         cwd: t.checkout,
         env: { ...process.env, LOG_LEVEL: 'warn', SQLITE_PATH: sqlitePath, USAGE_ENABLED: 'true', RATE_LIMITS_ENABLED: t.variant === 'disabled' ? 'false' : 'true' },
@@ -149,12 +150,10 @@ async function countTarget(t: Target, upstreamUrl: string): Promise<Counts> {
       stderr = (stderr + chunk.toString()).slice(-4000);
     });
     const exited = new Promise<void>((done) => child.once('exit', () => done()));
-    let collected: (() => void) | undefined;
     const port = await new Promise<number>((done, fail) => {
       createInterface({ input: child.stdout! }).on('line', (line) => {
         const found = /^\{"port":(\d+)\}$/.exec(line);
         if (found) done(Number(found[1]));
-        if (line === '{"collected":true}') collected?.();
       });
       void exited.then(() => fail(new Error(`${t.label}: the gateway exited under valgrind before listening:\n${stderr}`)));
     });
@@ -175,12 +174,6 @@ async function countTarget(t: Target, upstreamUrl: string): Promise<Counts> {
     const pid = String(child.pid);
     try {
       await send(warmup);
-      await new Promise<void>((done) => {
-        collected = done;
-        child.kill('SIGUSR2');
-      });
-      // A forced collection also drops some compiled code: let the JIT catch up before counting.
-      await send(Math.ceil(warmup / 3));
       spawnSync('callgrind_control', ['--zero', pid], { stdio: 'ignore' });
       await send(measured);
       spawnSync('callgrind_control', ['--dump', pid], { stdio: 'ignore' });

@@ -19,12 +19,3 @@ const stop = (): void => {
 };
 process.on('SIGTERM', stop);
 process.on('SIGINT', stop);
-// bench/instructions.ts runs this with --expose-gc and collects garbage before it starts counting,
-// so a mark-compact owed by the warm-up does not land among the counted requests.
-const collectGarbage = (globalThis as { gc?: () => void }).gc;
-if (collectGarbage !== undefined) {
-  process.on('SIGUSR2', () => {
-    collectGarbage();
-    process.stdout.write('{"collected":true}\n');
-  });
-}
