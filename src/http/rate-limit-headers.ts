@@ -7,33 +7,23 @@ import { GatewayError } from './errors.ts';
  */
 export function rateLimitHeaderList(data: RateLimitHeaderData | undefined): string[] | undefined {
   if (data === undefined) return undefined;
+  const list: string[] = [];
   const { requests, tokens } = data;
-  // One array literal per case: built in a single allocation, where pushes would grow it twice.
-  if (requests !== undefined && tokens !== undefined) {
-    return [
-      'x-ratelimit-limit-requests', String(requests.limit),
-      'x-ratelimit-remaining-requests', String(requests.remaining),
-      'x-ratelimit-reset-requests', String(requests.reset),
-      'x-ratelimit-limit-tokens', String(tokens.limit),
-      'x-ratelimit-remaining-tokens', String(tokens.remaining),
-      'x-ratelimit-reset-tokens', String(tokens.reset),
-    ];
-  }
   if (requests !== undefined) {
-    return [
+    list.push(
       'x-ratelimit-limit-requests', String(requests.limit),
       'x-ratelimit-remaining-requests', String(requests.remaining),
       'x-ratelimit-reset-requests', String(requests.reset),
-    ];
+    );
   }
   if (tokens !== undefined) {
-    return [
+    list.push(
       'x-ratelimit-limit-tokens', String(tokens.limit),
       'x-ratelimit-remaining-tokens', String(tokens.remaining),
       'x-ratelimit-reset-tokens', String(tokens.reset),
-    ];
+    );
   }
-  return [];
+  return list;
 }
 
 /** The same headers as an object (error answers go through fastify). */

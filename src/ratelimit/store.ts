@@ -218,10 +218,10 @@ export class MemoryCounterStore implements CounterStore {
     for (let i = 0; i < count; i++) {
       const rule = rules[i]!;
       const counter = rule.counter as MemoryCounter;
+      const row = rows[i]!;
       if (rule.periodSeconds === 0) {
-        rows[i]!.inFlight = ++counter.inFlight;
+        row.inFlight = ++counter.inFlight;
       } else {
-        const row = rows[i]!;
         row.requestsCurrent = ++counter.requestsCurrent;
         row.requestsUsed++; // the estimate moves with the current window's count
       }
