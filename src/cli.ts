@@ -4,6 +4,7 @@ import { startGateway, StartupError, type Gateway } from './app.ts';
 import { checkConfigFile } from './config/check.ts';
 import { ConfigError } from './config/errors.ts';
 import { loadConfig } from './config/load.ts';
+import { tuneV8ForServing } from './runtime/v8-tuning.ts';
 
 const USAGE = `Usage:
   floodgate [--config FILE] [--port N]   start the gateway
@@ -44,6 +45,7 @@ export async function main(argv: string[]): Promise<number> {
     }
   }
 
+  tuneV8ForServing();
   const logger = pino({ level: process.env.LOG_LEVEL ?? 'info', base: { service: 'floodgate' } });
   let gateway: Gateway;
   try {

@@ -1,11 +1,14 @@
 /**
- * Bench-only launcher: starts Floodgate exactly as the CLI does (loadConfig + startGateway,
+ * Bench-only launcher: starts Floodgate exactly as the CLI does (V8 tuning, loadConfig + startGateway,
  * pino at LOG_LEVEL) and prints `{"port":N}` on stdout, so the parent need not parse logs.
  *   node bench/servers/gateway.ts <config.yaml>   (env: SQLITE_PATH, RATE_LIMITS_ENABLED, ...)
  */
 import pino from 'pino';
 import { startGateway } from '../../src/app.ts';
 import { loadConfig } from '../../src/config/load.ts';
+import { tuneV8ForServing } from '../../src/runtime/v8-tuning.ts';
+
+tuneV8ForServing();
 
 const file = process.argv[2];
 // Logs go to stderr: stdout carries only the port line.
