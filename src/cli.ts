@@ -45,8 +45,9 @@ export async function main(argv: string[]): Promise<number> {
     }
   }
 
-  tuneV8ForServing();
+  const tuned = tuneV8ForServing();
   const logger = pino({ level: process.env.LOG_LEVEL ?? 'info', base: { service: 'floodgate' } });
+  logger.debug({ v8Flags: tuned }, 'V8 tuned for serving');
   let gateway: Gateway;
   try {
     const loaded = loadConfig({ file: args.values.config, env: process.env, portOverride });

@@ -3,15 +3,39 @@ import { setFlagsFromString } from 'node:v8';
 /**
  * V8 settings for a long-running gateway process, applied once by the entry points that serve
  * traffic (the `floodgate` command, the bench launcher), never by the library: tests and
- * embedders keep their own runtime.
+ * embedders keep their own runtime. Measurements: docs/performance.md, the changes table.
  *
- * Allocation-site pretenuring is turned off. When load starts, everything some allocation sites
- * made since the last scavenge is still alive at it, and V8 then allocates all those sites make
- * directly in the old generation, including the objects each request makes and drops. A dead old
- * object lives until the next mark-compact and keeps the young objects it points to alive
- * through scavenges: about 1.8 KB of every request's garbage was promoted, and without
- * pretenuring under 0.1 KB (docs/performance.md, the pretenuring row of the changes table).
+ * - No allocation-site pretenuring. When load starts, everything some allocation sites made
+ *   since the last scavenge is still alive at it, and V8 then allocates all those sites make
+ *   directly in the old generation, including the objects each request makes and drops. A dead
+ *   old object lives until the next mark-compact and keeps the young objects it points to alive
+ *   through scavenges: about 1.8 KB of every request's garbage was promoted, without
+ *   pretenuring under 0.1 KB.
+ * - No memory reducer. After a few idle seconds it runs collections that hand the heap back to
+ *   the operating system, and the next burst of traffic faults it all in again; on virtual
+ *   machines that return freed guest memory to the host (virtio-balloon free page reporting)
+ *   each such fault is slow, and the first seconds after a quiet spell cost up to 1.6x the CPU
+ *   per request. The heap stays at the size load grew it to, which is what the host must have
+ *   for the next peak anyway.
  */
-export function tuneV8ForServing(): void {
-  setFlagsFromString('--no-allocation-site-pretenuring');
+export const SERVING_V8_FLAGS: readonly string[] = ['--no-allocation-site-pretenuring', '--no-memory-reducer'];
+
+/**
+ * Applies SERVING_V8_FLAGS, except those the operator set either way on the node command line
+ * (`node --memory-reducer bin/floodgate.js` keeps the memory reducer). Returns the flags applied.
+ */
+export function tuneV8ForServing(execArgv: readonly string[] = process.execArgv): string[] {
+  const given = new Set(execArgv.map(flagName));
+  const applied: string[] = [];
+  for (const flag of SERVING_V8_FLAGS) {
+    if (given.has(flagName(flag))) continue;
+    setFlagsFromString(flag);
+    applied.push(flag);
+  }
+  return applied;
+}
+
+/** `--no-memory_reducer=x` → `memory-reducer`: V8 accepts both spellings and the `no-` prefix. */
+function flagName(arg: string): string {
+  return arg.replace(/^--?/, '').replace(/^no-/, '').split('=')[0]!.replace(/_/g, '-');
 }

@@ -5,14 +5,15 @@ import { describe, it } from 'node:test';
 const TUNING = new URL('../../src/runtime/v8-tuning.ts', import.meta.url).href;
 
 /**
- * A child process that first builds a burst of objects which all survive (as sockets and their
- * event tables do when traffic starts), then makes a million short-lived objects at the same
- * allocation site; prints how many MiB of old generation the short-lived ones took.
+ * A child process (`node ...nodeFlags`) that, tuned or not, first builds a burst of objects which
+ * all survive (as a server's objects do when traffic starts), then makes a million short-lived
+ * objects at the same allocation site. Reports how many MiB of old generation the short-lived
+ * ones took, and the flags the tuning applied.
  */
-function oldGenerationTakenByGarbage(tuned: boolean): number {
+function burstThenGarbage(tuned: boolean, nodeFlags: string[] = []): { oldMiB: number; applied: string[] } {
   const script = `
     import { getHeapSpaceStatistics } from 'node:v8';
-    ${tuned ? `(await import(${JSON.stringify(TUNING)})).tuneV8ForServing();` : ''}
+    const applied = ${tuned ? `(await import(${JSON.stringify(TUNING)})).tuneV8ForServing()` : '[]'};
     const oldUsed = () => getHeapSpaceStatistics().find((s) => s.space_name === 'old_space').space_used_size;
     const make = (i) => ({ i, tag: 'x' });
     let burst = [];
@@ -21,9 +22,10 @@ function oldGenerationTakenByGarbage(tuned: boolean): number {
     const before = oldUsed();
     let last;
     for (let i = 0; i < 1_000_000; i++) last = make(i);
-    process.stdout.write(String((oldUsed() - before) / 2 ** 20 + last.i * 0));
+    process.stdout.write(JSON.stringify({ oldMiB: (oldUsed() - before) / 2 ** 20, applied, last: last.i }));
   `;
-  return Number(execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' }));
+  const out = execFileSync(process.execPath, [...nodeFlags, '--input-type=module', '-e', script], { encoding: 'utf8' });
+  return JSON.parse(out) as { oldMiB: number; applied: string[] };
 }
 
 describe('tuneV8ForServing', () => {
@@ -31,11 +33,19 @@ describe('tuneV8ForServing', () => {
     // The control shows this V8 still pretenures, so the tuned figure means something. V8 decides
     // from samples taken at each scavenge, and about one run in ten it does not pretenure the
     // site at all: the control gets three tries, the tuned run must stay young every time.
-    const control = [0, 1, 2].map(() => oldGenerationTakenByGarbage(false));
+    const control = [0, 1, 2].map(() => burstThenGarbage(false).oldMiB);
     assert.ok(Math.max(...control) > 10, `without tuning, the short-lived objects should land in the old generation (MiB: ${control.join(', ')})`);
     for (let run = 0; run < 3; run++) {
-      const tuned = oldGenerationTakenByGarbage(true);
-      assert.ok(tuned < 1, `with tuning, the short-lived objects should stay young (run ${run + 1}: ${tuned} MiB)`);
+      const tuned = burstThenGarbage(true);
+      assert.deepEqual(tuned.applied, ['--no-allocation-site-pretenuring', '--no-memory-reducer']);
+      assert.ok(tuned.oldMiB < 1, `with tuning, the short-lived objects should stay young (run ${run + 1}: ${tuned.oldMiB} MiB)`);
     }
+  });
+
+  it('leaves alone what the operator set on the node command line, either way', () => {
+    const kept = [0, 1, 2].map(() => burstThenGarbage(true, ['--allocation-site-pretenuring', '--memory_reducer']));
+    for (const run of kept) assert.deepEqual(run.applied, []);
+    assert.ok(Math.max(...kept.map((r) => r.oldMiB)) > 10, `pretenuring asked for on the command line should stay on (MiB: ${kept.map((r) => r.oldMiB).join(', ')})`);
+    assert.deepEqual(burstThenGarbage(true, ['--no-memory-reducer']).applied, ['--no-allocation-site-pretenuring']);
   });
 });
