@@ -1,6 +1,7 @@
 /**
- * Bench-only launcher: starts Floodgate exactly as the CLI does (V8 tuning, loadConfig + startGateway,
- * pino at LOG_LEVEL) and prints `{"port":N}` on stdout, so the parent need not parse logs.
+ * Bench-only launcher: starts Floodgate exactly as the CLI does (V8 tuning, loadConfig +
+ * startGateway, pino at LOG_LEVEL) and prints `{"port":N}` on stdout, so the parent need not
+ * parse logs.
  *   node bench/servers/gateway.ts <config.yaml>   (env: SQLITE_PATH, RATE_LIMITS_ENABLED, ...)
  */
 import pino from 'pino';
