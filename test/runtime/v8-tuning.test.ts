@@ -28,13 +28,27 @@ function burstThenGarbage(tuned: boolean, nodeFlags: string[] = []): { oldMiB: n
   return JSON.parse(out) as { oldMiB: number; applied: string[] };
 }
 
+/**
+ * Whether V8 pretenured in one of up to `tries` runs. Its decision depends on timing: when the
+ * optimizing compiler (a background thread) installs its code before the first scavenges, the
+ * site's objects carry no allocation feedback and V8 never pretenures; on a loaded machine that
+ * happened in about half of the runs. A run that pretenures shows the measurement can see it.
+ */
+function pretenuresWithin(tries: number, run: () => { oldMiB: number }): number[] {
+  const seen: number[] = [];
+  while (seen.length < tries) {
+    seen.push(run().oldMiB);
+    if (seen.at(-1)! > 10) break;
+  }
+  return seen;
+}
+
 describe('tuneV8ForServing', () => {
   it('keeps short-lived objects out of the old generation after a burst of survivors', () => {
-    // The control shows this V8 still pretenures, so the tuned figure means something. V8 decides
-    // from samples taken at each scavenge, and about one run in ten it does not pretenure the
-    // site at all: the control gets three tries, the tuned run must stay young every time.
-    const control = [0, 1, 2].map(() => burstThenGarbage(false).oldMiB);
-    assert.ok(Math.max(...control) > 10, `without tuning, the short-lived objects should land in the old generation (MiB: ${control.join(', ')})`);
+    // The control shows this V8 still pretenures, so the tuned figure means something; the tuned
+    // run must stay young every time.
+    const control = pretenuresWithin(10, () => burstThenGarbage(false));
+    assert.ok(control.at(-1)! > 10, `without tuning, the short-lived objects should land in the old generation (MiB: ${control.join(', ')})`);
     for (let run = 0; run < 3; run++) {
       const tuned = burstThenGarbage(true);
       assert.deepEqual(tuned.applied, ['--no-allocation-site-pretenuring', '--no-memory-reducer']);
@@ -43,9 +57,12 @@ describe('tuneV8ForServing', () => {
   });
 
   it('leaves alone what the operator set on the node command line, either way', () => {
-    const kept = [0, 1, 2].map(() => burstThenGarbage(true, ['--allocation-site-pretenuring', '--memory_reducer']));
-    for (const run of kept) assert.deepEqual(run.applied, []);
-    assert.ok(Math.max(...kept.map((r) => r.oldMiB)) > 10, `pretenuring asked for on the command line should stay on (MiB: ${kept.map((r) => r.oldMiB).join(', ')})`);
+    const kept = pretenuresWithin(10, () => {
+      const run = burstThenGarbage(true, ['--allocation-site-pretenuring', '--memory_reducer']);
+      assert.deepEqual(run.applied, []);
+      return run;
+    });
+    assert.ok(kept.at(-1)! > 10, `pretenuring asked for on the command line should stay on (MiB: ${kept.join(', ')})`);
     assert.deepEqual(burstThenGarbage(true, ['--no-memory-reducer']).applied, ['--no-allocation-site-pretenuring']);
   });
 });
