@@ -11,11 +11,10 @@
  * A side is VARIANT[@CHECKOUT]: a configuration of bench/lib.ts (none, ten, tenThousand,
  * disabled), optionally run from another copy of the repository.
  */
-import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import {
-  GATEWAY_LABELS, JSON_BODY, LOAD_CPU, SERVER_CPU, STREAM_BODY, canPin, createCpuGroups, load, pin, probe, sideBySide,
-  startGateway, startUpstream, type ChildServer, type GatewayVariant,
+  JSON_BODY, LOAD_CPU, SERVER_CPU, STREAM_BODY, canPin, createCpuGroups, gatewayTarget, load, median, pin, probe, sideBySide,
+  startGateway, startUpstream, wholeNumber, type ChildServer, type GatewayTarget,
 } from './lib.ts';
 
 const { values: flags } = parseArgs({
@@ -31,39 +30,18 @@ const { values: flags } = parseArgs({
   strict: true,
 });
 
-interface Side {
-  variant: GatewayVariant;
-  checkout: string | undefined;
-  label: string;
-}
-
-function side(flag: string, value: string | undefined): Side {
+function side(flag: string, value: string | undefined): GatewayTarget {
   if (value === undefined) throw new Error(`--${flag}: required, as VARIANT[@CHECKOUT] (e.g. ten or ten@/tmp/fg-base)`);
-  const at = value.indexOf('@');
-  const variant = at < 0 ? value : value.slice(0, at);
-  if (!(variant in GATEWAY_LABELS)) throw new Error(`--${flag}: unknown configuration "${variant}" (one of ${Object.keys(GATEWAY_LABELS).join(', ')})`);
-  return { variant: variant as GatewayVariant, checkout: at < 0 ? undefined : resolve(value.slice(at + 1)), label: value };
-}
-
-function count(flag: string, raw: string, min: number): number {
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < min) throw new Error(`--${flag}: expected a whole number >= ${min}, got ${raw}`);
-  return value;
+  return gatewayTarget(flag, value);
 }
 
 const a = side('a', flags.a);
 const b = side('b', flags.b);
-const rounds = count('rounds', flags.rounds, 1);
-const seconds = count('duration', flags.duration, 1);
-const connections = count('connections', flags.connections, 1);
-const warmup = count('warmup', flags.warmup, 0);
+const rounds = wholeNumber('rounds', flags.rounds, 1);
+const seconds = wholeNumber('duration', flags.duration, 1);
+const connections = wholeNumber('connections', flags.connections, 1);
+const warmup = wholeNumber('warmup', flags.warmup, 0);
 const stream = flags.stream;
-
-const median = (xs: readonly number[]): number => {
-  const sorted = [...xs].sort((x, y) => x - y);
-  const m = sorted.length >> 1;
-  return sorted.length % 2 === 1 ? sorted[m]! : (sorted[m - 1]! + sorted[m]!) / 2;
-};
 
 const pinned = canPin();
 if (pinned) pin(process.pid, LOAD_CPU);
@@ -72,7 +50,7 @@ const servers: ChildServer[] = [];
 try {
   const upstream = await startUpstream();
   servers.push(upstream);
-  const start = (s: Side): Promise<ChildServer> => startGateway(s.variant, upstream.url, [], s.checkout);
+  const start = (s: GatewayTarget): Promise<ChildServer> => startGateway(s.variant, upstream.url, [], s.checkout);
   const [serverA, serverB] = [await start(a), await start(b)];
   servers.push(serverA, serverB);
   for (const [name, server] of [['a', serverA], ['b', serverB]] as const) {

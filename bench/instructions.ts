@@ -21,11 +21,13 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { Agent, request } from 'undici';
-import { CHAT_PATH, GATEWAY_LABELS, JSON_BODY, REPO_DIR, REQUEST_HEADERS, STREAM_BODY, gatewayYaml, startUpstream, type GatewayVariant } from './lib.ts';
+import {
+  CHAT_PATH, JSON_BODY, REPO_DIR, REQUEST_HEADERS, STREAM_BODY, gatewayEnv, gatewayTarget, gatewayYaml, startUpstream, wholeNumber, type GatewayTarget,
+} from './lib.ts';
 
 const { values: flags } = parseArgs({
   options: {
@@ -38,15 +40,9 @@ const { values: flags } = parseArgs({
   strict: true,
 });
 
-function count(flag: string, raw: string): number {
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < 1) throw new Error(`--${flag}: expected a whole number >= 1, got ${raw}`);
-  return value;
-}
-
-const warmup = count('warmup', flags.warmup);
-const measured = count('requests', flags.requests);
-const top = count('top', flags.top);
+const warmup = wholeNumber('warmup', flags.warmup, 1);
+const measured = wholeNumber('requests', flags.requests, 1);
+const top = wholeNumber('top', flags.top, 1);
 const CONCURRENCY = 4;
 /** Garbage collection (both generations, with write barriers and heap iteration): varies with timing. */
 const GC = /Scaveng|Marking|MarkCompact|MarkBit|Evacuate|RecordMigrated|RecordWrite|WriteBarrier|Sweeper|LiveObjectVisitor|PointersUpdating|NeedsResetDueToFlushedBytecode|RememberedSet|StringTableCleaner|JSDispatchTable::Mark|OnMoveEvent|IteratePointers|BodyDescriptor|SizeFromMap|IterateObjectCache|ObjectVisitor|MemoryChunk|PageMetadata|heap::base|Heap::|MemoryAllocator|ReadOnlyRoots/;
@@ -54,19 +50,6 @@ const GC = /Scaveng|Marking|MarkCompact|MarkBit|Evacuate|RecordMigrated|RecordWr
 const COMPILE = /v8::internal::compiler::|maglev|Maglev|turboshaft|Turboshaft|Pipeline|LinearScanAllocator|Assembler|InstructionSelector/;
 /** Frames that only enclose others (callgrind_annotate shows them with their callees' cost). */
 const ENCLOSING = /SpinEventLoop|libc-start|below main|^main$|node::Start|NodeMainInstance|clone\.S|start_thread|Worker::Run|StartThread/;
-
-interface Target {
-  label: string;
-  variant: GatewayVariant;
-  checkout: string;
-}
-
-function target(spec: string): Target {
-  const at = spec.indexOf('@');
-  const variant = at < 0 ? spec : spec.slice(0, at);
-  if (!(variant in GATEWAY_LABELS)) throw new Error(`--targets: unknown configuration "${variant}" (one of ${Object.keys(GATEWAY_LABELS).join(', ')})`);
-  return { label: spec, variant: variant as GatewayVariant, checkout: at < 0 ? REPO_DIR : resolve(spec.slice(at + 1)) };
-}
 
 interface Counts {
   /** Instructions per request of the work itself, by function; JIT code named from the perf map. */
@@ -129,7 +112,7 @@ function readDump(file: string, pid: number, requests: number): Counts {
   return { byFunction, total, gc, compile };
 }
 
-async function countTarget(t: Target, upstreamUrl: string): Promise<Counts> {
+async function countTarget(t: GatewayTarget, upstreamUrl: string): Promise<Counts> {
   const dir = mkdtempSync(join(tmpdir(), 'floodgate-instructions-'));
   try {
     const config = join(dir, 'floodgate.yaml');
@@ -141,7 +124,7 @@ async function countTarget(t: Target, upstreamUrl: string): Promise<Counts> {
       ['--tool=callgrind', `--callgrind-out-file=${dump}`, process.execPath, '--predictable', '--perf-basic-prof', join(t.checkout, 'bench/servers/gateway.ts'), config],
       {
         cwd: t.checkout,
-        env: { ...process.env, LOG_LEVEL: 'warn', SQLITE_PATH: sqlitePath, USAGE_ENABLED: 'true', RATE_LIMITS_ENABLED: t.variant === 'disabled' ? 'false' : 'true' },
+        env: { ...process.env, LOG_LEVEL: 'warn', ...gatewayEnv(t.variant, sqlitePath) },
         stdio: ['ignore', 'pipe', 'pipe'],
       },
     );
@@ -193,7 +176,7 @@ async function countTarget(t: Target, upstreamUrl: string): Promise<Counts> {
 
 const pad = (n: number, width = 9): string => Math.round(n).toLocaleString('en-US').padStart(width);
 
-const targets = flags.targets.split(',').map(target);
+const targets = flags.targets.split(',').map((spec) => gatewayTarget('targets', spec));
 if (spawnSync('valgrind', ['--version']).status !== 0) throw new Error('valgrind is not installed (apt-get install valgrind)');
 const upstream = await startUpstream();
 const results: Counts[] = [];

@@ -194,6 +194,41 @@ export const GATEWAY_LABELS: Record<GatewayVariant, string> = {
   disabled: 'rate limits disabled',
 };
 
+/** A gateway configuration to run, possibly from another copy of the repository. */
+export interface GatewayTarget {
+  variant: GatewayVariant;
+  /** The repository copy to run (this one by default). */
+  checkout: string;
+  /** As given: VARIANT[@CHECKOUT]. */
+  label: string;
+}
+
+/** Parses VARIANT[@CHECKOUT] (e.g. `ten` or `ten@/tmp/fg-base`) given for `--flag`. */
+export function gatewayTarget(flag: string, spec: string): GatewayTarget {
+  const at = spec.indexOf('@');
+  const variant = at < 0 ? spec : spec.slice(0, at);
+  if (!(variant in GATEWAY_LABELS)) throw new Error(`--${flag}: unknown configuration "${variant}" (one of ${Object.keys(GATEWAY_LABELS).join(', ')})`);
+  return { variant: variant as GatewayVariant, checkout: at < 0 ? REPO_DIR : resolve(spec.slice(at + 1)), label: spec };
+}
+
+/** The environment a gateway of this configuration runs with (its YAML says the rest). */
+export function gatewayEnv(variant: GatewayVariant, sqlitePath: string): Record<string, string> {
+  return { SQLITE_PATH: sqlitePath, USAGE_ENABLED: 'true', RATE_LIMITS_ENABLED: variant === 'disabled' ? 'false' : 'true' };
+}
+
+/** A command-line count: a whole number >= `min`, or an error naming the flag. */
+export function wholeNumber(flag: string, raw: string, min: number): number {
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min) throw new Error(`--${flag}: expected a whole number >= ${min}, got ${raw}`);
+  return value;
+}
+
+export function median(xs: readonly number[]): number {
+  const sorted = [...xs].sort((x, y) => x - y);
+  const m = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[m]! : (sorted[m - 1]! + sorted[m]!) / 2;
+}
+
 /**
  * A gateway in its own process on a fresh temp dir (YAML file + SQLite file). `checkout` runs
  * another copy of the repository instead of this one (bench/compare.ts: a git worktree of an
@@ -209,7 +244,7 @@ export async function startGateway(
   const file = join(dir, 'floodgate.yaml');
   const sqlitePath = join(dir, 'floodgate.db');
   writeFileSync(file, gatewayYaml(variant, upstreamUrl, sqlitePath));
-  const env: Record<string, string> = { SQLITE_PATH: sqlitePath, USAGE_ENABLED: 'true', RATE_LIMITS_ENABLED: variant === 'disabled' ? 'false' : 'true' };
+  const env = gatewayEnv(variant, sqlitePath);
   const name = `gateway (${GATEWAY_LABELS[variant]}${checkout === REPO_DIR ? '' : ` at ${checkout}`})`;
   const child = await startChild(name, join(checkout, 'bench/servers/gateway.ts'), [file], env, nodeFlags, checkout);
   return {

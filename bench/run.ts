@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { runEngineBench, type EngineBenchResult } from './engine.bench.ts';
 import {
-  BENCH_DIR, JSON_BODY, LOAD_CPU, SERVER_CPU, STREAM_BODY, canPin, createCpuGroups, load, measure, pin, probe, sideBySide,
+  BENCH_DIR, JSON_BODY, LOAD_CPU, SERVER_CPU, STREAM_BODY, canPin, createCpuGroups, load, measure, median, pin, probe, sideBySide,
   startFloorProxy, startGateway, startUpstream, type ChildServer, type CpuGroups, type GatewayVariant, type RoundFigures,
 } from './lib.ts';
 
@@ -116,12 +116,6 @@ interface RowResult extends RoundFigures {
 // ---- main -----------------------------------------------------------------------------------
 
 const round3 = (x: number): number => Math.round(x * 1000) / 1000;
-
-const median = (xs: readonly number[]): number => {
-  const sorted = [...xs].sort((x, y) => x - y);
-  const m = sorted.length >> 1;
-  return sorted.length % 2 === 1 ? sorted[m]! : (sorted[m - 1]! + sorted[m]!) / 2;
-};
 
 const rowById = (id: string): RowSpec => ROWS.find((r) => r.id === id)!;
 
