@@ -4,7 +4,7 @@ import { startGateway, StartupError, type Gateway } from './app.ts';
 import { checkConfigFile } from './config/check.ts';
 import { ConfigError } from './config/errors.ts';
 import { loadConfig } from './config/load.ts';
-import { tuneV8ForServing } from './runtime/v8-tuning.ts';
+import { collectStartupGarbage, tuneV8ForServing } from './runtime/v8-tuning.ts';
 
 const USAGE = `Usage:
   floodgate [--config FILE] [--port N]   start the gateway
@@ -65,6 +65,9 @@ export async function main(argv: string[]): Promise<number> {
     logger.fatal({ err }, 'start-up failed');
     return 1;
   }
+  // Before traffic arrives: see collectStartupGarbage.
+  const collected = collectStartupGarbage();
+  logger.debug({ collected }, 'start-up garbage collected');
 
   await new Promise<void>((resolve) => {
     const stop = (signal: string): void => {

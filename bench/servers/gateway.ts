@@ -1,13 +1,13 @@
 /**
  * Bench-only launcher: starts Floodgate exactly as the CLI does (V8 tuning, loadConfig +
- * startGateway, pino at LOG_LEVEL) and prints `{"port":N}` on stdout, so the parent need not
- * parse logs.
+ * startGateway, the start-up garbage collection, pino at LOG_LEVEL) and prints `{"port":N}` on
+ * stdout, so the parent need not parse logs.
  *   node bench/servers/gateway.ts <config.yaml>   (env: SQLITE_PATH, RATE_LIMITS_ENABLED, ...)
  */
 import pino from 'pino';
 import { startGateway } from '../../src/app.ts';
 import { loadConfig } from '../../src/config/load.ts';
-import { tuneV8ForServing } from '../../src/runtime/v8-tuning.ts';
+import { collectStartupGarbage, tuneV8ForServing } from '../../src/runtime/v8-tuning.ts';
 
 tuneV8ForServing();
 
@@ -16,6 +16,7 @@ const file = process.argv[2];
 const logger = pino({ level: process.env['LOG_LEVEL'] ?? 'warn', base: { service: 'floodgate' } }, pino.destination(2));
 const loaded = loadConfig({ file, env: process.env, portOverride: 0 });
 const gateway = await startGateway({ config: loaded.config, rateLimitSeeds: loaded.rateLimitSeeds, warnings: loaded.warnings, logger, shutdownGraceMs: 2000 });
+collectStartupGarbage();
 process.stdout.write(`${JSON.stringify({ port: gateway.port })}\n`);
 const stop = (): void => {
   // Exit through process.exit so --cpu-prof writes its profile.

@@ -1,4 +1,5 @@
 import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 
 /**
  * V8 settings for a long-running gateway process, applied once by the entry points that serve
@@ -38,4 +39,33 @@ export function tuneV8ForServing(execArgv: readonly string[] = process.execArgv)
 /** `--no-memory_reducer=x` → `memory-reducer`: V8 accepts both spellings and the `no-` prefix. */
 function flagName(arg: string): string {
   return arg.replace(/^--?/, '').replace(/^no-/, '').split('=')[0]!.replace(/_/g, '-');
+}
+
+/**
+ * One full garbage collection, for a serving process that has just loaded its configuration and
+ * rules and is about to take traffic. Without the memory reducer nothing collects the garbage of
+ * start-up (parsing and compiling a 10,000-rule file leaves ~140 MB of it) until the old
+ * generation fills; V8 then sizes its next limit from a heap that is mostly that garbage, and
+ * under load the dead objects keep young ones alive through scavenges, so the heap grew by
+ * ~6 MB/s and the process spent 4% of its time in GC instead of 0.5%. Returns false where no
+ * collector could be reached.
+ */
+export function collectStartupGarbage(): boolean {
+  const exposed = (globalThis as { gc?: () => void }).gc;
+  if (typeof exposed === 'function') {
+    exposed();
+    return true;
+  }
+  // A context created while --expose-gc is set carries `gc` on its global; the flag is set back
+  // so this process's own global stays as it was.
+  setFlagsFromString('--expose-gc');
+  let gc: unknown;
+  try {
+    gc = runInNewContext('gc');
+  } finally {
+    setFlagsFromString('--no-expose-gc');
+  }
+  if (typeof gc !== 'function') return false;
+  (gc as () => void)();
+  return true;
 }
