@@ -6,15 +6,16 @@
  *   node bench/compare.ts --a ten --b none                  # two configurations of this checkout
  *   git worktree add /tmp/fg-base HEAD && ln -s "$PWD/node_modules" /tmp/fg-base/node_modules
  *   node bench/compare.ts --a ten --b ten@/tmp/fg-base      # this checkout against a commit
- *   flags: --stream --rounds N (9) --duration N (4) --connections N (50) --warmup N (2)
+ *   flags: --stream --rounds N (9) --duration N (4) --connections N (50) --warmup N (4; minimum
+ *          seconds, then until steady state as in bench/run.ts)
  *
  * A side is VARIANT[@CHECKOUT]: a configuration of bench/lib.ts (none, ten, tenThousand,
  * disabled), optionally run from another copy of the repository.
  */
 import { parseArgs } from 'node:util';
 import {
-  JSON_BODY, LOAD_CPU, SERVER_CPU, STREAM_BODY, canPin, createCpuGroups, gatewayTarget, load, median, pin, probe, sideBySide,
-  startGateway, startUpstream, wholeNumber, type ChildServer, type GatewayTarget,
+  LOAD_CPU, SERVER_CPU, canPin, createCpuGroups, gatewayTarget, median, pin, probe, sideBySide, startGateway, startUpstream,
+  warmUp, wholeNumber, type ChildServer, type GatewayTarget,
 } from './lib.ts';
 
 const { values: flags } = parseArgs({
@@ -25,7 +26,7 @@ const { values: flags } = parseArgs({
     rounds: { type: 'string', default: '9' },
     duration: { type: 'string', default: '4' },
     connections: { type: 'string', default: '50' },
-    warmup: { type: 'string', default: '2' },
+    warmup: { type: 'string', default: '4' },
   },
   strict: true,
 });
@@ -57,7 +58,8 @@ try {
     pin(server.pid, SERVER_CPU);
     groups?.add(name, server.pid);
     await probe(server.url, stream);
-    if (warmup > 0) await load(server.url, stream ? STREAM_BODY : JSON_BODY, warmup, connections);
+    const warm = await warmUp(server, stream, connections, warmup, Math.max(warmup, 30));
+    console.log(`warm-up ${name}: ${warm.seconds} s, then ${warm.faultsPerRequest} faults/req${warm.steady ? '' : ' (NOT STEADY: gave up)'}`);
   }
   console.log(`${a.label} / ${b.label}${stream ? ', streaming' : ''}: ${rounds} rounds of ${seconds} s, ${connections} connections each${groups ? `, equal CPU shares (${groups.kind})` : ''}`);
   const ratios: number[] = [];
@@ -66,7 +68,7 @@ try {
     if (fa.errors + fa.non2xx + fb.errors + fb.non2xx > 0) throw new Error(`round ${round + 1}: errors or non-2xx answers (a ${fa.errors}+${fa.non2xx}, b ${fb.errors}+${fb.non2xx})`);
     const ratio = fa.rps / fb.rps;
     ratios.push(ratio);
-    console.log(`  round ${round + 1}  ${String(fa.rps).padStart(6)} / ${String(fb.rps).padEnd(6)} req/s = ${ratio.toFixed(3)}  (CPU ${fa.cpuUsPerRequest} / ${fb.cpuUsPerRequest} us/req)`);
+    console.log(`  round ${round + 1}  ${String(fa.rps).padStart(6)} / ${String(fb.rps).padEnd(6)} req/s = ${ratio.toFixed(3)}  (CPU ${fa.cpuUsPerRequest} / ${fb.cpuUsPerRequest} us/req, faults ${fa.faultsPerRequest} / ${fb.faultsPerRequest})`);
   }
   console.log(`median ${median(ratios).toFixed(3)}, range ${Math.min(...ratios).toFixed(3)}-${Math.max(...ratios).toFixed(3)}`);
 } finally {

@@ -33,21 +33,35 @@ export interface ChildServer {
   readonly pid: number;
   /** CPU seconds (user + system) the process used so far; NaN where /proc is missing. */
   cpuSeconds(): number;
+  /** Page faults (minor + major) of the process so far; NaN where /proc is missing. */
+  faults(): number;
   stop(): Promise<void>;
 }
 
 const CLOCK_TICKS = 100; // USER_HZ: the unit of /proc/<pid>/stat times on Linux
 
-/** utime + stime of a process from /proc/<pid>/stat, in seconds (10 ms resolution). */
-export function processCpuSeconds(pid: number): number {
+/** Fields of /proc/<pid>/stat from field 3 (state) on; undefined where /proc is missing. */
+function statFields(pid: number): string[] | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // Fields after the parenthesised command name: state is field 3, utime 14, stime 15.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+    // The command name is parenthesised and may hold spaces: count from its closing parenthesis.
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   } catch {
-    return Number.NaN;
+    return undefined;
   }
+}
+
+/** utime + stime of a process from /proc/<pid>/stat, in seconds (10 ms resolution). */
+export function processCpuSeconds(pid: number): number {
+  const fields = statFields(pid);
+  // utime is field 14, stime 15.
+  return fields === undefined ? Number.NaN : (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+}
+
+/** minflt + majflt of a process from /proc/<pid>/stat (fields 10 and 12). */
+export function processFaults(pid: number): number {
+  const fields = statFields(pid);
+  return fields === undefined ? Number.NaN : Number(fields[7]) + Number(fields[9]);
 }
 
 /**
@@ -98,6 +112,7 @@ export async function startChild(
     url: `http://127.0.0.1:${port}`,
     pid: child.pid!,
     cpuSeconds: () => processCpuSeconds(child.pid!),
+    faults: () => processFaults(child.pid!),
     async stop() {
       if (child.exitCode !== null) return;
       child.kill('SIGTERM');
@@ -110,8 +125,8 @@ export async function startChild(
 
 export const startUpstream = (): Promise<ChildServer> => startChild('upstream', 'servers/fake-upstream.ts', [], {});
 
-export const startFloorProxy = (upstreamUrl: string): Promise<ChildServer> =>
-  startChild('floor proxy', 'servers/floor-proxy.ts', [], { UPSTREAM_URL: upstreamUrl });
+export const startFloorProxy = (upstreamUrl: string, v8Defaults = false): Promise<ChildServer> =>
+  startChild('floor proxy', 'servers/floor-proxy.ts', [], { UPSTREAM_URL: upstreamUrl, ...(v8Defaults ? { FLOOR_V8_DEFAULTS: '1' } : {}) });
 
 // ---- gateway configurations -----------------------------------------------------------------
 
@@ -313,14 +328,57 @@ export async function load(url: string, body: string, seconds: number, connectio
 export interface RoundFigures extends LoadFigures {
   /** CPU time of the server process per answered request, microseconds. */
   cpuUsPerRequest: number;
+  /**
+   * Page faults of the server process per answered request. On this kind of VM a fault costs
+   * about as much as a whole request, so a run with faults measures memory growth, not requests.
+   */
+  faultsPerRequest: number;
 }
 
-/** One load run against `server` with its CPU time per answered request. */
+const perRequest = (delta: number, requests: number, digits: number): number => {
+  const scale = 10 ** digits;
+  return Math.round((delta / Math.max(1, requests)) * scale) / scale;
+};
+
+/** One load run against `server` with its CPU time and page faults per answered request. */
 export async function measure(server: ChildServer, stream: boolean, seconds: number, connections: number): Promise<RoundFigures> {
   const cpuBefore = server.cpuSeconds();
+  const faultsBefore = server.faults();
   const figures = await load(server.url, stream ? STREAM_BODY : JSON_BODY, seconds, connections);
-  const cpuUsPerRequest = Math.round(((server.cpuSeconds() - cpuBefore) * 1e6) / Math.max(1, figures.requests) * 10) / 10;
-  return { ...figures, cpuUsPerRequest };
+  return {
+    ...figures,
+    cpuUsPerRequest: perRequest((server.cpuSeconds() - cpuBefore) * 1e6, figures.requests, 1),
+    faultsPerRequest: perRequest(server.faults() - faultsBefore, figures.requests, 3),
+  };
+}
+
+/** Steady state: a 2 s step of load with at most this many page faults per request. */
+export const STEADY_FAULTS_PER_REQUEST = 0.05;
+const WARM_STEP_SECONDS = 2;
+
+export interface WarmUp {
+  seconds: number;
+  /** Faults per request of the last step. */
+  faultsPerRequest: number;
+  /** Whether the last step was at steady state (false: gave up at `maxSeconds`). */
+  steady: boolean;
+}
+
+/**
+ * Loads a fresh server until it runs at steady state: its heap and buffers grown to their working
+ * size, so the measured runs pay for requests, not for first touches of memory. A new process
+ * faults 2-10 times per request for its first ~6 s under load, and each fault on this VM costs
+ * about a request's worth of CPU: measured then, a server looks up to 2x slower than it is.
+ * At least `minSeconds`, then until a step stays under STEADY_FAULTS_PER_REQUEST, at most `maxSeconds`.
+ */
+export async function warmUp(server: ChildServer, stream: boolean, connections: number, minSeconds: number, maxSeconds: number): Promise<WarmUp> {
+  let seconds = 0;
+  for (;;) {
+    const step = await measure(server, stream, WARM_STEP_SECONDS, connections);
+    seconds += WARM_STEP_SECONDS;
+    const steady = step.faultsPerRequest <= STEADY_FAULTS_PER_REQUEST;
+    if ((steady && seconds >= minSeconds) || seconds >= maxSeconds) return { seconds, faultsPerRequest: step.faultsPerRequest, steady };
+  }
 }
 
 export interface LoadSide {

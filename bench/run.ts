@@ -2,10 +2,10 @@
  * HTTP benchmark of Floodgate against its ceiling (the upstream alone) and its floor (a minimal
  * fastify + undici proxy), plus the rate-limit engine micro-benchmark. See docs/performance.md.
  *
- *   npm run bench                  # 5 interleaved rounds of 4 s runs, then 7 side-by-side rounds
- *   npm run bench -- --quick       # 1 round of 2 s runs, 3 side-by-side rounds (smoke test)
- *   BENCH_DURATION=10 BENCH_CONNECTIONS=100 BENCH_ROUNDS=5 BENCH_PAIR_ROUNDS=9 npm run bench
- *   flags: --duration N --connections N --rounds N --pair-rounds N --warmup N --quick --no-write
+ *   npm run bench                  # 3 processes per server; 5 interleaved rounds of 4 s runs, then 9 side-by-side rounds
+ *   npm run bench -- --quick       # 1 process per server, 1 round of 2 s runs, 3 side-by-side rounds (smoke test)
+ *   BENCH_DURATION=10 BENCH_CONNECTIONS=100 BENCH_ROUNDS=5 BENCH_PAIR_ROUNDS=9 BENCH_INSTANCES=3 npm run bench
+ *   flags: --duration N --connections N --rounds N --pair-rounds N --instances N --warmup N --quick --no-write
  *
  * Two phases. Rows: each configuration alone, the table of requests/s and latency. Pairs: the two
  * configurations a target compares, loaded at the same moment on one shared core with equal CPU
@@ -18,8 +18,9 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { runEngineBench, type EngineBenchResult } from './engine.bench.ts';
 import {
-  BENCH_DIR, JSON_BODY, LOAD_CPU, SERVER_CPU, STREAM_BODY, canPin, createCpuGroups, load, measure, median, pin, probe, sideBySide,
-  startFloorProxy, startGateway, startUpstream, type ChildServer, type CpuGroups, type GatewayVariant, type RoundFigures,
+  BENCH_DIR, LOAD_CPU, SERVER_CPU, STEADY_FAULTS_PER_REQUEST, canPin, createCpuGroups, measure, median, pin, probe, sideBySide,
+  startFloorProxy, startGateway, startUpstream, warmUp, type ChildServer, type CpuGroups, type GatewayVariant, type RoundFigures,
+  type WarmUp,
 } from './lib.ts';
 
 const { values: flags } = parseArgs({
@@ -29,6 +30,7 @@ const { values: flags } = parseArgs({
     connections: { type: 'string' },
     rounds: { type: 'string' },
     'pair-rounds': { type: 'string' },
+    instances: { type: 'string' },
     warmup: { type: 'string' },
     'no-write': { type: 'boolean', default: false },
   },
@@ -45,8 +47,16 @@ function setting(flag: string | undefined, envName: string, normal: number, quic
 const DURATION = setting(flags.duration, 'BENCH_DURATION', 4, 2);
 const CONNECTIONS = setting(flags.connections, 'BENCH_CONNECTIONS', 50, 50);
 const ROUNDS = setting(flags.rounds, 'BENCH_ROUNDS', 5, 1);
-const PAIR_ROUNDS = setting(flags['pair-rounds'], 'BENCH_PAIR_ROUNDS', 7, 3);
-const WARMUP = setting(flags.warmup, 'BENCH_WARMUP', 2, 1);
+const PAIR_ROUNDS = setting(flags['pair-rounds'], 'BENCH_PAIR_ROUNDS', 9, 3);
+/**
+ * Processes per server under test. Two processes of one configuration can differ by a few
+ * percent for their whole life (where their memory landed, what the JIT made of the warm-up):
+ * rounds rotate over several, so no single process decides a row or a target.
+ */
+const INSTANCES = Math.max(1, Math.round(setting(flags.instances, 'BENCH_INSTANCES', 3, 1)));
+/** Minimum warm-up per server and answer kind; it goes on until the server is at steady state. */
+const WARMUP = setting(flags.warmup, 'BENCH_WARMUP', 4, 2);
+const WARMUP_MAX = Math.max(WARMUP, setting(undefined, 'BENCH_WARMUP_MAX', 30, 10));
 
 // ---- rows -----------------------------------------------------------------------------------
 
@@ -104,6 +114,8 @@ interface PairRound {
 interface RowResult extends RoundFigures {
   /** Median over the rounds of the server's CPU microseconds per request. */
   medianCpuUsPerRequest: number;
+  /** Median over the rounds of the server's page faults per request (steady state: about 0). */
+  medianFaultsPerRequest: number;
   id: string;
   label: string;
   stream: boolean;
@@ -131,35 +143,53 @@ async function main(): Promise<number> {
     ? `load generator and upstream on CPU ${LOAD_CPU}, each server under test on CPU ${SERVER_CPU}; side by side: ${groups ? `equal CPU shares per server (${groups.kind})` : 'CPU shared per thread (no writable cgroup here)'}`
     : 'not pinned (needs taskset and 2 CPUs): every process shares every core';
   console.log(`Floodgate benchmark: ${machine.cpuModel}, ${machine.cores} cores, Node ${machine.node}`);
-  console.log(`rows: ${ROUNDS} round(s) x ${ROWS.length} rows, ${DURATION} s each; pairs: ${PAIR_ROUNDS} round(s) x ${PAIRS.length} pairs; ${CONNECTIONS} connections per load, warm-up ${WARMUP} s per server`);
+  console.log(`${INSTANCES} process(es) per server under test, rounds take them in turn; rows: ${ROUNDS} round(s) x ${ROWS.length} rows, ${DURATION} s each; pairs: ${PAIR_ROUNDS} round(s) x ${PAIRS.length} pairs; ${CONNECTIONS} connections per load; warm-up per row: ${WARMUP}-${WARMUP_MAX} s, until <= ${STEADY_FAULTS_PER_REQUEST} page faults/request`);
   console.log(`placement: ${placement}\n`);
 
   console.log('engine micro-benchmark (admit + release) ...');
   const engine: EngineBenchResult = flags.quick ? runEngineBench({ ops: 300_000, rounds: 3 }) : runEngineBench();
   for (const f of engine.figures) console.log(`  ${f.scenario}: ${f.nsPerOp} ns/op`);
 
-  const servers = new Map<ServerKey, ChildServer>();
+  const servers = new Map<ServerKey, ChildServer[]>();
+  /** The process of `key` a round uses: instances in turn, shifted by `offset`. */
+  const serverFor = (key: ServerKey, round: number, offset = 0): ChildServer => {
+    const list = servers.get(key)!;
+    return list[(round + offset) % list.length]!;
+  };
   const rows = new Map<string, RoundFigures[]>();
   const pairs = new Map<string, PairRound[]>();
+  const warmUps: Array<WarmUp & { row: string; instance: number }> = [];
   let failed = false;
   const note = (f: RoundFigures): void => {
     if (f.errors > 0 || f.non2xx > 0) failed = true;
   };
   try {
     const upstream = await startUpstream();
-    servers.set('upstream', upstream);
-    const underTest: Array<[ServerKey, ChildServer]> = [['floor', await startFloorProxy(upstream.url)]];
-    for (const variant of ['none', 'ten', 'tenThousand', 'disabled'] as const) underTest.push([variant, await startGateway(variant, upstream.url)]);
-    for (const [key, server] of underTest) {
-      servers.set(key, server);
-      pin(server.pid, SERVER_CPU);
-      groups?.add(key, server.pid);
+    servers.set('upstream', [upstream]);
+    for (const key of ['floor', 'none', 'ten', 'tenThousand', 'disabled'] as const) {
+      const list: ChildServer[] = [];
+      for (let i = 0; i < INSTANCES; i++) {
+        const server = key === 'floor' ? await startFloorProxy(upstream.url) : await startGateway(key, upstream.url);
+        list.push(server);
+        pin(server.pid, SERVER_CPU);
+        groups?.add(`${key}-${i}`, server.pid);
+      }
+      servers.set(key, list);
     }
     // Sanity: each target answers 200 with the right body, and the rules really match.
-    for (const row of ROWS) await probe(servers.get(row.server)!.url, row.stream, row.server === 'ten' || row.server === 'tenThousand' ? 'x-ratelimit-limit-requests' : undefined);
-    if (WARMUP > 0) {
-      console.log('warming up ...');
-      for (const row of ROWS) await load(servers.get(row.server)!.url, row.stream ? STREAM_BODY : JSON_BODY, WARMUP, CONNECTIONS);
+    for (const row of ROWS) {
+      for (const server of servers.get(row.server)!) await probe(server.url, row.stream, row.server === 'ten' || row.server === 'tenThousand' ? 'x-ratelimit-limit-requests' : undefined);
+    }
+    // Each process and answer kind until steady state: a new process first grows its heap and
+    // buffers, and every page it touches for the first time costs it a fault (see lib.ts warmUp).
+    console.log('warming up ...');
+    for (const row of ROWS) {
+      const list = servers.get(row.server)!;
+      for (const [instance, server] of list.entries()) {
+        const warm = await warmUp(server, row.stream, CONNECTIONS, WARMUP, WARMUP_MAX);
+        console.log(`  ${row.label.padEnd(46)} #${instance + 1}  ${String(warm.seconds).padStart(3)} s, then ${warm.faultsPerRequest} faults/req${warm.steady ? '' : ' (NOT STEADY: gave up)'}`);
+        warmUps.push({ row: row.id, instance: instance + 1, ...warm });
+      }
     }
 
     // Rows: rounds interleave the rows, each round in a rotated order, so drift in machine load
@@ -168,12 +198,12 @@ async function main(): Promise<number> {
     for (let round = 0; round < ROUNDS; round++) {
       const order = ROWS.map((_, i) => ROWS[(i + round * 3) % ROWS.length]!);
       for (const row of order) {
-        const server = servers.get(row.server)!;
+        const server = serverFor(row.server, round);
         // The ceiling gets the server core too while it is the one measured.
         if (row.server === 'upstream') pin(server.pid, SERVER_CPU);
         const figures = await measure(server, row.stream, DURATION, CONNECTIONS);
         if (row.server === 'upstream') pin(server.pid, LOAD_CPU);
-        console.log(`  round ${round + 1}  ${row.label.padEnd(46)} ${String(figures.rps).padStart(6)} req/s  p50 ${figures.p50Ms} ms  p99 ${figures.p99Ms} ms  server CPU ${figures.cpuUsPerRequest} us/req${flagErrors(figures)}`);
+        console.log(`  round ${round + 1}  ${row.label.padEnd(46)} ${String(figures.rps).padStart(6)} req/s  p50 ${figures.p50Ms} ms  p99 ${figures.p99Ms} ms  server CPU ${figures.cpuUsPerRequest} us/req  ${figures.faultsPerRequest} faults/req${flagErrors(figures)}`);
         note(figures);
         rows.set(row.id, [...(rows.get(row.id) ?? []), figures]);
       }
@@ -183,22 +213,26 @@ async function main(): Promise<number> {
     console.log('\npairs (side by side on one core, equal CPU shares):');
     for (let round = 0; round < PAIR_ROUNDS; round++) {
       const order = PAIRS.map((_, i) => PAIRS[(i + round) % PAIRS.length]!);
+      // Side b's instance shifts by one every INSTANCES rounds: INSTANCES^2 rounds meet every
+      // process of a with every process of b once.
+      const shiftB = Math.floor(round / INSTANCES);
       for (const pair of order) {
         const [rowA, rowB] = [rowById(pair.a), rowById(pair.b)];
         const [a, b] = await sideBySide(
-          { server: servers.get(rowA.server)!, stream: rowA.stream },
-          { server: servers.get(rowB.server)!, stream: rowB.stream },
+          { server: serverFor(rowA.server, round), stream: rowA.stream },
+          { server: serverFor(rowB.server, round, shiftB), stream: rowB.stream },
           DURATION, CONNECTIONS, round % 2 === 1,
         );
         note(a);
         note(b);
         const ratio = a.rps / b.rps;
-        console.log(`  round ${round + 1}  ${`${pair.a} / ${pair.b}`.padEnd(26)} ${String(a.rps).padStart(6)} / ${String(b.rps).padEnd(6)} req/s = ${round3(ratio).toFixed(3)}  (CPU ${a.cpuUsPerRequest} / ${b.cpuUsPerRequest} us/req)${flagErrors(a)}${flagErrors(b)}`);
+        const instances = INSTANCES > 1 ? ` #${(round % INSTANCES) + 1}/#${((round + shiftB) % INSTANCES) + 1}` : '';
+        console.log(`  round ${round + 1}  ${`${pair.a} / ${pair.b}${instances}`.padEnd(32)} ${String(a.rps).padStart(6)} / ${String(b.rps).padEnd(6)} req/s = ${round3(ratio).toFixed(3)}  (CPU ${a.cpuUsPerRequest} / ${b.cpuUsPerRequest} us/req, faults ${a.faultsPerRequest} / ${b.faultsPerRequest})${flagErrors(a)}${flagErrors(b)}`);
         pairs.set(pair.target, [...(pairs.get(pair.target) ?? []), { a, b, ratio }]);
       }
     }
   } finally {
-    await Promise.all([...servers.values()].map((s) => s.stop()));
+    await Promise.all([...servers.values()].flat().map((s) => s.stop()));
     groups?.remove();
   }
 
@@ -218,6 +252,7 @@ async function main(): Promise<number> {
       non2xx: all.reduce((s, f) => s + f.non2xx, 0),
       roundsRps: all.map((f) => f.rps),
       medianCpuUsPerRequest: median(all.map((f) => f.cpuUsPerRequest)),
+      medianFaultsPerRequest: median(all.map((f) => f.faultsPerRequest)),
       vsUpstream: round3(b.rps / ceiling),
       vsFloor: round3(b.rps / floor),
     };
@@ -250,7 +285,7 @@ async function main(): Promise<number> {
   ];
 
   console.log('\nrows, best round of each:');
-  console.table(results.map((r) => ({ row: r.label, 'req/s': r.rps, 'p50 ms': r.p50Ms, 'p99 ms': r.p99Ms, 'CPU us/req': r.medianCpuUsPerRequest, 'errors+non2xx': r.errors + r.non2xx, 'vs upstream': r.vsUpstream, 'vs floor': r.vsFloor, rounds: r.roundsRps.join(' / ') })));
+  console.table(results.map((r) => ({ row: r.label, 'req/s': r.rps, 'p50 ms': r.p50Ms, 'p99 ms': r.p99Ms, 'CPU us/req': r.medianCpuUsPerRequest, 'faults/req': r.medianFaultsPerRequest, 'errors+non2xx': r.errors + r.non2xx, 'vs upstream': r.vsUpstream, 'vs floor': r.vsFloor, rounds: r.roundsRps.join(' / ') })));
   console.table(engine.figures.map((f) => ({ scenario: f.scenario, rules: f.rules, 'ns/op': f.nsPerOp })));
   console.log('targets (decided side by side):');
   for (const t of targets) {
@@ -269,7 +304,9 @@ async function main(): Promise<number> {
       connections: CONNECTIONS,
       rounds: ROUNDS,
       pairRounds: PAIR_ROUNDS,
-      warmupSeconds: WARMUP,
+      instances: INSTANCES,
+      warmup: `per row (server and answer kind), 2 s steps: at least ${WARMUP} s, then until a step has <= ${STEADY_FAULTS_PER_REQUEST} page faults/request, at most ${WARMUP_MAX} s`,
+      warmUps,
       placement,
       rows: 'each configuration alone, interleaved round by round in rotated order; row figures from the best round',
       targets: 'median over rounds of the requests/s ratio of the two configurations loaded side by side on one core with equal CPU shares',
