@@ -4,7 +4,7 @@ import { startGateway, StartupError, type Gateway } from './app.ts';
 import { checkConfigFile } from './config/check.ts';
 import { ConfigError } from './config/errors.ts';
 import { loadConfig } from './config/load.ts';
-import { collectStartupGarbage, tuneV8ForServing } from './runtime/v8-tuning.ts';
+import { collectStartupGarbage, missingStartupFlags, tuneV8ForServing } from './runtime/v8-tuning.ts';
 
 const USAGE = `Usage:
   floodgate [--config FILE] [--port N]   start the gateway
@@ -48,6 +48,10 @@ export async function main(argv: string[]): Promise<number> {
   const tuned = tuneV8ForServing();
   const logger = pino({ level: process.env.LOG_LEVEL ?? 'info', base: { service: 'floodgate' } });
   logger.debug({ v8Flags: tuned }, 'V8 tuned for serving');
+  const missing = missingStartupFlags();
+  if (missing.length > 0) {
+    logger.info({ v8Flags: missing }, `node was started without ${missing.join(' ')}: after idle spells the heap is handed back and faulted in again (npm start and bin/floodgate.js pass it)`);
+  }
   let gateway: Gateway;
   try {
     const loaded = loadConfig({ file: args.values.config, env: process.env, portOverride });

@@ -2,38 +2,53 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 
 /**
- * V8 settings for a long-running gateway process, applied once by the entry points that serve
- * traffic (the `floodgate` command, the bench launcher), never by the library: tests and
+ * V8 settings for a long-running gateway process, applied by the entry points that serve traffic
+ * (the `floodgate` command, `npm start`, the bench launcher), never by the library: tests and
  * embedders keep their own runtime. Measurements: docs/performance.md, the changes table.
  *
+ * Set at run time (tuneV8ForServing):
  * - No allocation-site pretenuring. When load starts, everything some allocation sites made
  *   since the last scavenge is still alive at it, and V8 then allocates all those sites make
  *   directly in the old generation, including the objects each request makes and drops. A dead
  *   old object lives until the next mark-compact and keeps the young objects it points to alive
  *   through scavenges: about 1.8 KB of every request's garbage was promoted, without
  *   pretenuring under 0.1 KB.
+ */
+export const RUNTIME_V8_FLAGS: readonly string[] = ['--no-allocation-site-pretenuring'];
+
+/**
+ * Given on the `node` command line (`npm start` and bin/floodgate.js do): V8 creates its memory
+ * reducer with the heap, and `v8.setFlagsFromString('--no-memory-reducer')` afterwards leaves it
+ * running (a gateway that set it so still shrank its heap from 352 to 170 MB after 20 idle
+ * seconds; started with the flag, it kept it).
  * - No memory reducer. After a few idle seconds it runs collections that hand the heap back to
  *   the operating system, and the next burst of traffic faults it all in again; on virtual
  *   machines that return freed guest memory to the host (virtio-balloon free page reporting)
- *   each such fault is slow, and the first seconds after a quiet spell cost up to 1.6x the CPU
- *   per request. The heap stays at the size load grew it to, which is what the host must have
- *   for the next peak anyway.
+ *   each such fault is slow: the first seconds after a quiet spell ran 1.7 page faults and 2.4x
+ *   the CPU per request. The heap stays at the size load grew it to, which is what the host
+ *   must have for the next peak anyway.
  */
-export const SERVING_V8_FLAGS: readonly string[] = ['--no-allocation-site-pretenuring', '--no-memory-reducer'];
+export const STARTUP_V8_FLAGS: readonly string[] = ['--no-memory-reducer'];
 
 /**
- * Applies SERVING_V8_FLAGS, except those the operator set either way on the node command line
- * (`node --memory-reducer bin/floodgate.js` keeps the memory reducer). Returns the flags applied.
+ * Applies RUNTIME_V8_FLAGS, except those the operator set either way on the node command line
+ * (`node --allocation-site-pretenuring bin/floodgate.js` keeps pretenuring). Returns the flags applied.
  */
 export function tuneV8ForServing(execArgv: readonly string[] = process.execArgv): string[] {
   const given = new Set(execArgv.map(flagName));
   const applied: string[] = [];
-  for (const flag of SERVING_V8_FLAGS) {
+  for (const flag of RUNTIME_V8_FLAGS) {
     if (given.has(flagName(flag))) continue;
     setFlagsFromString(flag);
     applied.push(flag);
   }
   return applied;
+}
+
+/** STARTUP_V8_FLAGS this process was started without, either way (`--memory-reducer` is a choice, not an omission). */
+export function missingStartupFlags(execArgv: readonly string[] = process.execArgv): string[] {
+  const given = new Set(execArgv.map(flagName));
+  return STARTUP_V8_FLAGS.filter((flag) => !given.has(flagName(flag)));
 }
 
 /** `--no-memory_reducer=x` → `memory-reducer`: V8 accepts both spellings and the `no-` prefix. */

@@ -1,6 +1,10 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
+import { missingStartupFlags, STARTUP_V8_FLAGS } from '../../src/runtime/v8-tuning.ts';
 
 const TUNING = new URL('../../src/runtime/v8-tuning.ts', import.meta.url).href;
 
@@ -51,7 +55,7 @@ describe('tuneV8ForServing', () => {
     assert.ok(control.at(-1)! > 10, `without tuning, the short-lived objects should land in the old generation (MiB: ${control.join(', ')})`);
     for (let run = 0; run < 3; run++) {
       const tuned = burstThenGarbage(true);
-      assert.deepEqual(tuned.applied, ['--no-allocation-site-pretenuring', '--no-memory-reducer']);
+      assert.deepEqual(tuned.applied, ['--no-allocation-site-pretenuring']);
       assert.ok(tuned.oldMiB < 1, `with tuning, the short-lived objects should stay young (run ${run + 1}: ${tuned.oldMiB} MiB)`);
     }
   });
@@ -64,6 +68,38 @@ describe('tuneV8ForServing', () => {
     });
     assert.ok(kept.at(-1)! > 10, `pretenuring asked for on the command line should stay on (MiB: ${kept.join(', ')})`);
     assert.deepEqual(burstThenGarbage(true, ['--no-memory-reducer']).applied, ['--no-allocation-site-pretenuring']);
+  });
+});
+
+describe('start-up V8 flags', () => {
+  it('names the ones node was started without, either way given counting as given', () => {
+    assert.deepEqual(missingStartupFlags([]), ['--no-memory-reducer']);
+    assert.deepEqual(missingStartupFlags(['--no-memory-reducer']), []);
+    assert.deepEqual(missingStartupFlags(['--memory_reducer']), []);
+    assert.deepEqual(missingStartupFlags(['--max-old-space-size=512']), ['--no-memory-reducer']);
+  });
+
+  it('are on the command line of npm start and of bin/floodgate.js', () => {
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { scripts: Record<string, string> };
+    const shebang = readFileSync(new URL('../../bin/floodgate.js', import.meta.url), 'utf8').split('\n')[0]!;
+    for (const flag of STARTUP_V8_FLAGS) {
+      assert.match(pkg.scripts['start']!, new RegExp(`^node .*${flag} .*src/cli\\.ts`), 'npm start');
+      assert.match(shebang, new RegExp(`^#!/usr/bin/env -S node .*${flag}`), 'bin/floodgate.js');
+    }
+  });
+
+  it('reach node through the shebang when bin/floodgate.js is run as a command', () => {
+    // A preloaded module reports the process's execArgv: what node itself was given.
+    const report = 'process.on("exit", () => process.stderr.write("execArgv=" + JSON.stringify(process.execArgv)))';
+    const run = spawnSync(fileURLToPath(new URL('../../bin/floodgate.js', import.meta.url)), ['--help'], {
+      encoding: 'utf8',
+      env: { ...process.env, PATH: `${dirname(process.execPath)}:${process.env['PATH'] ?? ''}`, NODE_OPTIONS: `--import=data:text/javascript,${encodeURIComponent(report)}` },
+    });
+    assert.equal(run.status, 0, run.stderr);
+    assert.match(run.stdout, /Usage/);
+    const execArgv = JSON.parse(/execArgv=(.*)$/m.exec(run.stderr)?.[1] ?? 'null') as string[] | null;
+    assert.ok(execArgv !== null, `no execArgv report in: ${run.stderr}`);
+    for (const flag of STARTUP_V8_FLAGS) assert.ok(execArgv.includes(flag), `${flag} in ${JSON.stringify(execArgv)}`);
   });
 });
 
