@@ -392,11 +392,18 @@ export interface LoadSide {
 }
 
 /**
- * Loads both sides at the same moment; returns a's figures, then b's. The caller alternates
- * `bFirst` round by round: started a moment earlier, a side was measured 1-3% faster with two
- * identical servers.
+ * Unmeasured load before a measured run, on the same sides at once: a process that sat idle for
+ * a minute while others were measured starts its run as warm as one measured a moment ago.
+ */
+export const PRIME_SECONDS = 1;
+
+/**
+ * Loads both sides at the same moment, after PRIME_SECONDS of the same load unmeasured; returns
+ * a's figures, then b's. The caller alternates `bFirst` round by round: started a moment
+ * earlier, a side was measured 1-3% faster with two identical servers.
  */
 export async function sideBySide(a: LoadSide, b: LoadSide, seconds: number, connections: number, bFirst: boolean): Promise<[RoundFigures, RoundFigures]> {
+  await Promise.all([a, b].map((side) => load(side.server.url, side.stream ? STREAM_BODY : JSON_BODY, PRIME_SECONDS, connections)));
   const runA = (): Promise<RoundFigures> => measure(a.server, a.stream, seconds, connections);
   const runB = (): Promise<RoundFigures> => measure(b.server, b.stream, seconds, connections);
   if (!bFirst) return Promise.all([runA(), runB()]);

@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { runEngineBench, type EngineBenchResult } from './engine.bench.ts';
 import {
-  BENCH_DIR, LOAD_CPU, SERVER_CPU, STEADY_FAULTS_PER_REQUEST, canPin, createCpuGroups, measure, median, pin, probe, sideBySide,
+  BENCH_DIR, JSON_BODY, LOAD_CPU, PRIME_SECONDS, SERVER_CPU, STEADY_FAULTS_PER_REQUEST, STREAM_BODY, canPin, createCpuGroups, load, measure, median, pin, probe, sideBySide,
   startFloorProxy, startGateway, startUpstream, warmUp, type ChildServer, type CpuGroups, type GatewayVariant, type RoundFigures,
   type WarmUp,
 } from './lib.ts';
@@ -201,6 +201,7 @@ async function main(): Promise<number> {
         const server = serverFor(row.server, round);
         // The ceiling gets the server core too while it is the one measured.
         if (row.server === 'upstream') pin(server.pid, SERVER_CPU);
+        await load(server.url, row.stream ? STREAM_BODY : JSON_BODY, PRIME_SECONDS, CONNECTIONS);
         const figures = await measure(server, row.stream, DURATION, CONNECTIONS);
         if (row.server === 'upstream') pin(server.pid, LOAD_CPU);
         console.log(`  round ${round + 1}  ${row.label.padEnd(46)} ${String(figures.rps).padStart(6)} req/s  p50 ${figures.p50Ms} ms  p99 ${figures.p99Ms} ms  server CPU ${figures.cpuUsPerRequest} us/req  ${figures.faultsPerRequest} faults/req${flagErrors(figures)}`);
