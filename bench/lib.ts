@@ -127,10 +127,10 @@ export async function startChild(
 export const startUpstream = (): Promise<ChildServer> => startChild('upstream', 'servers/fake-upstream.ts', [], {});
 
 /** The floor proxy, on the gateway's V8 settings unless `v8Defaults` (see servers/floor-proxy.ts). */
-export const startFloorProxy = (upstreamUrl: string, v8Defaults = false): Promise<ChildServer> =>
+export const startFloorProxy = (upstreamUrl: string, v8Defaults = false, nodeFlags: readonly string[] = []): Promise<ChildServer> =>
   v8Defaults
-    ? startChild('floor proxy (V8 defaults)', 'servers/floor-proxy.ts', [], { UPSTREAM_URL: upstreamUrl, FLOOR_V8_DEFAULTS: '1' })
-    : startChild('floor proxy', 'servers/floor-proxy.ts', [], { UPSTREAM_URL: upstreamUrl }, STARTUP_V8_FLAGS);
+    ? startChild('floor proxy (V8 defaults)', 'servers/floor-proxy.ts', [], { UPSTREAM_URL: upstreamUrl, FLOOR_V8_DEFAULTS: '1' }, nodeFlags)
+    : startChild('floor proxy', 'servers/floor-proxy.ts', [], { UPSTREAM_URL: upstreamUrl }, [...STARTUP_V8_FLAGS, ...nodeFlags]);
 
 // ---- gateway configurations -----------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { printSummary, summarize } from './cpuprofile.ts';
-import { JSON_BODY, STREAM_BODY, load, probe, startChild, startGateway, startUpstream, type GatewayVariant } from './lib.ts';
+import { JSON_BODY, STREAM_BODY, load, probe, startFloorProxy, startGateway, startUpstream, type GatewayVariant } from './lib.ts';
 
 const { values } = parseArgs({
   options: {
@@ -36,7 +36,7 @@ try {
     const dir = mkdtempSync(join(tmpdir(), `floodgate-prof-${variant}-`));
     const flags = ['--cpu-prof', `--cpu-prof-dir=${dir}`];
     const gateway = variant === 'floor'
-      ? await startChild('floor proxy', 'servers/floor-proxy.ts', [], { UPSTREAM_URL: upstream.url }, flags)
+      ? await startFloorProxy(upstream.url, false, flags)
       : await startGateway(variant as GatewayVariant, upstream.url, flags);
     let figures;
     let warmupRequests = 0;
