@@ -14,8 +14,8 @@
  */
 import { parseArgs } from 'node:util';
 import {
-  LOAD_CPU, SERVER_CPU, canPin, createCpuGroups, gatewayTarget, median, pin, probe, sideBySide, startGateway, startUpstream,
-  warmUp, wholeNumber, type ChildServer, type GatewayTarget,
+  LOAD_CPU, SERVER_CPU, WARM_MAX_SECONDS, canPin, createCpuGroups, describeWarmUp, gatewayTarget, median, pin, probe, sideBySide,
+  startGateway, startUpstream, warmUp, wholeNumber, type ChildServer, type GatewayTarget,
 } from './lib.ts';
 
 const { values: flags } = parseArgs({
@@ -58,8 +58,7 @@ try {
     pin(server.pid, SERVER_CPU);
     groups?.add(name, server.pid);
     await probe(server.url, stream);
-    const warm = await warmUp(server, stream, connections, warmup, Math.max(warmup, 30));
-    console.log(`warm-up ${name}: ${warm.seconds} s, then ${warm.faultsPerRequest} faults/req${warm.steady ? '' : ' (NOT STEADY: gave up)'}`);
+    console.log(`warm-up ${name}: ${describeWarmUp(await warmUp(server, stream, connections, warmup, Math.max(warmup, WARM_MAX_SECONDS)))}`);
   }
   console.log(`${a.label} / ${b.label}${stream ? ', streaming' : ''}: ${rounds} rounds of ${seconds} s, ${connections} connections each${groups ? `, equal CPU shares (${groups.kind})` : ''}`);
   const ratios: number[] = [];

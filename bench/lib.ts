@@ -360,6 +360,8 @@ export async function measure(server: ChildServer, stream: boolean, seconds: num
 /** Steady state: a 2 s step of load with at most this many page faults per request. */
 export const STEADY_FAULTS_PER_REQUEST = 0.05;
 const WARM_STEP_SECONDS = 2;
+/** Longest warm-up before giving up on steady state (it took 6-14 s here). */
+export const WARM_MAX_SECONDS = 30;
 
 export interface WarmUp {
   seconds: number;
@@ -376,7 +378,7 @@ export interface WarmUp {
  * about a request's worth of CPU: measured then, a server looks up to 2x slower than it is.
  * At least `minSeconds`, then until a step stays under STEADY_FAULTS_PER_REQUEST, at most `maxSeconds`.
  */
-export async function warmUp(server: ChildServer, stream: boolean, connections: number, minSeconds: number, maxSeconds: number): Promise<WarmUp> {
+export async function warmUp(server: ChildServer, stream: boolean, connections: number, minSeconds: number, maxSeconds = WARM_MAX_SECONDS): Promise<WarmUp> {
   let seconds = 0;
   for (;;) {
     const step = await measure(server, stream, WARM_STEP_SECONDS, connections);
@@ -384,6 +386,11 @@ export async function warmUp(server: ChildServer, stream: boolean, connections: 
     const steady = step.faultsPerRequest <= STEADY_FAULTS_PER_REQUEST;
     if ((steady && seconds >= minSeconds) || seconds >= maxSeconds) return { seconds, faultsPerRequest: step.faultsPerRequest, steady };
   }
+}
+
+/** `8 s, then 0.012 faults/req`, flagged when steady state was not reached. */
+export function describeWarmUp(warm: WarmUp): string {
+  return `${String(warm.seconds).padStart(3)} s, then ${warm.faultsPerRequest} faults/req${warm.steady ? '' : ' (NOT STEADY: gave up)'}`;
 }
 
 export interface LoadSide {
@@ -397,13 +404,17 @@ export interface LoadSide {
  */
 export const PRIME_SECONDS = 1;
 
+export async function prime(server: ChildServer, stream: boolean, connections: number): Promise<void> {
+  await load(server.url, stream ? STREAM_BODY : JSON_BODY, PRIME_SECONDS, connections);
+}
+
 /**
  * Loads both sides at the same moment, after PRIME_SECONDS of the same load unmeasured; returns
  * a's figures, then b's. The caller alternates `bFirst` round by round: started a moment
  * earlier, a side was measured 1-3% faster with two identical servers.
  */
 export async function sideBySide(a: LoadSide, b: LoadSide, seconds: number, connections: number, bFirst: boolean): Promise<[RoundFigures, RoundFigures]> {
-  await Promise.all([a, b].map((side) => load(side.server.url, side.stream ? STREAM_BODY : JSON_BODY, PRIME_SECONDS, connections)));
+  await Promise.all([prime(a.server, a.stream, connections), prime(b.server, b.stream, connections)]);
   const runA = (): Promise<RoundFigures> => measure(a.server, a.stream, seconds, connections);
   const runB = (): Promise<RoundFigures> => measure(b.server, b.stream, seconds, connections);
   if (!bFirst) return Promise.all([runA(), runB()]);

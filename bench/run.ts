@@ -18,8 +18,8 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { runEngineBench, type EngineBenchResult } from './engine.bench.ts';
 import {
-  BENCH_DIR, JSON_BODY, LOAD_CPU, PRIME_SECONDS, SERVER_CPU, STEADY_FAULTS_PER_REQUEST, STREAM_BODY, canPin, createCpuGroups, load, measure, median, pin, probe, sideBySide,
-  startFloorProxy, startGateway, startUpstream, warmUp, type ChildServer, type CpuGroups, type GatewayVariant, type RoundFigures,
+  BENCH_DIR, LOAD_CPU, SERVER_CPU, STEADY_FAULTS_PER_REQUEST, WARM_MAX_SECONDS, canPin, createCpuGroups, describeWarmUp, measure, median, pin, prime,
+  probe, sideBySide, startFloorProxy, startGateway, startUpstream, warmUp, type ChildServer, type CpuGroups, type GatewayVariant, type RoundFigures,
   type WarmUp,
 } from './lib.ts';
 
@@ -56,7 +56,7 @@ const PAIR_ROUNDS = setting(flags['pair-rounds'], 'BENCH_PAIR_ROUNDS', 9, 3);
 const INSTANCES = Math.max(1, Math.round(setting(flags.instances, 'BENCH_INSTANCES', 3, 1)));
 /** Minimum warm-up per server and answer kind; it goes on until the server is at steady state. */
 const WARMUP = setting(flags.warmup, 'BENCH_WARMUP', 4, 2);
-const WARMUP_MAX = Math.max(WARMUP, setting(undefined, 'BENCH_WARMUP_MAX', 30, 10));
+const WARMUP_MAX = Math.max(WARMUP, setting(undefined, 'BENCH_WARMUP_MAX', WARM_MAX_SECONDS, 10));
 
 // ---- rows -----------------------------------------------------------------------------------
 
@@ -187,7 +187,7 @@ async function main(): Promise<number> {
       const list = servers.get(row.server)!;
       for (const [instance, server] of list.entries()) {
         const warm = await warmUp(server, row.stream, CONNECTIONS, WARMUP, WARMUP_MAX);
-        console.log(`  ${row.label.padEnd(46)} #${instance + 1}  ${String(warm.seconds).padStart(3)} s, then ${warm.faultsPerRequest} faults/req${warm.steady ? '' : ' (NOT STEADY: gave up)'}`);
+        console.log(`  ${row.label.padEnd(46)} #${instance + 1}  ${describeWarmUp(warm)}`);
         warmUps.push({ row: row.id, instance: instance + 1, ...warm });
       }
     }
@@ -201,7 +201,7 @@ async function main(): Promise<number> {
         const server = serverFor(row.server, round);
         // The ceiling gets the server core too while it is the one measured.
         if (row.server === 'upstream') pin(server.pid, SERVER_CPU);
-        await load(server.url, row.stream ? STREAM_BODY : JSON_BODY, PRIME_SECONDS, CONNECTIONS);
+        await prime(server, row.stream, CONNECTIONS);
         const figures = await measure(server, row.stream, DURATION, CONNECTIONS);
         if (row.server === 'upstream') pin(server.pid, LOAD_CPU);
         console.log(`  round ${round + 1}  ${row.label.padEnd(46)} ${String(figures.rps).padStart(6)} req/s  p50 ${figures.p50Ms} ms  p99 ${figures.p99Ms} ms  server CPU ${figures.cpuUsPerRequest} us/req  ${figures.faultsPerRequest} faults/req${flagErrors(figures)}`);
