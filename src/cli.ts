@@ -70,7 +70,7 @@ export async function main(argv: string[]): Promise<number> {
     return 1;
   }
   // Before traffic arrives: see collectStartupGarbage.
-  const collected = collectStartupGarbage();
+  const collected = await collectStartupGarbage();
   logger.debug({ collected }, 'start-up garbage collected');
 
   await new Promise<void>((resolve) => {

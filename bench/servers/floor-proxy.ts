@@ -31,7 +31,7 @@ app.post('/v1/chat/completions', async (request, reply) => {
   reply.raw.end();
 });
 await app.listen({ host: '127.0.0.1', port: 0 });
-if (!v8Defaults) collectStartupGarbage();
+if (!v8Defaults) await collectStartupGarbage();
 process.stdout.write(`${JSON.stringify({ port: (app.server.address() as AddressInfo).port })}\n`);
 // Exit through process.exit so --cpu-prof writes its profile.
 process.on('SIGTERM', () => void app.close().then(() => pool.close()).finally(() => process.exit(0)));

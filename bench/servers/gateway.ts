@@ -16,7 +16,7 @@ const file = process.argv[2];
 const logger = pino({ level: process.env['LOG_LEVEL'] ?? 'warn', base: { service: 'floodgate' } }, pino.destination(2));
 const loaded = loadConfig({ file, env: process.env, portOverride: 0 });
 const gateway = await startGateway({ config: loaded.config, rateLimitSeeds: loaded.rateLimitSeeds, warnings: loaded.warnings, logger, shutdownGraceMs: 2000 });
-collectStartupGarbage();
+await collectStartupGarbage();
 process.stdout.write(`${JSON.stringify({ port: gateway.port })}\n`);
 const stop = (): void => {
   // Exit through process.exit so --cpu-prof writes its profile.

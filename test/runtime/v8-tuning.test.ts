@@ -1,12 +1,17 @@
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import { missingStartupFlags, STARTUP_V8_FLAGS } from '../../src/runtime/v8-tuning.ts';
+import { openaiProvider, waitFor } from '../support/e2e.ts';
+import { startFakeUpstream } from '../support/fake-upstream.ts';
 
 const TUNING = new URL('../../src/runtime/v8-tuning.ts', import.meta.url).href;
+const CLI = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
 
 /**
  * A child process (`node ...nodeFlags`) that, tuned or not, first builds a burst of objects which
@@ -118,7 +123,7 @@ describe('collectStartupGarbage', () => {
       parsed = undefined;
       const used = () => process.memoryUsage().heapUsed / 2 ** 20;
       const beforeMiB = used();
-      const collected = ${collect ? 'collectStartupGarbage()' : 'null'};
+      const collected = ${collect ? 'await collectStartupGarbage()' : 'null'};
       process.stdout.write(JSON.stringify({ beforeMiB, afterMiB: used(), collected, globalGc: typeof globalThis.gc }));
     `;
     return JSON.parse(execFileSync(process.execPath, [...nodeFlags, '--input-type=module', '-e', script], { encoding: 'utf8' })) as ReturnType<typeof startupHeap>;
@@ -139,5 +144,47 @@ describe('collectStartupGarbage', () => {
     assert.equal(run.collected, true);
     assert.ok(run.afterMiB < 20, `${run.beforeMiB} -> ${run.afterMiB} MiB`);
     assert.equal(run.globalGc, 'function');
+  });
+
+  it('leaves process.nextTick building its tick objects inline in a started gateway', async () => {
+    // process.nextTick builds each tick object with a literal with computed (symbol) keys. A
+    // collection while no tick object is alive frees the maps V8's feedback for those keys
+    // holds, and the sites go megamorphic for good: every tick object is then built in the
+    // runtime. The CLI collects inside a tick callback; this reads the sites' state after traffic.
+    const fake = await startFakeUpstream({ apiKey: 'k-up', name: 'up' });
+    const dir = mkdtempSync(join(tmpdir(), 'floodgate-ticks-'));
+    const config = join(dir, 'floodgate.yaml');
+    writeFileSync(config, `storage: { type: sqlite, sqlite: { path: ${join(dir, 'usage.db')} } }\nproviders:\n${openaiProvider('up', fake.url, ['gpt-x'])}`);
+    const report = 'process.on("SIGUSR2", () => process.stderr.write("tickFeedback=" + JSON.stringify(%GetFeedback(process.nextTick).filter((s) => Array.isArray(s) && s[0] === "DefineKeyedOwnPropertyInLiteral").map((s) => s[1])) + "\\n"))';
+    const child = spawn(process.execPath, ['--allow-natives-syntax', ...STARTUP_V8_FLAGS, `--import=data:text/javascript,${encodeURIComponent(report)}`, CLI, '--config', config, '--port', '0'], {
+      cwd: dir,
+      env: { PATH: process.env['PATH'] ?? '', LOG_LEVEL: 'info' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let err = '';
+    child.stdout!.on('data', (d: Buffer) => { out += d.toString('utf8'); });
+    child.stderr!.on('data', (d: Buffer) => { err += d.toString('utf8'); });
+    try {
+      await waitFor(() => out.includes('floodgate listening') || child.exitCode !== null, 10_000, 'the gateway to listen');
+      const url = /"url":"([^"]+)"/.exec(out)?.[1];
+      assert.ok(url, `no listening line: ${out} ${err}`);
+      const chat = async (stream: boolean): Promise<void> => {
+        const res = await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'up/gpt-x', messages: [{ role: 'user', content: 'hi' }], stream }) });
+        assert.equal(res.status, 200);
+        await res.text();
+      };
+      for (let round = 0; round < 50; round++) await Promise.all([chat(false), chat(false), chat(true), chat(true)]);
+      child.kill('SIGUSR2');
+      await waitFor(() => err.includes('tickFeedback='), 5_000, 'the feedback report');
+      const states = JSON.parse(/tickFeedback=(.*)$/m.exec(err)![1]!) as string[];
+      assert.ok(states.length >= 3, `expected the literal's computed-key sites, got ${JSON.stringify(states)}`);
+      assert.ok(!states.includes('MEGAMORPHIC'), `process.nextTick's literal sites: ${JSON.stringify(states)}`);
+    } finally {
+      child.kill('SIGTERM');
+      if (child.exitCode === null) await once(child, 'exit');
+      await fake.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
