@@ -5,9 +5,10 @@
  *
  *   node bench/instructions.ts --targets none,ten          # the 10-rule cost, by function
  *   node bench/instructions.ts --targets ten,ten@/tmp/fg-base --stream
+ *   node bench/instructions.ts --targets floor,none        # what the gateway adds to the floor proxy
  *   flags: --warmup N (3000) --requests N (3000) --top N (30)
  *
- * A target is VARIANT[@CHECKOUT] as in bench/compare.ts. Each gateway runs under callgrind with
+ * A target is VARIANT[@CHECKOUT] as in bench/compare.ts, or `floor` (the minimal proxy). Each gateway runs under callgrind with
  * `node --predictable` (single-threaded V8: the same JIT and GC decisions from run to run) and
  * `--perf-basic-prof` (names for JIT-compiled code). The counters are zeroed after the warm-up
  * and dumped after the measured requests, sent 4 at a time. (Forcing a full collection before
@@ -112,21 +113,27 @@ function readDump(file: string, pid: number, requests: number): Counts {
   return { byFunction, total, gc, compile };
 }
 
-async function countTarget(t: GatewayTarget, upstreamUrl: string): Promise<Counts> {
+/** A gateway configuration, or the floor proxy of bench/servers/floor-proxy.ts. */
+type Target = GatewayTarget | { variant: 'floor'; checkout: string; label: string };
+
+/** The server script, its arguments and environment for a target, with its files in `dir`. */
+function serverCommand(t: Target, upstreamUrl: string, dir: string): { args: string[]; env: Record<string, string> } {
+  if (t.variant === 'floor') return { args: [join(t.checkout, 'bench/servers/floor-proxy.ts')], env: { UPSTREAM_URL: upstreamUrl } };
+  const config = join(dir, 'floodgate.yaml');
+  const sqlitePath = join(dir, 'floodgate.db');
+  writeFileSync(config, gatewayYaml(t.variant, upstreamUrl, sqlitePath));
+  return { args: [join(t.checkout, 'bench/servers/gateway.ts'), config], env: { LOG_LEVEL: 'warn', ...gatewayEnv(t.variant, sqlitePath) } };
+}
+
+async function countTarget(t: Target, upstreamUrl: string): Promise<Counts> {
   const dir = mkdtempSync(join(tmpdir(), 'floodgate-instructions-'));
   try {
-    const config = join(dir, 'floodgate.yaml');
-    const sqlitePath = join(dir, 'floodgate.db');
-    writeFileSync(config, gatewayYaml(t.variant, upstreamUrl, sqlitePath));
+    const server = serverCommand(t, upstreamUrl, dir);
     const dump = join(dir, 'callgrind.out');
     const child = spawn(
       'valgrind',
-      ['--tool=callgrind', `--callgrind-out-file=${dump}`, process.execPath, '--predictable', '--perf-basic-prof', join(t.checkout, 'bench/servers/gateway.ts'), config],
-      {
-        cwd: t.checkout,
-        env: { ...process.env, LOG_LEVEL: 'warn', ...gatewayEnv(t.variant, sqlitePath) },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
+      ['--tool=callgrind', `--callgrind-out-file=${dump}`, process.execPath, '--predictable', '--perf-basic-prof', ...server.args],
+      { cwd: t.checkout, env: { ...process.env, ...server.env }, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     let stderr = '';
     child.stderr!.on('data', (chunk: Buffer) => {
@@ -138,7 +145,7 @@ async function countTarget(t: GatewayTarget, upstreamUrl: string): Promise<Count
         const found = /^\{"port":(\d+)\}$/.exec(line);
         if (found) done(Number(found[1]));
       });
-      void exited.then(() => fail(new Error(`${t.label}: the gateway exited under valgrind before listening:\n${stderr}`)));
+      void exited.then(() => fail(new Error(`${t.label}: the server exited under valgrind before listening:\n${stderr}`)));
     });
     const agent = new Agent({ connections: CONCURRENCY });
     const body = flags.stream ? STREAM_BODY : JSON_BODY;
@@ -176,7 +183,7 @@ async function countTarget(t: GatewayTarget, upstreamUrl: string): Promise<Count
 
 const pad = (n: number, width = 9): string => Math.round(n).toLocaleString('en-US').padStart(width);
 
-const targets = flags.targets.split(',').map((spec) => gatewayTarget('targets', spec));
+const targets: Target[] = flags.targets.split(',').map((spec) => (spec === 'floor' ? { variant: 'floor', checkout: REPO_DIR, label: 'floor' } : gatewayTarget('targets', spec)));
 if (spawnSync('valgrind', ['--version']).status !== 0) throw new Error('valgrind is not installed (apt-get install valgrind)');
 const upstream = await startUpstream();
 const results: Counts[] = [];
