@@ -50,7 +50,7 @@ export async function main(argv: string[]): Promise<number> {
   logger.debug({ v8Flags: tuned }, 'V8 tuned for serving');
   const missing = missingStartupFlags();
   if (missing.length > 0) {
-    logger.info({ v8Flags: missing }, `node was started without ${missing.join(' ')}: after idle spells the heap is handed back and faulted in again (npm start and bin/floodgate.js pass it)`);
+    logger.info({ v8Flags: missing }, `node was started without ${missing.join(' ')}: after quiet spells the heap shrinks and the next traffic pays to grow it again (npm start and bin/floodgate.js pass them)`);
   }
   let gateway: Gateway;
   try {
