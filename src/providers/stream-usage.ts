@@ -52,11 +52,12 @@ export class UsageAccumulator {
   }
 }
 
-const USAGE_KEY = Buffer.from('"usage"');
-const USAGE_OBJECT_RE = /"usage"\s*:\s*\{/;
-const CHOICES_KEY = Buffer.from('"choices"');
 const LF = 0x0a;
 const CR = 0x0d;
+const QUOTE = 0x22;
+/** Keys without their opening quote (see keyAt). */
+const USAGE_NEEDLE = 'usage"';
+const CHOICES_NEEDLE = 'choices"';
 
 /**
  * Relays SSE bytes while reading the usage out of them.
@@ -67,6 +68,11 @@ const CR = 0x0d;
  * arrives. With it (the gateway itself asked a chat upstream for `include_usage`), the
  * usage-only chunk (`choices: []`) is removed: complete events are passed on as soon as they are
  * complete and only a trailing partial event is held back, so the output stays valid SSE.
+ *
+ * The searching is done on the bytes decoded as latin1 (one character a byte, so offsets are
+ * byte offsets): V8's own string search needs no call into C++ per search, as `Buffer#indexOf`
+ * does, and keys are searched from their rarer letters (`usage"`, then the quote before), not from
+ * the quote that starts every key and string of a JSON chunk. Bytes passed on are never decoded.
  */
 export class SseUsageTap implements ChunkTransform {
   private readonly acc = new UsageAccumulator();
@@ -84,11 +90,11 @@ export class SseUsageTap implements ChunkTransform {
 
   step(chunk: Buffer): Buffer | undefined {
     const data = this.carry === undefined ? chunk : Buffer.concat([this.carry, chunk]);
-    const cut = endOfLastEvent(data);
+    const text = data.toString('latin1');
+    const cut = eventStart(text, text.length);
     this.carry = cut < data.length ? data.subarray(cut) : undefined;
     if (cut === 0) return this.strip ? undefined : chunk;
-    const complete = cut === data.length ? data : data.subarray(0, cut);
-    const out = this.scan(complete);
+    const out = this.scan(data, text, cut);
     return this.strip ? out : chunk;
   }
 
@@ -97,47 +103,50 @@ export class SseUsageTap implements ChunkTransform {
     this.carry = undefined;
     // An unterminated last event: the spec discards it, but usage is read leniently and a relay must not lose bytes.
     if (rest === undefined) return undefined;
-    const out = this.scan(rest);
+    const out = this.scan(rest, rest.toString('latin1'), rest.length);
     return this.strip ? out : undefined;
   }
 
   /**
-   * Reads the usage of each event in `events` carrying a usage object, decoding only those
-   * events. Returns the bytes to pass on: `events` itself, unless a usage-only chunk is stripped.
+   * Reads the usage of each event in `data[0, limit)` carrying a usage object (`text` is `data`
+   * decoded as latin1). Returns the bytes to pass on: those, unless a usage-only chunk is stripped.
    */
-  private scan(events: Buffer): Buffer | undefined {
+  private scan(data: Buffer, text: string, limit: number): Buffer | undefined {
     let kept: Buffer[] | undefined;
     let from = 0;
-    for (let at = usageObjectAt(events, 0); at >= 0;) {
-      const start = eventStart(events, at);
-      const end = eventEnd(events, at);
-      if (this.observeEvent(events, start, end, at) && this.strip) {
-        (kept ??= []).push(events.subarray(from, start));
+    // Blank lines are plain `\n\n` unless the stream uses CRs at all: then V8 finds them too.
+    const lfOnly = text.indexOf('\r') < 0;
+    for (let at = usageObjectAt(text, 0, limit); at >= 0;) {
+      const start = lfOnly ? lfEventStart(text, at) : eventStart(text, at);
+      const end = lfOnly ? lfEventEnd(text, at, limit) : eventEnd(text, at, limit);
+      if (this.observeEvent(data, text, start, end, at) && this.strip) {
+        (kept ??= []).push(data.subarray(from, start));
         from = end;
       }
-      at = usageObjectAt(events, end);
+      at = usageObjectAt(text, end, limit);
     }
+    const events = limit === data.length ? data : data.subarray(0, limit);
     if (kept === undefined) return events;
-    kept.push(events.subarray(from));
+    kept.push(data.subarray(from, limit));
     const out = Buffer.concat(kept);
     return out.length > 0 ? out : undefined;
   }
 
   /**
-   * Reads the usage of the event in `events[start, end)` whose usage key is at `at`; true when
-   * it is a chat usage-only chunk. A chat chunk (it has `choices`) has its usage at the top
-   * level: that object alone is parsed. Other dialects' events are parsed whole.
+   * Reads the usage of the event in `[start, end)` whose usage key is at `at`; true when it is a
+   * chat usage-only chunk. A chat chunk (it has `choices`) has its usage at the top level: that
+   * object alone is parsed. Other dialects' events are parsed whole.
    */
-  private observeEvent(events: Buffer, start: number, end: number, at: number): boolean {
-    const choices = events.indexOf(CHOICES_KEY, start);
-    if (choices >= 0 && choices < end) {
-      const usage = usageAtKey(events, at, end);
+  private observeEvent(data: Buffer, text: string, start: number, end: number, at: number): boolean {
+    const choices = keyAt(text, CHOICES_NEEDLE, start, end);
+    if (choices >= 0) {
+      const usage = usageAtKey(text, at, end);
       if (usage !== undefined) {
         this.acc.set(usage);
-        return isEmptyList(events, choices + CHOICES_KEY.length, end);
+        return isEmptyList(text, choices + 1 + CHOICES_NEEDLE.length, end);
       }
     }
-    return this.observeEvents(events.subarray(start, end));
+    return this.observeEvents(data.subarray(start, end));
   }
 
   /** Returns true when one of the events is a chat usage-only chunk. */
@@ -158,64 +167,81 @@ export class SseUsageTap implements ChunkTransform {
   }
 }
 
-// Event ends are found by scanning bytes here rather than with Buffer#indexOf per separator:
-// events are a few hundred bytes, and each native call costs more than the scan.
+const USAGE_OBJECT_RE = /"usage"\s*:\s*\{/;
 
 /** Where the event around `at` starts: just after the blank line before it, or 0. */
-function eventStart(data: Buffer, at: number): number {
-  for (let e = at; e >= 2; e--) if (blankLineEndsAt(data, e)) return e;
+function eventStart(text: string, at: number): number {
+  for (let e = at; e >= 2; e--) if (blankLineEndsAt(text, e)) return e;
   return 0;
 }
 
-/** Where the event around `at` ends: just after the blank line after it, or the end of `data`. */
-function eventEnd(data: Buffer, at: number): number {
-  for (let e = at + 2; e <= data.length; e++) if (blankLineEndsAt(data, e)) return e;
-  return data.length;
+/** Where the event around `at` ends: just after the blank line after it, or `limit`. */
+function eventEnd(text: string, at: number, limit: number): number {
+  for (let e = at + 2; e <= limit; e++) if (blankLineEndsAt(text, e)) return e;
+  return limit;
 }
 
-/** The offset just after the last blank line in `data`, 0 when there is none. */
-function endOfLastEvent(data: Buffer): number {
-  // Upstreams flush whole events: the usual chunk ends exactly at a blank line, found at once.
-  return eventStart(data, data.length);
+/** eventStart for text whose only blank lines are `\n\n`. */
+function lfEventStart(text: string, at: number): number {
+  const blank = at >= 2 ? text.lastIndexOf('\n\n', at - 2) : -1;
+  return blank < 0 ? 0 : blank + 2;
+}
+
+/** eventEnd for text whose only blank lines are `\n\n`. */
+function lfEventEnd(text: string, at: number, limit: number): number {
+  const blank = text.indexOf('\n\n', at);
+  return blank < 0 || blank + 2 > limit ? limit : blank + 2;
 }
 
 /**
  * Whether a blank line (an event end) ends just before `end`: `\n\n`, `\r\n\r\n`,
  * `\n\r\n` or `\r\r`, the line-ending styles servers use.
  */
-function blankLineEndsAt(data: Buffer, end: number): boolean {
-  const last = data[end - 1];
+function blankLineEndsAt(text: string, end: number): boolean {
+  const last = text.charCodeAt(end - 1);
   if (last === LF) {
-    const before = data[end - 2];
-    return before === LF || (before === CR && data[end - 3] === LF);
+    const before = text.charCodeAt(end - 2);
+    return before === LF || (before === CR && text.charCodeAt(end - 3) === LF);
   }
-  return last === CR && data[end - 2] === CR;
+  return last === CR && text.charCodeAt(end - 2) === CR;
 }
 
-/** The offset of the next `"usage"` key with an object value from `from`, or -1: chat chunks carry `"usage":null` on every delta. */
-function usageObjectAt(data: Buffer, from: number): number {
-  for (let at = data.indexOf(USAGE_KEY, from); at >= 0; at = data.indexOf(USAGE_KEY, at + USAGE_KEY.length)) {
-    let i = at + USAGE_KEY.length;
-    while (i < data.length && isSpace(data[i]!)) i++;
-    if (data[i] !== 0x3a) continue; // ':'
+/**
+ * The offset of the next key `"name"` in `[from, end)`, or -1; `needle` is `name"`. Searched
+ * without its opening quote and then checked for it: the first letter of a name is rare in JSON
+ * text, a quote is everywhere.
+ */
+function keyAt(text: string, needle: string, from: number, end: number): number {
+  for (let at = text.indexOf(needle, from + 1); at >= 0 && at + needle.length <= end; at = text.indexOf(needle, at + needle.length)) {
+    if (text.charCodeAt(at - 1) === QUOTE) return at - 1;
+  }
+  return -1;
+}
+
+/** The offset of the next `"usage"` key with an object value in `[from, limit)`, or -1: chat chunks carry `"usage":null` on every delta. */
+function usageObjectAt(text: string, from: number, limit: number): number {
+  for (let at = keyAt(text, USAGE_NEEDLE, from, limit); at >= 0; at = keyAt(text, USAGE_NEEDLE, at + 1, limit)) {
+    let i = at + 1 + USAGE_NEEDLE.length;
+    while (i < limit && isSpace(text.charCodeAt(i))) i++;
+    if (text.charCodeAt(i) !== 0x3a) continue; // ':'
     i++;
-    while (i < data.length && isSpace(data[i]!)) i++;
-    if (data[i] === 0x7b) return at; // '{'
+    while (i < limit && isSpace(text.charCodeAt(i))) i++;
+    if (text.charCodeAt(i) === 0x7b) return at; // '{'
   }
   return -1;
 }
 
 /** True when the value after a key ending at `from` is `[]`. */
-function isEmptyList(data: Buffer, from: number, end: number): boolean {
+function isEmptyList(text: string, from: number, end: number): boolean {
   let i = from;
-  while (i < end && isSpace(data[i]!)) i++;
-  if (data[i] !== 0x3a) return false; // ':'
+  while (i < end && isSpace(text.charCodeAt(i))) i++;
+  if (text.charCodeAt(i) !== 0x3a) return false; // ':'
   i++;
-  while (i < end && isSpace(data[i]!)) i++;
-  if (data[i] !== 0x5b) return false; // '['
+  while (i < end && isSpace(text.charCodeAt(i))) i++;
+  if (text.charCodeAt(i) !== 0x5b) return false; // '['
   i++;
-  while (i < end && isSpace(data[i]!)) i++;
-  return data[i] === 0x5d; // ']'
+  while (i < end && isSpace(text.charCodeAt(i))) i++;
+  return text.charCodeAt(i) === 0x5d; // ']'
 }
 
 function isSpace(c: number): boolean {

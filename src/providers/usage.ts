@@ -61,7 +61,7 @@ export function usageFromJsonBuffer(buf: Buffer): Usage | undefined {
   if (buf.length === 0) return undefined;
   const key = buf.lastIndexOf(USAGE_KEY);
   if (key < 0) return undefined;
-  const usage = usageAtKey(buf, key, buf.length);
+  const usage = usageAtKey(buf.toString('latin1', key), 0, buf.length - key);
   if (usage !== undefined) return usage;
   try {
     return usageFromBody(JSON.parse(buf.toString('utf8')));
@@ -71,11 +71,13 @@ export function usageFromJsonBuffer(buf: Buffer): Usage | undefined {
 }
 
 /**
- * The usage object whose `"usage"` key starts at `key`, parsed alone; undefined when the value is
- * not an object with token counts or does not end before `end`.
+ * The usage object whose `"usage"` key starts at `key` in `text`, parsed alone; undefined when
+ * the value is not an object with token counts or does not end before `end`. `text` is the
+ * bytes decoded as latin1, one character a byte, so offsets are byte offsets; a usage object's
+ * numbers read the same in any decoding.
  */
-export function usageAtKey(buf: Buffer, key: number, end: number): Usage | undefined {
-  const slice = usageObjectAfter(buf, key + USAGE_KEY.length, end);
+export function usageAtKey(text: string, key: number, end: number): Usage | undefined {
+  const slice = usageObjectAfter(text, key + USAGE_KEY.length, end);
   if (slice === undefined) return undefined;
   try {
     return normalizeUsage(JSON.parse(slice));
@@ -85,18 +87,18 @@ export function usageAtKey(buf: Buffer, key: number, end: number): Usage | undef
 }
 
 /** The text of the `{...}` value after a key ending at `from`, or undefined when it is not an object. */
-function usageObjectAfter(buf: Buffer, from: number, end: number): string | undefined {
+function usageObjectAfter(text: string, from: number, end: number): string | undefined {
   let i = from;
-  while (i < end && isSpace(buf[i]!)) i++;
-  if (buf[i] !== 0x3a) return undefined; // ':'
+  while (i < end && isSpace(text.charCodeAt(i))) i++;
+  if (text.charCodeAt(i) !== 0x3a) return undefined; // ':'
   i++;
-  while (i < end && isSpace(buf[i]!)) i++;
-  if (buf[i] !== OPEN_BRACE) return undefined;
+  while (i < end && isSpace(text.charCodeAt(i))) i++;
+  if (text.charCodeAt(i) !== OPEN_BRACE) return undefined;
   const start = i;
   let depth = 0;
   let inString = false;
   for (; i < end; i++) {
-    const c = buf[i]!;
+    const c = text.charCodeAt(i);
     if (inString) {
       if (c === BACKSLASH) i++;
       else if (c === QUOTE) inString = false;
@@ -105,7 +107,7 @@ function usageObjectAfter(buf: Buffer, from: number, end: number): string | unde
     } else if (c === OPEN_BRACE) {
       depth++;
     } else if (c === CLOSE_BRACE && --depth === 0) {
-      return buf.toString('utf8', start, i + 1);
+      return text.slice(start, i + 1);
     }
   }
   return undefined;

@@ -78,6 +78,16 @@ describe('SseUsageTap', () => {
     }
   });
 
+  it('takes only the keys themselves: names ending in usage or choices, and those words inside strings, are not', () => {
+    const decoy = 'data: {"xchoices":[],"my_usage":{"prompt_tokens":99,"completion_tokens":99,"total_tokens":198},"text":"usage\\":{ choices\\":[]"}\n\n';
+    const text = usageChunk('\n') + decoy + 'data: [DONE]\n\n';
+    for (const size of [1, 7, 4096]) {
+      const tap = new SseUsageTap({ stripChatUsageChunk: true });
+      assert.equal(run(tap, text, size), decoy + 'data: [DONE]\n\n', `split ${size}`);
+      assert.deepEqual(tap.usage(), { promptTokens: 4, completionTokens: 2, totalTokens: 6 });
+    }
+  });
+
   it('reads the usage of an unterminated last event', () => {
     const tap = new SseUsageTap();
     run(tap, 'data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}', 10);
