@@ -6,7 +6,8 @@
  *   node bench/instructions.ts --targets none,ten          # the 10-rule cost, by function
  *   node bench/instructions.ts --targets ten,ten@/tmp/fg-base --stream
  *   node bench/instructions.ts --targets floor,none        # what the gateway adds to the floor proxy
- *   flags: --warmup N (3000) --requests N (3000) --top N (30)
+ *   node bench/instructions.ts --targets none --callers Megamorphic   # who calls those functions
+ *   flags: --warmup N (3000) --requests N (3000) --top N (30) --callers REGEX
  *
  * A target is VARIANT[@CHECKOUT] as in bench/compare.ts, or `floor` (the minimal proxy). Each gateway runs under callgrind with
  * `node --predictable` (single-threaded V8: the same JIT and GC decisions from run to run) and
@@ -37,6 +38,7 @@ const { values: flags } = parseArgs({
     warmup: { type: 'string', default: '3000' },
     requests: { type: 'string', default: '3000' },
     top: { type: 'string', default: '30' },
+    callers: { type: 'string' },
   },
   strict: true,
 });
@@ -44,6 +46,8 @@ const { values: flags } = parseArgs({
 const warmup = wholeNumber('warmup', flags.warmup, 1);
 const measured = wholeNumber('requests', flags.requests, 1);
 const top = wholeNumber('top', flags.top, 1);
+/** Functions whose callers to list (callgrind_annotate --tree=caller), e.g. V8's megamorphic IC builtins. */
+const callersOf = flags.callers === undefined ? undefined : new RegExp(flags.callers);
 const CONCURRENCY = 4;
 /** Garbage collection (both generations, with write barriers and heap iteration): varies with timing. */
 const GC = /Scaveng|Marking|MarkCompact|MarkBit|Evacuate|RecordMigrated|RecordWrite|WriteBarrier|Sweeper|LiveObjectVisitor|PointersUpdating|NeedsResetDueToFlushedBytecode|RememberedSet|StringTableCleaner|JSDispatchTable::Mark|OnMoveEvent|IteratePointers|BodyDescriptor|SizeFromMap|IterateObjectCache|ObjectVisitor|MemoryChunk|PageMetadata|heap::base|Heap::|MemoryAllocator|ReadOnlyRoots/;
@@ -58,6 +62,8 @@ interface Counts {
   total: number;
   gc: number;
   compile: number;
+  /** For --callers: per matching function, its callers with the instructions per request spent through each. */
+  callers: Map<string, Map<string, number>>;
 }
 
 /** Self cost per function from a callgrind dump, JIT addresses resolved through /tmp/perf-<pid>.map. */
@@ -84,20 +90,28 @@ function readDump(file: string, pid: number, requests: number): Counts {
     }
     return undefined;
   };
-  const annotated = spawnSync('callgrind_annotate', ['--threshold=100', file], { encoding: 'utf8', maxBuffer: 1 << 28 });
-  if (annotated.status !== 0) throw new Error(`callgrind_annotate failed: ${annotated.stderr}`);
+  /** A callgrind_annotate function column as a readable name: JIT addresses resolved, paths shortened. */
+  const readable = (column: string): string => {
+    let name = column.replace(/\s*\[\/.*\]$/, '').replace(/^\?\?\?:/, '');
+    const address = /^0x([0-9a-f]+)/.exec(name);
+    if (address) name = nameAt(parseInt(address[1]!, 16)) ?? name;
+    return name.replace(/^JS:[*+~^]?'?/, 'JS ').replace(`file://${REPO_DIR}/`, '').slice(0, 110);
+  };
+  const annotate = (...args: string[]): string => {
+    const run = spawnSync('callgrind_annotate', ['--threshold=100', ...args, file], { encoding: 'utf8', maxBuffer: 1 << 28 });
+    if (run.status !== 0) throw new Error(`callgrind_annotate failed: ${run.stderr}`);
+    return run.stdout;
+  };
   const byFunction = new Map<string, number>();
   let total = 0;
   let gc = 0;
   let compile = 0;
-  for (const line of annotated.stdout.split('\n')) {
+  for (const line of annotate().split('\n')) {
     const match = /^\s*([\d,]+) \(\s*[\d.]+%\)\s+(.*)$/.exec(line);
     if (!match || line.includes('PROGRAM TOTALS')) continue;
-    let name = match[2]!.replace(/\s*\[\/.*\]$/, '').replace(/^\?\?\?:/, '');
-    if (ENCLOSING.test(name) || /^0x0+1ab70$/.test(name)) continue;
-    const address = /^0x([0-9a-f]+)/.exec(name);
-    if (address) name = nameAt(parseInt(address[1]!, 16)) ?? name;
-    name = name.replace(/^JS:[*+~^]?'?/, 'JS ').replace(`file://${REPO_DIR}/`, '').slice(0, 110);
+    const raw = match[2]!.replace(/\s*\[\/.*\]$/, '').replace(/^\?\?\?:/, '');
+    if (ENCLOSING.test(raw) || /^0x0+1ab70$/.test(raw)) continue;
+    const name = readable(match[2]!);
     const perRequest = Number(match[1]!.replace(/,/g, '')) / requests;
     if (GC.test(name)) {
       gc += perRequest;
@@ -110,7 +124,36 @@ function readDump(file: string, pid: number, requests: number): Counts {
     total += perRequest;
     byFunction.set(name, (byFunction.get(name) ?? 0) + perRequest);
   }
-  return { byFunction, total, gc, compile };
+  return { byFunction, total, gc, compile, callers: callersOf === undefined ? new Map() : readCallers(annotate('--tree=caller'), readable, requests) };
+}
+
+/**
+ * From `callgrind_annotate --tree=caller`: each function block lists its callers (`<` lines, the
+ * cost spent through that call) above the function itself (the `*` line).
+ */
+function readCallers(tree: string, readable: (column: string) => string, requests: number): Map<string, Map<string, number>> {
+  const found = new Map<string, Map<string, number>>();
+  let pending: Array<[string, number]> = [];
+  for (const line of tree.split('\n')) {
+    const match = /^\s*([\d,]+) \(\s*[\d.]+%\)\s+([<*])\s+(.*?)(?: \(\d+x\))?(?: \[.*\])?$/.exec(line);
+    if (!match) {
+      pending = [];
+      continue;
+    }
+    const cost = Number(match[1]!.replace(/,/g, '')) / requests;
+    if (match[2] === '<') {
+      pending.push([readable(match[3]!), cost]);
+      continue;
+    }
+    const name = readable(match[3]!);
+    if (callersOf!.test(name)) {
+      const callers = found.get(name) ?? new Map<string, number>();
+      for (const [caller, n] of pending) callers.set(caller, (callers.get(caller) ?? 0) + n);
+      found.set(name, callers);
+    }
+    pending = [];
+  }
+  return found;
 }
 
 /** A gateway configuration, or the floor proxy of bench/servers/floor-proxy.ts. */
@@ -194,6 +237,10 @@ try {
     results.push(counts);
     console.log(`  ${pad(counts.total)} instructions/request, + ${pad(counts.gc, 0)} in garbage collection, + ${pad(counts.compile, 0)} in JIT compilation`);
     for (const [name, n] of [...counts.byFunction].sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`  ${pad(n)}  ${name}`);
+    for (const [name, callers] of counts.callers) {
+      console.log(`  callers of ${name}:`);
+      for (const [caller, n] of [...callers].sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`    ${pad(n)}  ${caller}`);
+    }
   }
 } finally {
   await upstream.stop();
