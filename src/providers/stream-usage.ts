@@ -116,13 +116,15 @@ export class SseUsageTap implements ChunkTransform {
     let from = 0;
     // Blank lines are plain `\n\n` unless the stream uses CRs at all: then V8 finds them too.
     const lfOnly = text.indexOf('\r') < 0;
+    let previousEnd = 0;
     for (let at = usageObjectAt(text, 0, limit); at >= 0;) {
-      const start = lfOnly ? lfEventStart(text, at) : eventStart(text, at);
+      const start = lfOnly ? lfEventStart(text, previousEnd, at) : eventStart(text, at);
       const end = lfOnly ? lfEventEnd(text, at, limit) : eventEnd(text, at, limit);
       if (this.observeEvent(data, text, start, end, at) && this.strip) {
         (kept ??= []).push(data.subarray(from, start));
         from = end;
       }
+      previousEnd = end;
       at = usageObjectAt(text, end, limit);
     }
     const events = limit === data.length ? data : data.subarray(0, limit);
@@ -181,10 +183,14 @@ function eventEnd(text: string, at: number, limit: number): number {
   return limit;
 }
 
-/** eventStart for text whose only blank lines are `\n\n`. */
-function lfEventStart(text: string, at: number): number {
-  const blank = at >= 2 ? text.lastIndexOf('\n\n', at - 2) : -1;
-  return blank < 0 ? 0 : blank + 2;
+/**
+ * eventStart for text whose only blank lines are `\n\n`, given an event start `from` at or before
+ * `at`. Searched forwards: V8's lastIndexOf is a call into its C++ runtime, indexOf is not.
+ */
+function lfEventStart(text: string, from: number, at: number): number {
+  let start = from;
+  for (let blank = text.indexOf('\n\n', start); blank >= 0 && blank + 2 <= at; blank = text.indexOf('\n\n', start)) start = blank + 2;
+  return start;
 }
 
 /** eventEnd for text whose only blank lines are `\n\n`. */

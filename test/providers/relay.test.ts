@@ -41,6 +41,7 @@ describe('relay().pipeTo', () => {
     assert.equal(source.isPaused(), true);
     // At most the one chunk the relay already held goes in after the sink said it was full.
     assert.ok(sink.written.length <= 3, `${sink.written.length} chunks written into a full sink`);
+    assert.equal(sink.listenerCount('drain'), 1, 'one drain listener, however many writes found the sink full');
     sink.drain(100);
     await done;
     assert.equal(Buffer.concat(sink.written).toString(), 'ABCDE!');
@@ -123,5 +124,15 @@ describe('relay().pipeTo', () => {
     await closed;
     assert.equal(gone.ended, false);
     assert.equal(source.destroyed, true);
+  });
+
+  it('swallows an upstream error that comes after the relay settled', async () => {
+    const source = new Readable({ read() {} });
+    const sink = new SlowSink(100);
+    const done = relay(asBody(source), IDENTITY, (e) => e).pipeTo(sink);
+    sink.destroyed = true;
+    sink.emit('close');
+    await done;
+    assert.doesNotThrow(() => source.emit('error', new Error('socket reset after the client left')));
   });
 });
