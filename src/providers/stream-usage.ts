@@ -114,7 +114,8 @@ export class SseUsageTap implements ChunkTransform {
   private scan(data: Buffer, text: string, limit: number): Buffer | undefined {
     let kept: Buffer[] | undefined;
     let from = 0;
-    // Blank lines are plain `\n\n` unless the stream uses CRs at all: then V8 finds them too.
+    // Without a CR anywhere, every blank line is `\n\n` and V8's indexOf finds it; otherwise
+    // the character-by-character check handles every line-ending style.
     const lfOnly = text.indexOf('\r') < 0;
     let previousEnd = 0;
     for (let at = usageObjectAt(text, 0, limit); at >= 0;) {

@@ -63,6 +63,23 @@ describe('error responses (CONTRACT §4)', () => {
     });
   }
 
+  for (const [field, endpoint, body] of [
+    ['model', '/v1/chat/completions', { model: '  ', messages: [{ role: 'user', content: 'x' }] }],
+    ['messages', '/v1/chat/completions', { model: 'up/gpt-x', messages: [] }],
+    ['messages', '/v1/messages', { model: 'ant/claude-x', messages: [], max_tokens: 5 }],
+  ] as const) {
+    it(`empty ${field} on ${endpoint} → 400 naming the field`, async () => {
+      const res = await gw.request('POST', endpoint, { body });
+      const err = endpoint === '/v1/messages' ? assertAnthropicError(res, 400, 'invalid_request_error') : assertOpenAiError(res, 400, 'invalid_request_error');
+      assert.equal(err.message, `${field}: must not be empty`);
+    });
+  }
+
+  it('a model name with spaces around it is routed as the name itself', async () => {
+    const res = await gw.request('POST', '/v1/chat/completions', { body: chat('hi', '  up/gpt-x ') });
+    assert.equal(res.status, 200, res.text);
+  });
+
   it('missing model → 400 naming model', async () => {
     const res = await gw.request('POST', '/v1/chat/completions', { body: { messages: [{ role: 'user', content: 'x' }] } });
     const err = assertOpenAiError(res, 400, 'invalid_request_error');
