@@ -90,9 +90,11 @@ function readDump(file: string, pid: number, requests: number): Counts {
     }
     return undefined;
   };
-  /** A callgrind_annotate function column as a readable name: JIT addresses resolved, paths shortened. */
+  /** A callgrind_annotate function column without its object file and unknown-file prefix. */
+  const bare = (column: string): string => column.replace(/\s*\[\/.*\]$/, '').replace(/^\?\?\?:/, '');
+  /** The same, readable: JIT addresses resolved, paths shortened. */
   const readable = (column: string): string => {
-    let name = column.replace(/\s*\[\/.*\]$/, '').replace(/^\?\?\?:/, '');
+    let name = bare(column);
     const address = /^0x([0-9a-f]+)/.exec(name);
     if (address) name = nameAt(parseInt(address[1]!, 16)) ?? name;
     return name.replace(/^JS:[*+~^]?'?/, 'JS ').replace(`file://${REPO_DIR}/`, '').slice(0, 110);
@@ -109,7 +111,7 @@ function readDump(file: string, pid: number, requests: number): Counts {
   for (const line of annotate().split('\n')) {
     const match = /^\s*([\d,]+) \(\s*[\d.]+%\)\s+(.*)$/.exec(line);
     if (!match || line.includes('PROGRAM TOTALS')) continue;
-    const raw = match[2]!.replace(/\s*\[\/.*\]$/, '').replace(/^\?\?\?:/, '');
+    const raw = bare(match[2]!);
     if (ENCLOSING.test(raw) || /^0x0+1ab70$/.test(raw)) continue;
     const name = readable(match[2]!);
     const perRequest = Number(match[1]!.replace(/,/g, '')) / requests;

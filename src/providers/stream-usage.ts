@@ -228,27 +228,29 @@ function keyAt(text: string, needle: string, from: number, end: number): number 
 /** The offset of the next `"usage"` key with an object value in `[from, limit)`, or -1: chat chunks carry `"usage":null` on every delta. */
 function usageObjectAt(text: string, from: number, limit: number): number {
   for (let at = keyAt(text, USAGE_NEEDLE, from, limit); at >= 0; at = keyAt(text, USAGE_NEEDLE, at + 1, limit)) {
-    let i = at + 1 + USAGE_NEEDLE.length;
-    while (i < limit && isSpace(text.charCodeAt(i))) i++;
-    if (text.charCodeAt(i) !== 0x3a) continue; // ':'
-    i++;
-    while (i < limit && isSpace(text.charCodeAt(i))) i++;
-    if (text.charCodeAt(i) === 0x7b) return at; // '{'
+    if (text.charCodeAt(valueAfterKey(text, at + 1 + USAGE_NEEDLE.length, limit)) === 0x7b) return at; // '{'
   }
   return -1;
 }
 
 /** True when the value after a key ending at `from` is `[]`. */
 function isEmptyList(text: string, from: number, end: number): boolean {
+  const open = valueAfterKey(text, from, end);
+  if (open < 0 || text.charCodeAt(open) !== 0x5b) return false; // '['
+  return text.charCodeAt(skipSpaces(text, open + 1, end)) === 0x5d; // ']'
+}
+
+/** Where the value after a key ending at `from` starts (past the colon and spaces), or -1 without a colon. */
+function valueAfterKey(text: string, from: number, end: number): number {
+  const colon = skipSpaces(text, from, end);
+  if (text.charCodeAt(colon) !== 0x3a) return -1; // ':'
+  return skipSpaces(text, colon + 1, end);
+}
+
+function skipSpaces(text: string, from: number, end: number): number {
   let i = from;
   while (i < end && isSpace(text.charCodeAt(i))) i++;
-  if (text.charCodeAt(i) !== 0x3a) return false; // ':'
-  i++;
-  while (i < end && isSpace(text.charCodeAt(i))) i++;
-  if (text.charCodeAt(i) !== 0x5b) return false; // '['
-  i++;
-  while (i < end && isSpace(text.charCodeAt(i))) i++;
-  return text.charCodeAt(i) === 0x5d; // ']'
+  return i;
 }
 
 function isSpace(c: number): boolean {

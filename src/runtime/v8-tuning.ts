@@ -30,8 +30,9 @@ export const RUNTIME_V8_FLAGS: readonly string[] = ['--no-allocation-site-preten
  * - The young generation never below 64 MB a semi-space (V8's maximum on 64-bit; a smaller
  *   `--max-semi-space-size` caps it). Load grows it to that size within seconds, but after about
  *   a minute without traffic V8 takes the low allocation rate for a quiet process and shrinks it
- *   at the next scavenges (new space 128 -> 24 MB, measured); the following ~8 s of traffic then ran 2-3x the scavenges
- *   while it grew back, and side by side with a process that had been busy, 1-9% fewer requests/s.
+ *   at the next scavenges (new space 128 -> 24 MB, measured); the following ~8 s of traffic then
+ *   ran 2-3x the scavenges while it grew back, and side by side with a process that had been
+ *   busy, 1-9% fewer requests/s.
  *   The same reasoning as the memory reducer: the size traffic needs is kept, and a new process
  *   starts at it.
  */
