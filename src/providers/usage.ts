@@ -77,27 +77,45 @@ export function usageFromJsonBuffer(buf: Buffer): Usage | undefined {
  * numbers read the same in any decoding.
  */
 export function usageAtKey(text: string, key: number, end: number): Usage | undefined {
-  const slice = usageObjectAfter(text, key + USAGE_KEY.length, end);
-  if (slice === undefined) return undefined;
+  const start = objectStartAfter(text, key + USAGE_KEY.length, end);
+  if (start < 0) return undefined;
+  // A usage object is flat (token counts, a few nested details at most): when no `{` comes before
+  // the first `}`, that `}` ends it unless it sits inside a string, and then the slice does not
+  // parse. Two searches instead of a walk over every character; the walk is the fallback.
+  const close = text.indexOf('}', start + 1);
+  if (close < 0 || close >= end) return undefined;
+  const nested = text.indexOf('{', start + 1);
+  if (nested < 0 || nested > close) {
+    const usage = parseUsage(text.slice(start, close + 1));
+    if (usage !== undefined) return usage;
+  }
+  const object = objectEnd(text, start, end);
+  return object < 0 ? undefined : parseUsage(text.slice(start, object));
+}
+
+function parseUsage(json: string): Usage | undefined {
   try {
-    return normalizeUsage(JSON.parse(slice));
+    return normalizeUsage(JSON.parse(json));
   } catch {
     return undefined;
   }
 }
 
-/** The text of the `{...}` value after a key ending at `from`, or undefined when it is not an object. */
-function usageObjectAfter(text: string, from: number, end: number): string | undefined {
+/** Where the `{` of the value after a key ending at `from` is, or -1 when the value is not an object. */
+function objectStartAfter(text: string, from: number, end: number): number {
   let i = from;
   while (i < end && isSpace(text.charCodeAt(i))) i++;
-  if (text.charCodeAt(i) !== 0x3a) return undefined; // ':'
+  if (text.charCodeAt(i) !== 0x3a) return -1; // ':'
   i++;
   while (i < end && isSpace(text.charCodeAt(i))) i++;
-  if (text.charCodeAt(i) !== OPEN_BRACE) return undefined;
-  const start = i;
+  return text.charCodeAt(i) === OPEN_BRACE ? i : -1;
+}
+
+/** The offset just past the object whose `{` is at `start`, or -1 when it does not end before `end`. */
+function objectEnd(text: string, start: number, end: number): number {
   let depth = 0;
   let inString = false;
-  for (; i < end; i++) {
+  for (let i = start; i < end; i++) {
     const c = text.charCodeAt(i);
     if (inString) {
       if (c === BACKSLASH) i++;
@@ -107,10 +125,10 @@ function usageObjectAfter(text: string, from: number, end: number): string | und
     } else if (c === OPEN_BRACE) {
       depth++;
     } else if (c === CLOSE_BRACE && --depth === 0) {
-      return text.slice(start, i + 1);
+      return i + 1;
     }
   }
-  return undefined;
+  return -1;
 }
 
 function isSpace(c: number): boolean {

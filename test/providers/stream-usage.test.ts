@@ -88,6 +88,23 @@ describe('SseUsageTap', () => {
     }
   });
 
+  it('reads usage objects with nested details and braces inside their strings', () => {
+    const usages = [
+      '{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6,"prompt_tokens_details":{"cached_tokens":2}}',
+      '{"note":"a } b","prompt_tokens":5,"completion_tokens":1,"total_tokens":6}',
+      '{"note":"{ x }","prompt_tokens":5,"completion_tokens":1,"total_tokens":6}',
+      '{"details":{"}":"{"},"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}',
+    ];
+    for (const usage of usages) {
+      const text = content('a', '\n') + `data: {"choices":[],"usage":${usage}}\n\n` + 'data: [DONE]\n\n';
+      for (const size of [1, 4096]) {
+        const tap = new SseUsageTap({ stripChatUsageChunk: true });
+        assert.equal(run(tap, text, size), content('a', '\n') + 'data: [DONE]\n\n', usage);
+        assert.deepEqual(tap.usage(), { promptTokens: 5, completionTokens: 1, totalTokens: 6 }, usage);
+      }
+    }
+  });
+
   it('reads the usage of an unterminated last event', () => {
     const tap = new SseUsageTap();
     run(tap, 'data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}', 10);

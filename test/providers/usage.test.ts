@@ -23,6 +23,8 @@ describe('usageFromJsonBuffer', () => {
       { usage: 12 },
       { usage: { note: 'no counts here' } },
       { choices: [], usage: { prompt_tokens: 3, completion_tokens: 0, details: { '}': '{', nested: { deep: [1, 2] } } } },
+      { usage: { note: 'a } b', prompt_tokens: 6, completion_tokens: 1 } },
+      { usage: { 'x{': 1, prompt_tokens: 7, completion_tokens: 1 } },
     ];
     for (const body of bodies) {
       for (const space of [undefined, 2]) {
