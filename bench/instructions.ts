@@ -7,7 +7,8 @@
  *   node bench/instructions.ts --targets ten,ten@/tmp/fg-base --stream
  *   node bench/instructions.ts --targets floor,none        # what the gateway adds to the floor proxy
  *   node bench/instructions.ts --targets none --callers Megamorphic   # who calls those functions
- *   flags: --warmup N (3000) --requests N (3000) --top N (30) --callers REGEX
+ *   node bench/instructions.ts --targets none --stream --inclusive 'src/'   # our functions with their callees
+ *   flags: --warmup N (3000) --requests N (3000) --top N (30) --callers REGEX --inclusive REGEX
  *
  * A target is VARIANT[@CHECKOUT] as in bench/compare.ts, or `floor` (the minimal proxy). Each gateway runs under callgrind with
  * `node --predictable` (single-threaded V8: the same JIT and GC decisions from run to run) and
@@ -39,6 +40,7 @@ const { values: flags } = parseArgs({
     requests: { type: 'string', default: '3000' },
     top: { type: 'string', default: '30' },
     callers: { type: 'string' },
+    inclusive: { type: 'string' },
   },
   strict: true,
 });
@@ -48,6 +50,8 @@ const measured = wholeNumber('requests', flags.requests, 1);
 const top = wholeNumber('top', flags.top, 1);
 /** Functions whose callers to list (callgrind_annotate --tree=caller), e.g. V8's megamorphic IC builtins. */
 const callersOf = flags.callers === undefined ? undefined : new RegExp(flags.callers);
+/** Functions to list with everything they call (callgrind_annotate --inclusive=yes), e.g. the gateway's own steps. */
+const inclusiveOf = flags.inclusive === undefined ? undefined : new RegExp(flags.inclusive);
 const CONCURRENCY = 4;
 /** Garbage collection (both generations, with write barriers and heap iteration): varies with timing. */
 const GC = /Scaveng|Marking|MarkCompact|MarkBit|Evacuate|RecordMigrated|RecordWrite|WriteBarrier|Sweeper|LiveObjectVisitor|PointersUpdating|NeedsResetDueToFlushedBytecode|RememberedSet|StringTableCleaner|JSDispatchTable::Mark|OnMoveEvent|IteratePointers|BodyDescriptor|SizeFromMap|IterateObjectCache|ObjectVisitor|MemoryChunk|PageMetadata|heap::base|Heap::|MemoryAllocator|ReadOnlyRoots/;
@@ -64,7 +68,12 @@ interface Counts {
   compile: number;
   /** For --callers: per matching function, its callers with the instructions per request spent through each. */
   callers: Map<string, Map<string, number>>;
+  /** For --inclusive: per matching function, instructions per request in it and its callees. */
+  inclusive: Map<string, number>;
 }
+
+/** A function's line in callgrind_annotate's listing: its cost and its name column. */
+const COST_LINE = /^\s*([\d,]+) \(\s*[\d.]+%\)\s+(?!PROGRAM TOTALS)(\S.*)$/;
 
 /** Self cost per function from a callgrind dump, JIT addresses resolved through /tmp/perf-<pid>.map. */
 function readDump(file: string, pid: number, requests: number): Counts {
@@ -109,8 +118,8 @@ function readDump(file: string, pid: number, requests: number): Counts {
   let gc = 0;
   let compile = 0;
   for (const line of annotate().split('\n')) {
-    const match = /^\s*([\d,]+) \(\s*[\d.]+%\)\s+(.*)$/.exec(line);
-    if (!match || line.includes('PROGRAM TOTALS')) continue;
+    const match = COST_LINE.exec(line);
+    if (!match) continue;
     const raw = bare(match[2]!);
     if (ENCLOSING.test(raw) || /^0x0+1ab70$/.test(raw)) continue;
     const name = readable(match[2]!);
@@ -126,7 +135,16 @@ function readDump(file: string, pid: number, requests: number): Counts {
     total += perRequest;
     byFunction.set(name, (byFunction.get(name) ?? 0) + perRequest);
   }
-  return { byFunction, total, gc, compile, callers: callersOf === undefined ? new Map() : readCallers(annotate('--tree=caller'), readable, requests) };
+  const inclusive = new Map<string, number>();
+  if (inclusiveOf !== undefined) {
+    for (const line of annotate('--inclusive=yes').split('\n')) {
+      const match = COST_LINE.exec(line);
+      if (!match) continue;
+      const name = readable(match[2]!);
+      if (inclusiveOf.test(name)) inclusive.set(name, (inclusive.get(name) ?? 0) + Number(match[1]!.replace(/,/g, '')) / requests);
+    }
+  }
+  return { byFunction, total, gc, compile, callers: callersOf === undefined ? new Map() : readCallers(annotate('--tree=caller'), readable, requests), inclusive };
 }
 
 /**
@@ -243,6 +261,8 @@ try {
       console.log(`  callers of ${name}:`);
       for (const [caller, n] of [...callers].sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`    ${pad(n)}  ${caller}`);
     }
+    if (counts.inclusive.size > 0) console.log('  with their callees:');
+    for (const [name, n] of [...counts.inclusive].sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`    ${pad(n)}  ${name}`);
   }
 } finally {
   await upstream.stop();
