@@ -1,4 +1,4 @@
-import type { AdmissionRefusal, RateLimitHeaderData, RateLimitTriple } from '../ratelimit/index.ts';
+import type { AdmissionRefusal, RateLimitHeaderData } from '../ratelimit/index.ts';
 import { GatewayError } from './errors.ts';
 
 /**
@@ -7,26 +7,23 @@ import { GatewayError } from './errors.ts';
  */
 export function rateLimitHeaderList(data: RateLimitHeaderData | undefined): string[] | undefined {
   if (data === undefined) return undefined;
+  const list: string[] = [];
   const { requests, tokens } = data;
-  if (requests === undefined && tokens === undefined) return undefined;
-  // Allocated at its final size, not grown by pushes.
-  const list: string[] = new Array((requests === undefined ? 0 : 6) + (tokens === undefined ? 0 : 6));
-  const at = requests === undefined ? 0 : putTriple(list, 0, REQUEST_NAMES, requests);
-  if (tokens !== undefined) putTriple(list, at, TOKEN_NAMES, tokens);
+  if (requests !== undefined) {
+    list.push(
+      'x-ratelimit-limit-requests', String(requests.limit),
+      'x-ratelimit-remaining-requests', String(requests.remaining),
+      'x-ratelimit-reset-requests', String(requests.reset),
+    );
+  }
+  if (tokens !== undefined) {
+    list.push(
+      'x-ratelimit-limit-tokens', String(tokens.limit),
+      'x-ratelimit-remaining-tokens', String(tokens.remaining),
+      'x-ratelimit-reset-tokens', String(tokens.reset),
+    );
+  }
   return list;
-}
-
-const REQUEST_NAMES = ['x-ratelimit-limit-requests', 'x-ratelimit-remaining-requests', 'x-ratelimit-reset-requests'] as const;
-const TOKEN_NAMES = ['x-ratelimit-limit-tokens', 'x-ratelimit-remaining-tokens', 'x-ratelimit-reset-tokens'] as const;
-
-function putTriple(list: string[], at: number, names: readonly [string, string, string], t: RateLimitTriple): number {
-  list[at] = names[0];
-  list[at + 1] = String(t.limit);
-  list[at + 2] = names[1];
-  list[at + 3] = String(t.remaining);
-  list[at + 4] = names[2];
-  list[at + 5] = String(t.reset);
-  return at + 6;
 }
 
 /** The same headers as an object (error answers go through fastify). */

@@ -195,11 +195,7 @@ function withIncludeUsage(bytes: Buffer): Buffer | undefined {
   let next = open + 1;
   while (next < bytes.length && isJsonSpace(bytes[next]!)) next++;
   if (next >= bytes.length || bytes[next] === 0x7d) return undefined; // '}': no member to put a comma before
-  // Copied into one new buffer: Buffer.concat would first make a view of the tail.
-  const out = Buffer.allocUnsafe(INCLUDE_USAGE.length + bytes.length - open - 1);
-  INCLUDE_USAGE.copy(out, 0);
-  bytes.copy(out, INCLUDE_USAGE.length, open + 1);
-  return out;
+  return Buffer.concat([INCLUDE_USAGE, bytes.subarray(open + 1)]);
 }
 
 function isJsonSpace(c: number): boolean {
