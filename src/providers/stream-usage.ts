@@ -2,7 +2,7 @@ import { SseParser, parseEventJson } from './sse.ts';
 import type { SseEvent } from './sse.ts';
 import type { Usage } from './types.ts';
 import type { ChunkTransform } from './upstream.ts';
-import { normalizeUsage, usageAtKey, usageFromBody } from './usage.ts';
+import { normalizeUsage, skipSpaces, usageAtKey, usageFromBody, valueAfterKey } from './usage.ts';
 
 function isRecord(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
@@ -238,21 +238,4 @@ function isEmptyList(text: string, from: number, end: number): boolean {
   const open = valueAfterKey(text, from, end);
   if (open < 0 || text.charCodeAt(open) !== 0x5b) return false; // '['
   return text.charCodeAt(skipSpaces(text, open + 1, end)) === 0x5d; // ']'
-}
-
-/** Where the value after a key ending at `from` starts (past the colon and spaces), or -1 without a colon. */
-function valueAfterKey(text: string, from: number, end: number): number {
-  const colon = skipSpaces(text, from, end);
-  if (text.charCodeAt(colon) !== 0x3a) return -1; // ':'
-  return skipSpaces(text, colon + 1, end);
-}
-
-function skipSpaces(text: string, from: number, end: number): number {
-  let i = from;
-  while (i < end && isSpace(text.charCodeAt(i))) i++;
-  return i;
-}
-
-function isSpace(c: number): boolean {
-  return c === 0x20 || c === 0x09;
 }

@@ -103,12 +103,22 @@ function parseUsage(json: string): Usage | undefined {
 
 /** Where the `{` of the value after a key ending at `from` is, or -1 when the value is not an object. */
 function objectStartAfter(text: string, from: number, end: number): number {
+  const value = valueAfterKey(text, from, end);
+  return value >= 0 && text.charCodeAt(value) === OPEN_BRACE ? value : -1;
+}
+
+/** Where the value after a key ending at `from` starts (past the colon and spaces), or -1 without a colon. */
+export function valueAfterKey(text: string, from: number, end: number): number {
+  const colon = skipSpaces(text, from, end);
+  if (text.charCodeAt(colon) !== 0x3a) return -1; // ':'
+  return skipSpaces(text, colon + 1, end);
+}
+
+/** The first offset at or after `from` (and before `end`) that is not JSON whitespace. */
+export function skipSpaces(text: string, from: number, end: number): number {
   let i = from;
   while (i < end && isSpace(text.charCodeAt(i))) i++;
-  if (text.charCodeAt(i) !== 0x3a) return -1; // ':'
-  i++;
-  while (i < end && isSpace(text.charCodeAt(i))) i++;
-  return text.charCodeAt(i) === OPEN_BRACE ? i : -1;
+  return i;
 }
 
 /** The offset just past the object whose `{` is at `start`, or -1 when it does not end before `end`. */
