@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { z } from 'zod';
+import { isObj, type Json } from '../providers/translate/json.ts';
 import type { Endpoint } from '../providers/types.ts';
 import { badRequest } from './errors.ts';
 import { parseBody } from './validation.ts';
@@ -19,7 +20,6 @@ export interface ModelRequest {
 }
 
 type JsonEndpoint = Exclude<Endpoint, 'transcriptions'>;
-type Body = Record<string, unknown>;
 
 // A non-empty model and messages list are checked in parseJsonRequest, not with zod's `.min()`:
 // zod runs every schema's checks through one shared function, which validating a configuration
@@ -51,7 +51,7 @@ const isOptionalBoolean = (v: unknown): boolean => v === undefined || typeof v =
  * a request (bench/instructions.ts). A body these accept is one its schema accepts; any other
  * body goes through the schema, which then names what is wrong.
  */
-const valid: Record<JsonEndpoint, (b: Body) => boolean> = {
+const valid: Record<JsonEndpoint, (b: Json) => boolean> = {
   chat: (b) => typeof b.model === 'string' && Array.isArray(b.messages) && isOptionalBoolean(b.stream),
   responses: (b) => typeof b.model === 'string' && isOptionalBoolean(b.stream),
   embeddings: (b) => typeof b.model === 'string' && (typeof b.input === 'string' || Array.isArray(b.input)),
@@ -60,12 +60,8 @@ const valid: Record<JsonEndpoint, (b: Body) => boolean> = {
     && (b.max_tokens as number) > 0 && isOptionalBoolean(b.stream),
 };
 
-function isPlainObject(body: unknown): body is Body {
-  return body !== null && typeof body === 'object' && !Array.isArray(body);
-}
-
 export function parseJsonRequest(endpoint: JsonEndpoint, body: unknown, jsonBytes?: Buffer): ModelRequest {
-  const data = isPlainObject(body) && valid[endpoint](body) ? body as { model: string; stream?: boolean } : parseBody(schemas[endpoint], body);
+  const data = isObj(body) && valid[endpoint](body) ? body as { model: string; stream?: boolean } : parseBody(schemas[endpoint], body);
   const model = data.model.trim();
   if (model === '') throw badRequest('model: must not be empty', 'model');
   if ('messages' in data && (data.messages as unknown[]).length === 0) throw badRequest('messages: must not be empty', 'messages');
