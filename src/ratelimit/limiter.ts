@@ -184,6 +184,15 @@ export class RateLimiter {
    */
   private readonly matchCache = new Map<string, Map<string, Map<string, MatchSet>>>();
   private matchCacheSize = 0;
+  /**
+   * The last lookup and its set, checked before the maps: a request's token charge repeats its
+   * admission's lookup, and traffic often repeats the one before. Comparing three strings costs
+   * less than hashing a fresh path string for the map.
+   */
+  private lastSet: MatchSet | undefined;
+  private lastUserPath: string | undefined;
+  private lastProvider: string | undefined;
+  private lastModel: string | undefined;
   /** Reused scratch space for store snapshots; sized to the largest match set seen. */
   private snapshot = new CounterSnapshot(16);
 
@@ -356,19 +365,23 @@ export class RateLimiter {
   private invalidate(): void {
     this.matchCache.clear();
     this.matchCacheSize = 0;
+    this.lastSet = undefined;
   }
 
   /** Matching rules for a lookup, cached per distinct (path, provider, model) until rules change. */
   private matchSet(userPath: string | undefined, provider: string | undefined, model: string | undefined): MatchSet {
-    const byProvider = this.matchCache.get(userPath ?? NONE);
-    if (byProvider !== undefined) {
-      const byModel = byProvider.get(provider ?? NONE);
-      if (byModel !== undefined) {
-        const cached = byModel.get(model ?? NONE);
-        if (cached !== undefined) return cached;
-      }
-    }
-    return this.resolveMatchSet(userPath, provider, model);
+    const last = this.lastSet;
+    if (last !== undefined && userPath === this.lastUserPath && provider === this.lastProvider && model === this.lastModel) return last;
+    const set = this.cachedMatchSet(userPath, provider, model) ?? this.resolveMatchSet(userPath, provider, model);
+    this.lastSet = set;
+    this.lastUserPath = userPath;
+    this.lastProvider = provider;
+    this.lastModel = model;
+    return set;
+  }
+
+  private cachedMatchSet(userPath: string | undefined, provider: string | undefined, model: string | undefined): MatchSet | undefined {
+    return this.matchCache.get(userPath ?? NONE)?.get(provider ?? NONE)?.get(model ?? NONE);
   }
 
   private resolveMatchSet(userPath: string | undefined, provider: string | undefined, model: string | undefined): MatchSet {

@@ -79,6 +79,16 @@ describe('rule matching', () => {
     admitted(limiter.admit({ userPath: '/a/b' }));
   });
 
+  it('matches each lookup afresh when only its provider or model differs from the one before', () => {
+    const { limiter } = setup([rule('provider', 'p1', 60, { maxRequests: 1 }), rule('model', 'p1/m1', 60, { maxRequests: 2 })]);
+    admitted(limiter.admit({ userPath: '/u', provider: 'p1', model: 'm1' }));
+    admitted(limiter.admit({ userPath: '/u', provider: 'p2', model: 'm1' })); // p1's rules do not follow
+    refused(limiter.admit({ userPath: '/u', provider: 'p1', model: 'm2' }));
+    admitted(limiter.admit({ userPath: '/u', provider: 'p2', model: 'm2' }));
+    admitted(limiter.admit({ userPath: '/v', provider: 'p2', model: 'm2' }));
+    assert.equal(refused(limiter.admit({ provider: 'p1', model: 'm1' })).breach.scope, 'provider');
+  });
+
   it('stays correct when a flood of distinct paths overflows the lookup cache', () => {
     const { limiter } = setup([rule('user_path', '/t', 86400, { maxRequests: 20_005 })]);
     for (let i = 0; i < 20_000; i++) admitted(limiter.admit({ userPath: `/t/u${i}` }));
