@@ -7,23 +7,31 @@ import { GatewayError } from './errors.ts';
  */
 export function rateLimitHeaderList(data: RateLimitHeaderData | undefined): string[] | undefined {
   if (data === undefined) return undefined;
-  const list: string[] = [];
   const { requests, tokens } = data;
-  if (requests !== undefined) {
-    list.push(
+  // Array literals of their final size: one allocation, no growth.
+  if (tokens === undefined) {
+    if (requests === undefined) return [];
+    return [
       'x-ratelimit-limit-requests', String(requests.limit),
       'x-ratelimit-remaining-requests', String(requests.remaining),
       'x-ratelimit-reset-requests', String(requests.reset),
-    );
+    ];
   }
-  if (tokens !== undefined) {
-    list.push(
+  if (requests === undefined) {
+    return [
       'x-ratelimit-limit-tokens', String(tokens.limit),
       'x-ratelimit-remaining-tokens', String(tokens.remaining),
       'x-ratelimit-reset-tokens', String(tokens.reset),
-    );
+    ];
   }
-  return list;
+  return [
+    'x-ratelimit-limit-requests', String(requests.limit),
+    'x-ratelimit-remaining-requests', String(requests.remaining),
+    'x-ratelimit-reset-requests', String(requests.reset),
+    'x-ratelimit-limit-tokens', String(tokens.limit),
+    'x-ratelimit-remaining-tokens', String(tokens.remaining),
+    'x-ratelimit-reset-tokens', String(tokens.reset),
+  ];
 }
 
 /** The same headers as an object (error answers go through fastify). */
