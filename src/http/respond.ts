@@ -71,25 +71,21 @@ async function writeStream(reply: FastifyReply, result: ProviderResult, extraHea
 }
 
 /**
- * The gateway's own headers and the answer's as one flat list: Node's writeHead reads a list with
- * a plain loop, an object with for-in and a has-own check per header. The gateway's list is
- * copied whole (one builtin copy, not a push per entry). Where both have a header (a passthrough
- * upstream's own `x-ratelimit-*`, the only kind the gateway also sets), the gateway's wins.
+ * The extra headers and the answer's as one flat list: Node's writeHead reads a list with a plain
+ * loop, an object with for-in and a has-own check per header. The extra list is copied whole (one
+ * builtin copy, not a push per entry). Where both have a header (a passthrough upstream's own
+ * `x-ratelimit-*`), the extra one wins.
  */
-function headerList(base: Readonly<Record<string, string>>, extra: HeaderList | undefined): string[] {
+function headerList(answer: Readonly<Record<string, string>>, extra: HeaderList | undefined): string[] {
   if (extra === undefined) {
     const list: string[] = [];
-    for (const name in base) list.push(name, base[name]!);
+    for (const name in answer) list.push(name, answer[name]!);
     return list;
   }
   const list = extra.slice();
-  for (const name in base) {
-    if (!name.startsWith(GATEWAY_HEADER_PREFIX) || !hasName(extra, name)) list.push(name, base[name]!);
-  }
+  for (const name in answer) if (!hasName(extra, name)) list.push(name, answer[name]!);
   return list;
 }
-
-const GATEWAY_HEADER_PREFIX = 'x-ratelimit-';
 
 function hasName(list: HeaderList, name: string): boolean {
   for (let i = 0; i < list.length; i += 2) if (list[i] === name) return true;
