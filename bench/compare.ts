@@ -6,8 +6,11 @@
  *   node bench/compare.ts --a ten --b none                  # two configurations of this checkout
  *   git worktree add /tmp/fg-base HEAD && ln -s "$PWD/node_modules" /tmp/fg-base/node_modules
  *   node bench/compare.ts --a ten --b ten@/tmp/fg-base      # this checkout against a commit
+ *   node bench/compare.ts --a none --b none '--a-node-flags=--max-semi-space-size=8'   # node/V8 flags on one side
  *   flags: --stream --rounds N (9) --duration N (4) --connections N (50) --warmup N (4; minimum
- *          seconds, then until steady state as in bench/run.ts)
+ *          seconds, then until steady state as in bench/run.ts) '--a-node-flags=FLAGS' /
+ *          '--b-node-flags=FLAGS' (in the = form, as the value starts with --; after the gateway's
+ *          own flags, so a V8 flag given here wins)
  *
  * A side is VARIANT[@CHECKOUT]: a configuration of bench/lib.ts (none, ten, tenThousand,
  * disabled), optionally run from another copy of the repository.
@@ -27,9 +30,16 @@ const { values: flags } = parseArgs({
     duration: { type: 'string', default: '4' },
     connections: { type: 'string', default: '50' },
     warmup: { type: 'string', default: '4' },
+    'a-node-flags': { type: 'string', default: '' },
+    'b-node-flags': { type: 'string', default: '' },
   },
   strict: true,
 });
+
+/** Extra node flags for one side, after the gateway's own (a later V8 flag wins). */
+function nodeFlagList(value: string): string[] {
+  return value.split(' ').filter((flag) => flag !== '');
+}
 
 function side(flag: string, value: string | undefined): GatewayTarget {
   if (value === undefined) throw new Error(`--${flag}: required, as VARIANT[@CHECKOUT] (e.g. ten or ten@/tmp/fg-base)`);
@@ -51,8 +61,8 @@ const servers: ChildServer[] = [];
 try {
   const upstream = await startUpstream();
   servers.push(upstream);
-  const start = (s: GatewayTarget): Promise<ChildServer> => startGateway(s.variant, upstream.url, [], s.checkout);
-  const [serverA, serverB] = [await start(a), await start(b)];
+  const start = (s: GatewayTarget, nodeFlags: readonly string[]): Promise<ChildServer> => startGateway(s.variant, upstream.url, nodeFlags, s.checkout);
+  const [serverA, serverB] = [await start(a, nodeFlagList(flags['a-node-flags'])), await start(b, nodeFlagList(flags['b-node-flags']))];
   servers.push(serverA, serverB);
   for (const [name, server] of [['a', serverA], ['b', serverB]] as const) {
     pin(server.pid, SERVER_CPU);

@@ -3,7 +3,11 @@
  * startGateway, the start-up garbage collection, pino at LOG_LEVEL) and prints `{"port":N}` on
  * stdout, so the parent need not parse logs.
  *   node bench/servers/gateway.ts <config.yaml>   (env: SQLITE_PATH, RATE_LIMITS_ENABLED, ...)
+ * With BENCH_ALLOCATION_PROFILE=<file> (bench/allocations.ts), SIGUSR2 starts V8's sampling heap
+ * profiler, garbage included, and the next SIGUSR2 writes its profile to that file.
  */
+import { renameSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import pino from 'pino';
 import { startGateway } from '../../src/app.ts';
 import { loadConfig } from '../../src/config/load.ts';
@@ -23,4 +27,27 @@ const stop = (): void => {
   void gateway.close().finally(() => process.exit(0));
 };
 process.on('SIGTERM', stop);
+const profileFile = process.env['BENCH_ALLOCATION_PROFILE'];
+if (profileFile !== undefined) {
+  const session = new Session();
+  session.connect();
+  let sampling = false;
+  process.on('SIGUSR2', () => {
+    sampling = !sampling;
+    if (sampling) {
+      // Every allocation site, not only what is still alive when the profile is taken.
+      void session.post('HeapProfiler.startSampling', {
+        samplingInterval: Number(process.env['BENCH_ALLOCATION_INTERVAL'] ?? 256),
+        includeObjectsCollectedByMajorGC: true,
+        includeObjectsCollectedByMinorGC: true,
+      });
+      return;
+    }
+    // Written aside and renamed, so the reader never sees half a file.
+    void session.post('HeapProfiler.stopSampling').then(({ profile }) => {
+      writeFileSync(`${profileFile}.partial`, JSON.stringify(profile));
+      renameSync(`${profileFile}.partial`, profileFile);
+    });
+  });
+}
 process.on('SIGINT', stop);
