@@ -55,21 +55,22 @@ interface Allocations {
   bySite: Map<string, number>;
 }
 
-function siteName(frame: ProfileNode['callFrame']): string {
+/** A site named relative to its checkout, so two checkouts' profiles line up. */
+function siteName(frame: ProfileNode['callFrame'], checkout: string): string {
   const name = frame.functionName === '' ? '(anonymous)' : frame.functionName;
   if (frame.url === '') return name;
-  const place = frame.url.replace(`file://${REPO_DIR}/`, '').replace(/^node:/, '');
+  const place = frame.url.replace(`file://${checkout}/`, '').replace(`${REPO_DIR}/`, '').replace(/^node:/, '');
   return `${name} ${place}:${frame.lineNumber + 1}`;
 }
 
-function summarize(root: ProfileNode, requests: number): Allocations {
+function summarize(root: ProfileNode, requests: number, checkout: string): Allocations {
   const bySite = new Map<string, number>();
   let total = 0;
   const stack = [root];
   while (stack.length > 0) {
     const node = stack.pop()!;
     if (node.selfSize > 0) {
-      const site = siteName(node.callFrame);
+      const site = siteName(node.callFrame, checkout);
       bySite.set(site, (bySite.get(site) ?? 0) + node.selfSize / requests);
       total += node.selfSize / requests;
     }
@@ -96,7 +97,7 @@ async function profile(target: GatewayTarget, upstreamUrl: string, dir: string):
     }
     if (figures.errors + figures.non2xx > 0) throw new Error(`${target.label}: errors or non-2xx answers while profiling`);
     const { head } = JSON.parse(readFileSync(file, 'utf8')) as { head: ProfileNode };
-    return summarize(head, figures.requests);
+    return summarize(head, figures.requests, target.checkout);
   } finally {
     delete process.env['BENCH_ALLOCATION_PROFILE'];
     await server?.stop();
