@@ -31,10 +31,8 @@ export async function sendResult(
     // Bytes and headers are final: written by hand, like streams, rather than through fastify's
     // send pipeline (a header call per header, serializers and onSend hooks that have nothing
     // to do here).
-    const headers = headerList(result.headers, extraHeaders);
-    headers.push('content-length', String(result.body.length));
     reply.hijack();
-    reply.raw.writeHead(result.status, headers);
+    reply.raw.writeHead(result.status, headerList(result.headers, extraHeaders, 'content-length', String(result.body.length)));
     reply.raw.end(result.body);
     return;
   }
@@ -71,19 +69,30 @@ async function writeStream(reply: FastifyReply, result: ProviderResult, extraHea
 }
 
 /**
- * The extra headers and the answer's as one flat list: Node's writeHead reads a list with a plain
- * loop, an object with for-in and a has-own check per header. The extra list is copied whole (one
- * builtin copy, not a push per entry). Where both have a header (a passthrough upstream's own
- * `x-ratelimit-*`), the extra one wins.
+ * The extra headers, the answer's and an optional last header (content-length) as one flat list:
+ * Node's writeHead reads a list with a plain loop, an object with for-in and a has-own check per
+ * header. The list is allocated once at its final size; pushes onto a copy grew it to nearly
+ * twice that, and this list is built for every answer. Where both have a header (a passthrough
+ * upstream's own `x-ratelimit-*`), the extra one wins.
  */
-function headerList(answer: Readonly<Record<string, string>>, extra: HeaderList | undefined): string[] {
-  if (extra === undefined) {
-    const list: string[] = [];
-    for (const name in answer) list.push(name, answer[name]!);
-    return list;
+function headerList(answer: Readonly<Record<string, string>>, extra: HeaderList | undefined, lastName?: string, lastValue?: string): string[] {
+  const extraLength = extra === undefined ? 0 : extra.length;
+  let size = extraLength + (lastName === undefined ? 0 : 2);
+  for (const name in answer) size += 2;
+  const list = new Array<string>(size);
+  let at = 0;
+  for (; at < extraLength; at++) list[at] = extra![at]!;
+  for (const name in answer) {
+    if (extra !== undefined && hasName(extra, name)) continue;
+    list[at++] = name;
+    list[at++] = answer[name]!;
   }
-  const list = extra.slice();
-  for (const name in answer) if (!hasName(extra, name)) list.push(name, answer[name]!);
+  if (lastName !== undefined) {
+    list[at++] = lastName;
+    list[at++] = lastValue!;
+  }
+  // An answer header the extra list replaced leaves the list shorter than counted (rare).
+  if (at < size) list.length = at;
   return list;
 }
 

@@ -177,6 +177,9 @@ describe('rate limits: enforcement', { concurrency: true, timeout: 40_000 }, () 
         'x-ratelimit-limit-requests', 'x-ratelimit-limit-tokens', 'x-ratelimit-remaining-requests',
         'x-ratelimit-remaining-tokens', 'x-ratelimit-reset-requests', 'x-ratelimit-reset-tokens',
       ]);
+      // the answer's own headers and its length travel with the gateway's
+      assert.equal(h.get('content-type'), 'application/json');
+      assert.equal(h.get('content-length'), String(Buffer.byteLength(r3.value.text)));
     } finally {
       await s.close();
     }
@@ -194,6 +197,8 @@ describe('rate limits: enforcement', { concurrency: true, timeout: 40_000 }, () 
         const res = await chatAs(s.gw, path);
         assert.equal(res.status, 200, res.text);
         assert.deepEqual(rateLimitHeaderNames(res), [], `no x-ratelimit headers for ${path}`);
+        assert.equal(res.headers.get('content-type'), 'application/json');
+        assert.equal(res.headers.get('content-length'), String(Buffer.byteLength(res.text)));
       }
     } finally {
       await s.close();
