@@ -76,7 +76,7 @@ interface Counts {
 const COST_LINE = /^\s*([\d,]+) \(\s*[\d.]+%\)\s+(?!PROGRAM TOTALS)(\S.*)$/;
 
 /** Self cost per function from a callgrind dump, JIT addresses resolved through /tmp/perf-<pid>.map. */
-function readDump(file: string, pid: number, requests: number): Counts {
+function readDump(file: string, pid: number, requests: number, checkout: string): Counts {
   const jit: Array<{ start: number; end: number; name: string }> = [];
   const mapFile = `/tmp/perf-${pid}.map`;
   if (existsSync(mapFile)) {
@@ -101,12 +101,12 @@ function readDump(file: string, pid: number, requests: number): Counts {
   };
   /** A callgrind_annotate function column without its object file and unknown-file prefix. */
   const bare = (column: string): string => column.replace(/\s*\[\/.*\]$/, '').replace(/^\?\?\?:/, '');
-  /** The same, readable: JIT addresses resolved, paths shortened. */
+  /** The same, readable: JIT addresses resolved, paths relative to the checkout (so two checkouts line up). */
   const readable = (column: string): string => {
     let name = bare(column);
     const address = /^0x([0-9a-f]+)/.exec(name);
     if (address) name = nameAt(parseInt(address[1]!, 16)) ?? name;
-    return name.replace(/^JS:[*+~^]?'?/, 'JS ').replace(`file://${REPO_DIR}/`, '').slice(0, 110);
+    return name.replace(/^JS:[*+~^]?'?/, 'JS ').replace(`file://${checkout}/`, '').replace(`${REPO_DIR}/`, '').slice(0, 110);
   };
   const annotate = (...args: string[]): string => {
     const run = spawnSync('callgrind_annotate', ['--threshold=100', ...args, file], { encoding: 'utf8', maxBuffer: 1 << 28 });
@@ -238,7 +238,7 @@ async function countTarget(t: Target, upstreamUrl: string): Promise<Counts> {
     // The --dump above is part 1; the exit writes the rest (shutdown) as part 2.
     const file = `${dump}.1`;
     if (!existsSync(file)) throw new Error(`${t.label}: no callgrind dump at ${file} (is callgrind_control on PATH?)`);
-    return readDump(file, child.pid!, measured);
+    return readDump(file, child.pid!, measured, t.checkout);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
