@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import {
-  JSON_BODY, REPO_DIR, STREAM_BODY, gatewayTarget, load, startGateway, startUpstream, wholeNumber, type ChildServer, type GatewayTarget,
+  JSON_BODY, STREAM_BODY, gatewayTarget, load, relativeToCheckout, startGateway, startUpstream, wholeNumber, type ChildServer, type GatewayTarget,
 } from './lib.ts';
 
 const { values: flags } = parseArgs({
@@ -59,7 +59,7 @@ interface Allocations {
 function siteName(frame: ProfileNode['callFrame'], checkout: string): string {
   const name = frame.functionName === '' ? '(anonymous)' : frame.functionName;
   if (frame.url === '') return name;
-  const place = frame.url.replace(`file://${checkout}/`, '').replace(`${REPO_DIR}/`, '').replace(/^node:/, '');
+  const place = relativeToCheckout(frame.url, checkout).replace(/^node:/, '');
   return `${name} ${place}:${frame.lineNumber + 1}`;
 }
 
@@ -81,11 +81,10 @@ function summarize(root: ProfileNode, requests: number, checkout: string): Alloc
 
 async function profile(target: GatewayTarget, upstreamUrl: string, dir: string): Promise<Allocations> {
   const file = join(dir, `${targets.indexOf(target)}.heapprofile`);
-  process.env['BENCH_ALLOCATION_PROFILE'] = file;
-  process.env['BENCH_ALLOCATION_INTERVAL'] = String(interval);
   let server: ChildServer | undefined;
   try {
-    server = await startGateway(target.variant, upstreamUrl, [], target.checkout);
+    const profiling = { BENCH_ALLOCATION_PROFILE: file, BENCH_ALLOCATION_INTERVAL: String(interval) };
+    server = await startGateway(target.variant, upstreamUrl, [], target.checkout, profiling);
     if (warmup > 0) await load(server.url, body, warmup, connections);
     process.kill(server.pid, 'SIGUSR2');
     await sleep(100);
@@ -99,7 +98,6 @@ async function profile(target: GatewayTarget, upstreamUrl: string, dir: string):
     const { head } = JSON.parse(readFileSync(file, 'utf8')) as { head: ProfileNode };
     return summarize(head, figures.requests, target.checkout);
   } finally {
-    delete process.env['BENCH_ALLOCATION_PROFILE'];
     await server?.stop();
   }
 }

@@ -29,7 +29,7 @@ import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { Agent, request } from 'undici';
 import {
-  CHAT_PATH, JSON_BODY, REPO_DIR, REQUEST_HEADERS, STREAM_BODY, gatewayEnv, gatewayTarget, gatewayYaml, startUpstream, wholeNumber, type GatewayTarget,
+  CHAT_PATH, JSON_BODY, REPO_DIR, REQUEST_HEADERS, STREAM_BODY, gatewayEnv, gatewayTarget, gatewayYaml, relativeToCheckout, startUpstream, wholeNumber, type GatewayTarget,
 } from './lib.ts';
 
 const { values: flags } = parseArgs({
@@ -101,12 +101,12 @@ function readDump(file: string, pid: number, requests: number, checkout: string)
   };
   /** A callgrind_annotate function column without its object file and unknown-file prefix. */
   const bare = (column: string): string => column.replace(/\s*\[\/.*\]$/, '').replace(/^\?\?\?:/, '');
-  /** The same, readable: JIT addresses resolved, paths relative to the checkout (so two checkouts line up). */
+  /** The same, readable: JIT addresses resolved, paths relative to the checkout. */
   const readable = (column: string): string => {
     let name = bare(column);
     const address = /^0x([0-9a-f]+)/.exec(name);
     if (address) name = nameAt(parseInt(address[1]!, 16)) ?? name;
-    return name.replace(/^JS:[*+~^]?'?/, 'JS ').replace(`file://${checkout}/`, '').replace(`${REPO_DIR}/`, '').slice(0, 110);
+    return relativeToCheckout(name.replace(/^JS:[*+~^]?'?/, 'JS '), checkout).slice(0, 110);
   };
   const annotate = (...args: string[]): string => {
     const run = spawnSync('callgrind_annotate', ['--threshold=100', ...args, file], { encoding: 'utf8', maxBuffer: 1 << 28 });

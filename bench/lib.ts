@@ -235,6 +235,14 @@ export function gatewayEnv(variant: GatewayVariant, sqlitePath: string): Record<
   return { SQLITE_PATH: sqlitePath, USAGE_ENABLED: 'true', RATE_LIMITS_ENABLED: variant === 'disabled' ? 'false' : 'true' };
 }
 
+/**
+ * A profiler's file name or URL relative to the checkout it ran from (packages resolve into this
+ * one through the node_modules link), so two checkouts' figures line up.
+ */
+export function relativeToCheckout(place: string, checkout: string): string {
+  return place.replace(`file://${checkout}/`, '').replace(`${REPO_DIR}/`, '');
+}
+
 /** A command-line count: a whole number >= `min`, or an error naming the flag. */
 export function wholeNumber(flag: string, raw: string, min: number): number {
   const value = Number(raw);
@@ -258,12 +266,13 @@ export async function startGateway(
   upstreamUrl: string,
   nodeFlags: readonly string[] = [],
   checkout: string = REPO_DIR,
+  extraEnv: Readonly<Record<string, string>> = {},
 ): Promise<ChildServer & { dir: string }> {
   const dir = mkdtempSync(join(tmpdir(), `floodgate-bench-${variant}-`));
   const file = join(dir, 'floodgate.yaml');
   const sqlitePath = join(dir, 'floodgate.db');
   writeFileSync(file, gatewayYaml(variant, upstreamUrl, sqlitePath));
-  const env = gatewayEnv(variant, sqlitePath);
+  const env = { ...gatewayEnv(variant, sqlitePath), ...extraEnv };
   const name = `gateway (${GATEWAY_LABELS[variant]}${checkout === REPO_DIR ? '' : ` at ${checkout}`})`;
   // Started as `npm start` starts it: with the V8 flags that must be there from start-up.
   const child = await startChild(name, join(checkout, 'bench/servers/gateway.ts'), [file], env, [...STARTUP_V8_FLAGS, ...nodeFlags], checkout);
