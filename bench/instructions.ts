@@ -77,28 +77,9 @@ const COST_LINE = /^\s*([\d,]+) \(\s*[\d.]+%\)\s+(?!PROGRAM TOTALS)(\S.*)$/;
 
 /** Self cost per function from a callgrind dump, JIT addresses resolved through /tmp/perf-<pid>.map. */
 function readDump(file: string, pid: number, requests: number, checkout: string): Counts {
-  const jit: Array<{ start: number; end: number; name: string }> = [];
   const mapFile = `/tmp/perf-${pid}.map`;
-  if (existsSync(mapFile)) {
-    for (const line of readFileSync(mapFile, 'utf8').split('\n')) {
-      const [start, size, ...name] = line.split(' ');
-      if (start && size) jit.push({ start: parseInt(start, 16), end: parseInt(start, 16) + parseInt(size, 16), name: name.join(' ') });
-    }
-    rmSync(mapFile, { force: true });
-  }
-  jit.sort((a, b) => a.start - b.start);
-  const nameAt = (address: number): string | undefined => {
-    let lo = 0;
-    let hi = jit.length - 1;
-    while (lo <= hi) {
-      const mid = (lo + hi) >> 1;
-      const entry = jit[mid]!;
-      if (address < entry.start) hi = mid - 1;
-      else if (address >= entry.end) lo = mid + 1;
-      else return entry.name;
-    }
-    return undefined;
-  };
+  const nameAt = existsSync(mapFile) ? jitNames(readFileSync(mapFile, 'utf8')) : (): undefined => undefined;
+  rmSync(mapFile, { force: true });
   /** A callgrind_annotate function column without its object file and unknown-file prefix. */
   const bare = (column: string): string => column.replace(/\s*\[\/.*\]$/, '').replace(/^\?\?\?:/, '');
   /** The same, readable: JIT addresses resolved, paths relative to the checkout. */
@@ -145,6 +126,44 @@ function readDump(file: string, pid: number, requests: number, checkout: string)
     }
   }
   return { byFunction, total, gc, compile, callers: callersOf === undefined ? new Map() : readCallers(annotate('--tree=caller'), readable, requests), inclusive };
+}
+
+/** Bytes of address space per bucket of the JIT name lookup. */
+const JIT_PAGE = 4096;
+
+/**
+ * Names of JIT-compiled code by address, from a `--perf-basic-prof` map. V8 appends a line for
+ * every piece of code it creates and never removes one, so an address freed by the collector
+ * and reused has several lines; the last one is the code there now, the code the counted
+ * requests ran. (A sorted binary search picked any of them, and named a hot function after
+ * code long gone, e.g. type stripping from start-up.)
+ */
+function jitNames(map: string): (address: number) => string | undefined {
+  const entries: Array<{ start: number; end: number; name: string }> = [];
+  for (const line of map.split('\n')) {
+    const [start, size, ...name] = line.split(' ');
+    if (!start || !size) continue;
+    const from = parseInt(start, 16);
+    entries.push({ start: from, end: from + parseInt(size, 16), name: name.join(' ') });
+  }
+  // Each page lists the entries touching it, in the map's order.
+  const pages = new Map<number, number[]>();
+  entries.forEach((entry, i) => {
+    for (let page = Math.floor(entry.start / JIT_PAGE); page <= Math.floor((entry.end - 1) / JIT_PAGE); page++) {
+      const list = pages.get(page);
+      if (list === undefined) pages.set(page, [i]);
+      else list.push(i);
+    }
+  });
+  return (address) => {
+    const list = pages.get(Math.floor(address / JIT_PAGE));
+    if (list === undefined) return undefined;
+    for (let i = list.length - 1; i >= 0; i--) {
+      const entry = entries[list[i]!]!;
+      if (address >= entry.start && address < entry.end) return entry.name;
+    }
+    return undefined;
+  };
 }
 
 /**
