@@ -129,7 +129,10 @@ async function startRateLimits(
     return { limiter: undefined, rules: undefined };
   }
   const limiter = new RateLimiter({ clock: { now }, enforceTokens: config.usage.enabled });
-  const { manager, shadowed } = await RuleManager.start(storage, limiter, seeds, now);
+  const { manager, shadowed, invalid } = await RuleManager.start(storage, limiter, seeds, now);
+  for (const { rule, error } of invalid) {
+    logger.warn({ rule, error }, `stored rate limit ${rule} is invalid and is not enforced (${error}); delete it from storage or write it again within bounds`);
+  }
   for (const seed of shadowed) {
     logger.warn({ origin: seed.origin }, `config rate limit ${seed.scope} ${seed.subject} is shadowed by a manual rule with the same key; the manual rule stays`);
   }

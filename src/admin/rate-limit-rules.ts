@@ -12,6 +12,12 @@ export class RuleChangeError extends Error {
   }
 }
 
+/** A stored rule that no longer passes validation, and why; it is left in storage and not enforced. */
+export interface InvalidStoredRule {
+  rule: string;
+  error: string;
+}
+
 export interface RuleWrite {
   scope: RuleKey['scope'];
   subject: string;
@@ -47,7 +53,7 @@ export class RuleManager {
     limiter: RateLimiter,
     seeds: readonly RuleSeed[],
     now: () => number,
-  ): Promise<{ manager: RuleManager; shadowed: RuleSeed[] }> {
+  ): Promise<{ manager: RuleManager; shadowed: RuleSeed[]; invalid: InvalidStoredRule[] }> {
     const manager = new RuleManager(storage, limiter, now);
     const at = new Date(now());
     const rows: StoredRule[] = [];
@@ -62,8 +68,17 @@ export class RuleManager {
     const skipped = await storage.replaceConfigRules(rows);
     const shadowed = skipped.map((key) => bySeedKey.get(canonicalRuleKey(key))).filter((seed): seed is RuleSeed => seed !== undefined);
     for (const seed of shadowed) manager.#configOrigins.delete(canonicalRuleKey(seed));
-    limiter.replaceRules((await storage.listRules()).map(fromStored));
-    return { manager, shadowed };
+    const valid: RuleDefinition[] = [];
+    const invalid: InvalidStoredRule[] = [];
+    for (const row of await storage.listRules()) {
+      // A row written before today's bounds (or by hand) must not take the engine, and with it
+      // every admin answer, down: it stays in storage untouched but is not enforced.
+      const built = buildRule({ ...fromStored(row), createdAt: row.createdAt, updatedAt: row.updatedAt });
+      if (built.ok) valid.push(built.value);
+      else invalid.push({ rule: `${row.scope} ${row.subject} period_seconds=${row.periodSeconds}`, error: built.error });
+    }
+    limiter.replaceRules(valid);
+    return { manager, shadowed, invalid };
   }
 
   /** Creates the rule or replaces its caps (its counters are kept). */

@@ -7,7 +7,7 @@
  * optional fields mean "absent": `master_key: ${MASTER_KEY}` with MASTER_KEY unset is no master key.
  */
 import { z } from 'zod';
-import { normalizeUserPath, validateModelSubject, validateProviderSubject } from '../ratelimit/normalize.ts';
+import { MAX_CAP, MAX_PERIOD_SECONDS, normalizeUserPath, validateModelSubject, validateProviderSubject } from '../ratelimit/normalize.ts';
 import { providerNameError } from './normalize.ts';
 
 export const DEFAULT_ANTHROPIC_BASE_URL = 'https://api.anthropic.com';
@@ -268,9 +268,9 @@ export const limitSchema = z
           .enum(PERIOD_NAMES, { error: 'must be one of minute, hour, day, concurrent (use period_seconds for a custom window)' })
           .optional(),
       ),
-      period_seconds: optInt(1),
-      max_requests: optInt(1),
-      max_tokens: optInt(1),
+      period_seconds: optInt(1, MAX_PERIOD_SECONDS),
+      max_requests: optInt(1, MAX_CAP),
+      max_tokens: optInt(1, MAX_CAP),
     },
     { error: 'expected a mapping such as { period: minute, max_requests: 100 }' },
   )

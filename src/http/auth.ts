@@ -4,30 +4,46 @@ import { normalizeUserPath } from '../ratelimit/normalize.ts';
 import type { HttpServices, Identity } from './context.ts';
 import { badRequest, unauthorized } from './errors.ts';
 
-const ROOT_OPEN: Identity = Object.freeze({ userPath: '/', keyId: null, isMaster: true });
-const ROOT_MASTER: Identity = ROOT_OPEN;
+/**
+ * Who may call a route: `public` needs no key (`/health`), `admin` only the master key, `model`
+ * the master key or a managed key.
+ */
+export type Access = 'public' | 'admin' | 'model';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    access?: Access;
+  }
+}
 
 /**
- * Authenticates `/v1/*`, `/p/*` and `/admin/*` and settles the caller's user path.
- * Admin routes take only the master key; model routes the master key or a managed key.
+ * Registers a family of routes that all need `access`. The access level is stamped on every route
+ * the family registers, nested plugins included, so a route cannot join the family without it.
+ */
+export function registerWithAccess(app: FastifyInstance, access: Access, register: (scope: FastifyInstance) => void): void {
+  app.register(async (scope) => {
+    scope.addHook('onRoute', (route) => {
+      route.config = { ...route.config, access };
+    });
+    register(scope);
+  });
+}
+
+/**
+ * Authenticates every request against the route the router matched, never against the URL's
+ * text: the router decodes and normalises the URL (percent-encoding, absolute-form targets), so
+ * any test on the raw text can be spelled around. A matched route that declares no access level
+ * is treated as admin-only, so a route added without one fails closed. A request no route matches
+ * needs no key: it gets the 404.
  */
 export function registerAuth(app: FastifyInstance, services: HttpServices): void {
   const { masterKey, userPathHeader } = services.options;
   app.decorateRequest('identity', null as unknown as Identity);
-  // A callback hook, not an async one: authentication is synchronous, and an async hook costs a
-  // promise and a microtask turn on every request.
-  app.addHook('onRequest', (request, _reply, done) => {
-    const url = request.url;
-    const isAdmin = url.startsWith('/admin/') || url === '/admin';
-    if (isAdmin || url.startsWith('/v1/') || url.startsWith('/p/')) {
-      try {
-        request.identity = authenticate(request, services, masterKey, userPathHeader, isAdmin);
-      } catch (err) {
-        done(err as Error);
-        return;
-      }
-    }
-    done();
+  app.addHook('onRequest', async (request) => {
+    if (request.is404) return;
+    const access = request.routeOptions.config.access ?? 'admin';
+    if (access === 'public') return;
+    request.identity = authenticate(request, services, masterKey, userPathHeader, access === 'admin');
   });
 }
 
@@ -36,58 +52,28 @@ function authenticate(
   services: HttpServices,
   masterKey: string | undefined,
   userPathHeader: string,
-  isAdmin: boolean,
+  adminOnly: boolean,
 ): Identity {
   const credential = extractCredential(request.headers);
   if (masterKey !== undefined) {
     if (credential === undefined) throw unauthorized('missing API key: send Authorization: Bearer <key>');
-    if (safeEqual(credential, masterKey)) return withHeaderPath(request, userPathHeader, ROOT_MASTER);
-    if (isAdmin) throw unauthorized('admin routes require the master key');
+    if (safeEqual(credential, masterKey)) return { userPath: headerPath(request, userPathHeader), keyId: null, isMaster: true };
+    if (adminOnly) throw unauthorized('admin routes require the master key');
     const key = services.keys.lookup(credential);
     if (!key) throw unauthorized('invalid API key');
-    if (key.userPath !== null) return { userPath: key.userPath, keyId: key.id, isMaster: false };
-    return withHeaderPath(request, userPathHeader, { userPath: '/', keyId: key.id, isMaster: false });
+    return { userPath: key.userPath ?? headerPath(request, userPathHeader), keyId: key.id, isMaster: false };
   }
   // Open mode (loopback only): a managed key still binds its path when one is presented.
-  if (credential !== undefined && !isAdmin) {
-    const key = services.keys.lookup(credential);
-    if (key?.userPath) return { userPath: key.userPath, keyId: key.id, isMaster: false };
-    if (key) return withHeaderPath(request, userPathHeader, { userPath: '/', keyId: key.id, isMaster: false });
-  }
-  return withHeaderPath(request, userPathHeader, ROOT_OPEN);
+  const key = credential !== undefined && !adminOnly ? services.keys.lookup(credential) : undefined;
+  if (key) return { userPath: key.userPath ?? headerPath(request, userPathHeader), keyId: key.id, isMaster: false };
+  return { userPath: headerPath(request, userPathHeader), keyId: null, isMaster: true };
 }
 
-/**
- * Valid user-path header values, already normalized. Callers send the same few values over and
- * over; bounded because the values are client-chosen (cleared, not evicted one by one: cheap, and
- * a full cache only means normalizing again).
- */
-const headerPaths = new Map<string, string>();
-const HEADER_PATHS_MAX = 10_000;
-/** Identities of open/master callers per normalized path, shared (frozen) instead of built per request. */
-const rootIdentities = new Map<string, Identity>();
-
-function withHeaderPath(request: FastifyRequest, header: string, base: Identity): Identity {
+/** The user path from the user-path header, normalised; `/` without one. */
+function headerPath(request: FastifyRequest, header: string): string {
   const raw = request.headers[header];
-  if (raw === undefined) return base;
-  const value = Array.isArray(raw) ? raw[0] ?? '' : raw;
-  let path = headerPaths.get(value);
-  if (path === undefined) {
-    const normalized = normalizeUserPath(value, `${header} header`);
-    if (!normalized.ok) throw badRequest(normalized.error, header, 'invalid_user_path');
-    path = normalized.value;
-    if (headerPaths.size >= HEADER_PATHS_MAX) {
-      headerPaths.clear();
-      rootIdentities.clear();
-    }
-    headerPaths.set(value, path);
-  }
-  if (path === base.userPath) return base;
-  if (base !== ROOT_OPEN) return { ...base, userPath: path };
-  let identity = rootIdentities.get(path);
-  if (identity === undefined) {
-    identity = Object.freeze({ ...ROOT_OPEN, userPath: path });
-    rootIdentities.set(path, identity);
-  }
-  return identity;
+  if (raw === undefined) return '/';
+  const normalized = normalizeUserPath(Array.isArray(raw) ? raw[0] ?? '' : raw, `${header} header`);
+  if (!normalized.ok) throw badRequest(normalized.error, header, 'invalid_user_path');
+  return normalized.value;
 }

@@ -43,7 +43,7 @@ export interface Identity {
 declare module 'fastify' {
   interface FastifyRequest {
     identity: Identity;
-    /** The JSON body's bytes as received, on the model endpoints (see routes/model-endpoints.ts). */
+    /** A JSON body's bytes as received (see json-body.ts). */
     jsonBytes: Buffer | undefined;
   }
 }

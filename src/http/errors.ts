@@ -1,4 +1,4 @@
-import type { FastifyReply } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 
 /** The gateway error types of the specification. */
 export type ErrorType =
@@ -59,7 +59,7 @@ export function sendError(reply: FastifyReply, err: GatewayError, dialect: Error
   return reply.code(err.status).type('application/json').send(errorBody(err, dialect));
 }
 
-/** Routes under `/v1/messages` answer in the Anthropic shape. */
-export function dialectOf(url: string): ErrorDialect {
-  return url.startsWith('/v1/messages') ? 'anthropic' : 'openai';
+/** The Anthropic route answers in the Anthropic shape; decided by the matched route, like auth. */
+export function dialectOf(request: FastifyRequest): ErrorDialect {
+  return request.routeOptions.url === '/v1/messages' ? 'anthropic' : 'openai';
 }

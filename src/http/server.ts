@@ -1,5 +1,6 @@
 import Fastify, { LogController, type FastifyError, type FastifyInstance } from 'fastify';
-import { registerAuth } from './auth.ts';
+import { registerAuth, registerWithAccess } from './auth.ts';
+import { registerJsonBody } from './json-body.ts';
 import { registerBatches } from './routes/batches.ts';
 import type { HttpServices } from './context.ts';
 import { GatewayError, dialectOf, sendError } from './errors.ts';
@@ -22,21 +23,26 @@ export function buildServer(services: HttpServices): FastifyInstance {
 
   registerWebSocketUpgrades(app, services);
   registerAuth(app, services);
-  app.get('/health', async () => ({ status: 'ok' }));
-  registerModelEndpoints(app, services);
-  registerPassthrough(app, services);
-  registerRealtime(app, services);
-  registerBatches(app, services);
-  registerUsage(app, services);
-  registerAdminKeys(app, services);
-  registerAdminRateLimits(app, services);
+  registerJsonBody(app);
+  app.get('/health', { config: { access: 'public' } }, async () => ({ status: 'ok' }));
+  registerWithAccess(app, 'model', (scope) => {
+    registerModelEndpoints(scope, services);
+    registerPassthrough(scope, services);
+    registerRealtime(scope, services);
+    registerBatches(scope, services);
+    registerUsage(scope, services);
+  });
+  registerWithAccess(app, 'admin', (scope) => {
+    registerAdminKeys(scope, services);
+    registerAdminRateLimits(scope, services);
+  });
 
   app.setNotFoundHandler((request, reply) => {
-    sendError(reply, new GatewayError({ status: 404, type: 'not_found_error', message: `no route for ${request.method} ${request.url.split('?')[0]}`, code: 'route_not_found' }), dialectOf(request.url));
+    sendError(reply, new GatewayError({ status: 404, type: 'not_found_error', message: `no route for ${request.method} ${request.url.split('?')[0]}`, code: 'route_not_found' }), dialectOf(request));
   });
 
   app.setErrorHandler((error: FastifyError | GatewayError | Error, request, reply) => {
-    const dialect = dialectOf(request.url);
+    const dialect = dialectOf(request);
     if (error instanceof GatewayError) return sendError(reply, error, dialect);
     const mapped = mapFrameworkError(error as FastifyError, services.options.bodyLimitBytes);
     if (mapped) return sendError(reply, mapped, dialect);

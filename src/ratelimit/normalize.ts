@@ -13,6 +13,11 @@ export const NAMED_PERIODS: Readonly<Record<string, number>> = {
   concurrent: 0,
 };
 
+/** 366 days: longer windows are not rate limits (budgets cover spend over months). */
+export const MAX_PERIOD_SECONDS = 31_622_400;
+/** The largest integer a JSON number carries exactly. */
+export const MAX_CAP = Number.MAX_SAFE_INTEGER;
+
 // Control characters can't travel in an HTTP header and would let two different
 // strings collide with the engine's internal key separators, so they are refused.
 const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
@@ -89,13 +94,13 @@ export function parsePeriod(raw: unknown, field = 'period'): Result<number> {
   } else if (typeof raw === 'number') {
     return parsePeriodSeconds(raw, field);
   }
-  return fail(`${field} must be one of minute, hour, day, concurrent, or a positive integer number of seconds`);
+  return fail(`${field} must be one of minute, hour, day, concurrent, or a number of seconds from 1 to ${MAX_PERIOD_SECONDS}`);
 }
 
-/** A custom window length: an integer >= 1 (0/concurrency is only expressible by name). */
+/** A custom window length: 1 s to 366 days (0/concurrency is only expressible by name). */
 export function parsePeriodSeconds(raw: unknown, field = 'period_seconds'): Result<number> {
-  if (typeof raw === 'number' && Number.isSafeInteger(raw) && raw >= 1) return ok(raw);
-  return fail(`${field} must be an integer >= 1`);
+  if (typeof raw === 'number' && Number.isInteger(raw) && raw >= 1 && raw <= MAX_PERIOD_SECONDS) return ok(raw);
+  return fail(`${field} must be an integer from 1 to ${MAX_PERIOD_SECONDS} (366 days)`);
 }
 
 /**
@@ -133,11 +138,11 @@ export function periodLabel(periodSeconds: number): string {
   }
 }
 
-/** A cap is absent (undefined/null) or an integer >= 1. */
+/** A cap is absent (undefined/null) or an integer from 1 to 2^53 - 1. */
 export function validateCap(raw: unknown, field: string): Result<number | undefined> {
   if (raw === undefined || raw === null) return ok(undefined);
   if (typeof raw === 'number' && Number.isSafeInteger(raw) && raw >= 1) return ok(raw);
-  return fail(`${field} must be an integer >= 1`);
+  return fail(`${field} must be an integer from 1 to ${MAX_CAP}`);
 }
 
 export interface RuleLimits {
@@ -181,8 +186,9 @@ export function buildRule(input: RuleInput): Result<RuleDefinition> {
   if (!scope.ok) return scope;
   const subject = normalizeSubject(scope.value, input.subject, scope.value === 'user_path' ? 'user_path' : 'subject');
   if (!subject.ok) return subject;
-  if (!Number.isSafeInteger(input.periodSeconds) || input.periodSeconds < 0) {
-    return fail('period_seconds must be an integer >= 1');
+  if (input.periodSeconds !== 0) {
+    const period = parsePeriodSeconds(input.periodSeconds);
+    if (!period.ok) return period;
   }
   const limits = validateLimits(input.periodSeconds, input.maxRequests, input.maxTokens);
   if (!limits.ok) return limits;

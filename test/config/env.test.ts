@@ -148,7 +148,7 @@ describe('rate-limit env seeds: values', () => {
     assert.deepEqual(err('[{"period":"week","max_requests":1}]'), [
       'SET_RATE_LIMIT_TEAM[0].period: must be one of minute, hour, day, concurrent (use period_seconds for a custom window)',
     ]);
-    assert.deepEqual(err('[{"period":"minute","max_requests":0}]'), ['SET_RATE_LIMIT_TEAM[0].max_requests: must be an integer >= 1']);
+    assert.deepEqual(err('[{"period":"minute","max_requests":0}]'), ['SET_RATE_LIMIT_TEAM[0].max_requests: must be an integer 1..9007199254740991']);
   });
 
   it('bad subjects name the variable', () => {

@@ -150,7 +150,7 @@ rate_limits:
         'cache.response.ttl_seconds: must be an integer >= 1',
         'cache.response.max_entries: must be an integer >= 1',
         'providers.p.timeout_ms: must be an integer >= 1',
-        'rate_limits.user_paths[0].limits[1].max_requests: must be an integer >= 1',
+        'rate_limits.user_paths[0].limits[1].max_requests: must be an integer 1..9007199254740991',
       ],
     );
     assert.equal(load('server: { port: 0 }').config.server.port, 0);
@@ -180,8 +180,8 @@ rate_limits:
         'rate_limits.user_paths[0].limits[4].max_requests: required for a concurrent limit',
         'rate_limits.user_paths[0].limits[4].max_tokens: not allowed on a concurrent limit',
         'rate_limits.user_paths[0].limits[5]: a windowed limit needs max_requests and/or max_tokens',
-        'rate_limits.user_paths[0].limits[6].period_seconds: must be an integer >= 1',
-        'rate_limits.user_paths[0].limits[7].max_tokens: must be an integer >= 1',
+        'rate_limits.user_paths[0].limits[6].period_seconds: must be an integer 1..31622400',
+        'rate_limits.user_paths[0].limits[7].max_tokens: must be an integer 1..9007199254740991',
       ],
     );
   });

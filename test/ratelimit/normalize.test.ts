@@ -70,8 +70,15 @@ describe('periods', () => {
     assert.equal(value(parsePeriod('300')), 300);
     assert.equal(value(parsePeriod(45)), 45);
     assert.match(error(parsePeriod('week')), /^period must be one of/);
-    assert.match(error(parsePeriod(0)), /^period must be an integer >= 1/);
-    assert.match(error(parsePeriod(1.5)), /^period must be an integer >= 1/);
+    assert.match(error(parsePeriod(0)), /^period must be an integer from 1 to 31622400/);
+    assert.match(error(parsePeriod(1.5)), /^period must be an integer from 1 to 31622400/);
+  });
+
+  it('bounds custom windows at 366 days', () => {
+    assert.equal(value(parsePeriod(31_622_400)), 31_622_400);
+    assert.equal(error(parsePeriod(31_622_401)), 'period must be an integer from 1 to 31622400 (366 days)');
+    assert.equal(error(parsePeriod('99999999999999999999')), 'period must be an integer from 1 to 31622400 (366 days)');
+    assert.equal(error(resolvePeriod(undefined, 1e300)), 'period_seconds must be an integer from 1 to 31622400 (366 days)');
   });
 
   it('labels periods', () => {
@@ -87,15 +94,18 @@ describe('periods', () => {
     assert.equal(value(resolvePeriod('minute', 60)), 60);
     assert.equal(error(resolvePeriod('minute', 61)), 'period and period_seconds disagree');
     assert.equal(error(resolvePeriod(undefined, undefined, 'limit_key.')), 'limit_key.period or limit_key.period_seconds is required');
-    assert.equal(error(resolvePeriod(undefined, 0)), 'period_seconds must be an integer >= 1');
+    assert.equal(error(resolvePeriod(undefined, 0)), 'period_seconds must be an integer from 1 to 31622400 (366 days)');
   });
 });
 
 describe('limits', () => {
   it('requires integer caps >= 1', () => {
-    assert.equal(error(validateLimits(60, 0, undefined)), 'max_requests must be an integer >= 1');
-    assert.equal(error(validateLimits(60, 2.5, undefined)), 'max_requests must be an integer >= 1');
-    assert.equal(error(validateLimits(60, undefined, '5')), 'max_tokens must be an integer >= 1');
+    assert.equal(error(validateLimits(60, 0, undefined)), 'max_requests must be an integer from 1 to 9007199254740991');
+    assert.equal(error(validateLimits(60, 2.5, undefined)), 'max_requests must be an integer from 1 to 9007199254740991');
+    assert.equal(value(validateLimits(60, Number.MAX_SAFE_INTEGER, undefined)).maxRequests, Number.MAX_SAFE_INTEGER);
+    assert.equal(error(validateLimits(60, 2 ** 53, undefined)), 'max_requests must be an integer from 1 to 9007199254740991');
+    assert.equal(error(validateLimits(60, undefined, 1e300)), 'max_tokens must be an integer from 1 to 9007199254740991');
+    assert.equal(error(validateLimits(60, undefined, '5')), 'max_tokens must be an integer from 1 to 9007199254740991');
   });
 
   it('shapes concurrent and windowed rules', () => {

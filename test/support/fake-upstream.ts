@@ -29,6 +29,8 @@ export interface RecordedCall {
   /** Path without the query string, e.g. `/v1/chat/completions`. */
   path: string;
   query: string;
+  /** The request target exactly as it arrived, before any URL normalisation. */
+  target: string;
   headers: IncomingHttpHeaders;
   /** Parsed JSON body; for multipart bodies the simple form fields. */
   body: unknown;
@@ -226,7 +228,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     } else if (ct.startsWith('multipart/form-data')) body = multipartFields(raw, ct);
     const b = (body && typeof body === 'object' ? body : {}) as Json;
     const call: RecordedCall = {
-      method: req.method ?? 'GET', path: url.pathname, query: url.search, headers: req.headers, body, raw,
+      method: req.method ?? 'GET', path: url.pathname, query: url.search, target: req.url ?? '', headers: req.headers, body, raw,
       model: typeof b.model === 'string' ? b.model : undefined, stream: b.stream === true || b.stream === 'true',
       status: undefined, aborted: false, at: Date.now(),
     };

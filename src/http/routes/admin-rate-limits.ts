@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { RuleChangeError, type RuleManager, type RuleWrite } from '../../admin/rate-limit-rules.ts';
-import { normalizeSubject, parsePeriod, parseScope, type RateLimiter, type RuleKey } from '../../ratelimit/index.ts';
+import { normalizeSubject, parsePeriod, parsePeriodSeconds, parseScope, type RateLimiter, type RuleKey } from '../../ratelimit/index.ts';
 import type { HttpServices } from '../context.ts';
 import { GatewayError, badRequest, notFound } from '../errors.ts';
 
@@ -102,12 +102,7 @@ function period(named: unknown, seconds: unknown, prefix: string): number {
     throw badRequest(`${prefix}period: give either period or period_seconds, not both`, `${prefix}period`);
   }
   if (named !== undefined) return valid(parsePeriod(named, `${prefix}period`), `${prefix}period`);
-  if (seconds !== undefined) {
-    if (typeof seconds !== 'number' || !Number.isSafeInteger(seconds) || seconds < 1) {
-      throw badRequest(`${prefix}period_seconds must be an integer >= 1`, `${prefix}period_seconds`);
-    }
-    return seconds;
-  }
+  if (seconds !== undefined) return valid(parsePeriodSeconds(seconds, `${prefix}period_seconds`), `${prefix}period_seconds`);
   throw badRequest(`${prefix}period: required (minute, hour, day, concurrent) or ${prefix}period_seconds`, `${prefix}period`);
 }
 

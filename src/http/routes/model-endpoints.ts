@@ -13,37 +13,15 @@ const JSON_ENDPOINTS: ReadonlyArray<[string, Exclude<Endpoint, 'transcriptions'>
 ];
 
 export function registerModelEndpoints(app: FastifyInstance, services: HttpServices): void {
-  app.register(async (scope) => {
-    // The bytes are kept: a request the provider takes unchanged is forwarded as received instead
-    // of serialized again. Fastify's own parser (prototype-poisoning checks, its error codes) runs
-    // for anything that could hide a `__proto__` or `constructor` key and for every malformed body;
-    // a body that cannot contain one (not even as a \u escape) is safe for plain JSON.parse,
-    // which skips the parser's two full-text regex scans.
-    const fastifyJson = scope.getDefaultJsonParser('error', 'error');
-    scope.decorateRequest('jsonBytes', undefined);
-    scope.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
-      const bytes = body as Buffer;
-      request.jsonBytes = bytes;
-      const text = bytes.toString('utf8');
-      if (text.length === 0 || mayHidePoisonedKey(text)) return fastifyJson(request, text, done);
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(text);
-      } catch {
-        return fastifyJson(request, text, done);
-      }
-      done(null, parsed);
+  for (const [url, endpoint] of JSON_ENDPOINTS) {
+    const dialect = endpoint === 'messages' ? 'anthropic' : 'openai';
+    app.post(url, async (request, reply) => {
+      const modelRequest = parseJsonRequest(endpoint, request.body, request.jsonBytes);
+      if (endpoint === 'messages') modelRequest.headers = request.headers;
+      await dispatch(request, reply, services, modelRequest, dialect);
+      return reply;
     });
-    for (const [url, endpoint] of JSON_ENDPOINTS) {
-      const dialect = endpoint === 'messages' ? 'anthropic' : 'openai';
-      scope.post(url, async (request, reply) => {
-        const modelRequest = parseJsonRequest(endpoint, request.body, request.jsonBytes);
-        if (endpoint === 'messages') modelRequest.headers = request.headers;
-        await dispatch(request, reply, services, modelRequest, dialect);
-        return reply;
-      });
-    }
-  });
+  }
 
   app.register(async (scope) => {
     // Multipart bodies are kept as bytes; the route parses them once it knows the caller is allowed in.
@@ -60,8 +38,4 @@ export function registerModelEndpoints(app: FastifyInstance, services: HttpServi
     const data = services.resolver.listModels().map((m) => ({ id: m.id, object: 'model', created: 0, owned_by: m.ownedBy }));
     return { object: 'list', data };
   });
-}
-
-function mayHidePoisonedKey(text: string): boolean {
-  return text.includes('proto') || text.includes('constructor') || text.includes('\\u');
 }

@@ -2,7 +2,9 @@ import type { FastifyInstance } from 'fastify';
 import type { HttpServices } from '../context.ts';
 import { accountCompleted } from '../accounting.ts';
 import { ResponseEnd, admit, asGatewayError } from '../dispatch.ts';
-import { notFound } from '../errors.ts';
+import { badRequest, notFound } from '../errors.ts';
+import { forwardedPath } from '../passthrough-path.ts';
+import { MAX_JSON_DEPTH, nestsDeeperThan, tooDeep } from '../json-body.ts';
 import { sendResult } from '../respond.ts';
 
 /** `/p/{provider}/{path}`: any request forwarded to that provider's base URL with its credentials. */
@@ -12,11 +14,14 @@ export function registerPassthrough(app: FastifyInstance, services: HttpServices
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
     scope.all('/p/:provider/*', async (request, reply) => {
-      const { provider: name } = request.params as { provider: string };
+      // Both parts as the router decoded them: the raw URL can spell the same route differently.
+      const { provider: name, '*': rest } = request.params as { provider: string; '*': string };
       const provider = services.resolver.provider(name);
       if (!provider) throw notFound(`provider "${name}" not found`, 'provider_not_found');
-      const prefix = `/p/${name}`;
-      const path = request.url.slice(request.url.indexOf(prefix) + prefix.length) || '/';
+      const forwarded = forwardedPath(rest);
+      if (!forwarded.ok) throw badRequest(forwarded.error, 'path', 'invalid_passthrough_path');
+      const queryAt = request.url.indexOf('?');
+      const path = queryAt === -1 ? forwarded.path : forwarded.path + request.url.slice(queryAt);
       const body = Buffer.isBuffer(request.body) ? request.body : undefined;
       const model = modelOf(body, request.headers['content-type']);
       const end = new ResponseEnd(reply.raw);
@@ -52,13 +57,14 @@ export function registerPassthrough(app: FastifyInstance, services: HttpServices
 /** A JSON body naming a model lets model rules apply to passthrough calls too. */
 function modelOf(body: Buffer | undefined, contentType: string | undefined): string | undefined {
   if (body === undefined || body.length === 0 || !contentType?.includes('json')) return undefined;
+  let parsed: unknown;
   try {
-    const parsed: unknown = JSON.parse(body.toString('utf8'));
-    if (typeof parsed === 'object' && parsed !== null && 'model' in parsed && typeof parsed.model === 'string' && parsed.model !== '') {
-      return parsed.model;
-    }
+    parsed = JSON.parse(body.toString('utf8'));
   } catch {
-    // Not JSON after all: the upstream will judge the body.
+    return undefined; // not JSON after all: the upstream will judge the body
   }
+  // Parsed here, so bounded here like every other JSON body the gateway reads.
+  if (nestsDeeperThan(parsed, MAX_JSON_DEPTH)) throw tooDeep();
+  if (typeof parsed === 'object' && parsed !== null && 'model' in parsed && typeof parsed.model === 'string' && parsed.model !== '') return parsed.model;
   return undefined;
 }
