@@ -7,6 +7,8 @@ import { TOKEN_RULES_WITHOUT_USAGE_WARNING, type RuleSeed } from './config/load.
 import { RateLimiter } from './ratelimit/index.ts';
 import type { GatewayConfig } from './config/schema.ts';
 import type { HttpServices } from './http/context.ts';
+import { GatewayError } from './http/errors.ts';
+import { InFlightRequests } from './http/in-flight.ts';
 import { buildServer } from './http/server.ts';
 import { createProviders } from './providers/registry.ts';
 import type { Provider } from './providers/types.ts';
@@ -74,6 +76,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
 
     const { limiter, rules } = await startRateLimits(config, storage, options.rateLimitSeeds ?? [], now, logger, options.warnings ?? []);
 
+    const inFlight = new InFlightRequests();
     const services: HttpServices = {
       options: {
         masterKey,
@@ -91,6 +94,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       cache: config.cache.response.enabled
         ? new ResponseCache({ ttlSeconds: config.cache.response.ttl_seconds, maxEntries: config.cache.response.max_entries, now })
         : undefined,
+      inFlight,
       now,
     };
     const server = buildServer(services);
@@ -103,7 +107,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       server,
       url,
       port,
-      close: () => shutdown(server, cleanup, shutdownGraceMs, logger),
+      close: () => shutdown(server, inFlight, cleanup, shutdownGraceMs, logger),
     };
   } catch (err) {
     await runAll(cleanup, logger);
@@ -173,22 +177,42 @@ function assertSafeListen(host: string, masterKey: string | undefined): void {
   throw new StartupError(`refusing to listen on non-loopback HOST ${host} without MASTER_KEY: set MASTER_KEY, or HOST=127.0.0.1`);
 }
 
-async function shutdown(server: FastifyInstance, cleanup: Array<() => Promise<void>>, graceMs: number, logger: FastifyBaseLogger): Promise<void> {
+/** How long requests cut at the end of the grace period get to record their usage. */
+const CUT_SETTLE_MS = 2_000;
+
+async function shutdown(
+  server: FastifyInstance,
+  inFlight: InFlightRequests,
+  cleanup: Array<() => Promise<void>>,
+  graceMs: number,
+  logger: FastifyBaseLogger,
+): Promise<void> {
   const closing = server.close();
   // server.close() drops only the connections idle at that moment; a keep-alive connection whose
   // in-flight request finishes later would otherwise hold the shutdown until the grace timeout.
   const idle = setInterval(() => server.server.closeIdleConnections(), 50);
   idle.unref();
-  const grace = setTimeout(() => {
-    logger.warn('in-flight requests did not finish in time; closing their connections');
-    server.server.closeAllConnections();
-  }, graceMs);
-  grace.unref();
+  let graceTimer: NodeJS.Timeout | undefined;
+  const graceOver = new Promise<false>((resolve) => {
+    graceTimer = setTimeout(() => resolve(false), graceMs);
+  });
   try {
-    await closing;
+    const closedInTime = await Promise.race([closing.then(() => true), graceOver]);
+    if (!closedInTime) {
+      if (inFlight.size > 0) {
+        logger.warn({ requests: inFlight.size }, 'requests still running at the end of the shutdown grace period: cutting them');
+        inFlight.cutAll(new GatewayError({ status: 503, type: 'provider_error', message: 'the gateway is shutting down: the answer was cut short', code: 'gateway_shutdown' }));
+        await inFlight.settled(CUT_SETTLE_MS);
+      }
+      logger.warn('connections still open at the end of the shutdown grace period: closing them');
+      server.server.closeAllConnections();
+      await closing;
+    }
+    // A request whose client left may still be recording its usage.
+    await inFlight.settled(CUT_SETTLE_MS);
   } finally {
     clearInterval(idle);
-    clearTimeout(grace);
+    clearTimeout(graceTimer);
     await runAll(cleanup, logger);
   }
 }

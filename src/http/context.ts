@@ -6,6 +6,7 @@ import type { RateLimiter } from '../ratelimit/index.ts';
 import type { Resolver } from '../routing/resolver.ts';
 import type { Storage } from '../storage/types.ts';
 import type { UsageRecorder } from '../usage/recorder.ts';
+import type { InFlightRequests } from './in-flight.ts';
 
 /** What the HTTP layer needs from the rest of the gateway; built once in app.ts. */
 export interface HttpServices {
@@ -19,6 +20,8 @@ export interface HttpServices {
   rules: RuleManager | undefined;
   /** Absent when the response cache is disabled. */
   cache: ResponseCache | undefined;
+  /** Model requests being answered; shutdown waits for them. */
+  inFlight: InFlightRequests;
   now(): number;
 }
 

@@ -7,6 +7,7 @@ import type { AdmissionRefusal, AdmissionTarget, AdmissionTicket, AdmitOptions }
 import type { Route, Target } from '../routing/resolver.ts';
 import { accountCompleted } from './accounting.ts';
 import type { HttpServices } from './context.ts';
+import type { Cuttable } from './in-flight.ts';
 import { GatewayError, notFound, type ErrorDialect } from './errors.ts';
 import { rateLimitHeaderList, rateLimitedError } from './rate-limit-headers.ts';
 import { encodeFormForModel, type ModelRequest } from './requests.ts';
@@ -37,32 +38,38 @@ export async function dispatch(
 
   const startedAt = services.now();
   const end = new ResponseEnd(reply.raw);
-  const outcome = await execute(end, services, route, modelRequest, identity.userPath);
-  const { result, target } = outcome;
-  let headers = outcome.headers;
-  if (cached !== undefined) {
-    // Passed with the answer: sendResult writes the response itself, not through fastify's reply headers.
-    headers = [...(headers ?? []), CACHE_HEADER, cached.mode === 'bypass' ? 'bypass' : 'miss'];
-    if (cached.mode !== 'bypass' && result.status === 200 && Buffer.isBuffer(result.body)) {
-      services.cache!.set(cached.key, { status: 200, headers: result.headers, body: result.body, provider: target.provider.name, model: target.model });
-    }
-  }
-  let status = result.status;
+  // Tracked until its usage is recorded: shutdown waits for that before storage closes.
+  const untrack = services.inFlight.track(end);
   try {
-    await sendResult(reply, result, dialect, headers);
-  } catch (err) {
-    status = 502;
-    request.log.warn({ err, provider: target.provider.name }, 'upstream stream failed');
+    const outcome = await execute(end, services, route, modelRequest, identity.userPath);
+    const { result, target } = outcome;
+    let headers = outcome.headers;
+    if (cached !== undefined) {
+      // Passed with the answer: sendResult writes the response itself, not through fastify's reply headers.
+      headers = [...(headers ?? []), CACHE_HEADER, cached.mode === 'bypass' ? 'bypass' : 'miss'];
+      if (cached.mode !== 'bypass' && result.status === 200 && Buffer.isBuffer(result.body)) {
+        services.cache!.set(cached.key, { status: 200, headers: result.headers, body: result.body, provider: target.provider.name, model: target.model });
+      }
+    }
+    let status = result.status;
+    try {
+      await sendResult(reply, result, dialect, headers);
+    } catch (err) {
+      status = err instanceof GatewayError ? err.status : 502;
+      request.log.warn({ err, provider: target.provider.name }, 'upstream stream failed');
+    }
+    accountCompleted(services, identity, {
+      provider: target.provider.name,
+      model: target.model,
+      endpoint: modelRequest.endpoint,
+      usage: result.usage(),
+      status: end.cancel.cancelled && status < 400 ? 499 : status,
+      startedAt,
+      cached: false,
+    });
+  } finally {
+    untrack();
   }
-  accountCompleted(services, identity, {
-    provider: target.provider.name,
-    model: target.model,
-    endpoint: modelRequest.endpoint,
-    usage: result.usage(),
-    status: end.cancel.cancelled && status < 400 ? 499 : status,
-    startedAt,
-    cached: false,
-  });
 }
 
 interface Outcome {
@@ -269,7 +276,7 @@ export function asGatewayError(err: unknown, provider: string): unknown {
  * answer was complete, and releases the concurrency slots the request holds, whatever happened
  * in between.
  */
-export class ResponseEnd {
+export class ResponseEnd implements Cuttable {
   readonly cancel = new Cancellation();
   /** The request's own ticket; failover attempts add theirs to `more`. */
   private held: AdmissionTicket | undefined;
@@ -285,6 +292,10 @@ export class ResponseEnd {
       const more = this.more;
       if (more !== undefined) for (const ticket of more) ticket.release();
     });
+  }
+
+  cut(reason: Error): void {
+    this.cancel.cancel(reason);
   }
 
   /** Releases the ticket's slots when the response ends (at once if it already has). Releasing is idempotent. */

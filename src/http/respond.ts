@@ -59,8 +59,13 @@ async function writeStream(reply: FastifyReply, result: ProviderResult, extraHea
     if (raw.destroyed) return;
     if (isSse) {
       // Headers are gone already: tell an SSE client in-band, then end the stream.
-      const message = err instanceof Error ? err.message : 'upstream stream failed';
-      raw.end(`data: ${JSON.stringify({ error: { type: 'provider_error', message: `upstream stream failed: ${message}`, param: null, code: 'stream_interrupted' } })}\n\n`);
+      const error = err instanceof GatewayError ? err : new GatewayError({
+        status: 502,
+        type: 'provider_error',
+        message: `upstream stream failed: ${err instanceof Error ? err.message : String(err)}`,
+        code: 'stream_interrupted',
+      });
+      raw.end(`data: ${errorBody(error, 'openai')}\n\n`);
     } else {
       raw.destroy();
     }

@@ -12,14 +12,17 @@ import { EventEmitter } from 'node:events';
  */
 export class Cancellation extends EventEmitter {
   private done = false;
+  /** Why it was cancelled, when the canceller said; undici fails the call with it. */
+  reason: Error | undefined;
 
   get cancelled(): boolean {
     return this.done;
   }
 
-  cancel(): void {
+  cancel(reason?: Error): void {
     if (this.done) return;
     this.done = true;
+    this.reason = reason;
     this.emit('abort');
   }
 

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { HttpServices } from '../context.ts';
 import { accountCompleted } from '../accounting.ts';
 import { ResponseEnd, admit, asGatewayError } from '../dispatch.ts';
-import { badRequest, notFound } from '../errors.ts';
+import { GatewayError, badRequest, notFound } from '../errors.ts';
 import { forwardedPath } from '../passthrough-path.ts';
 import { MAX_JSON_DEPTH, nestsDeeperThan, tooDeep } from '../json-body.ts';
 import { sendResult } from '../respond.ts';
@@ -26,29 +26,34 @@ export function registerPassthrough(app: FastifyInstance, services: HttpServices
       const model = modelOf(body, request.headers['content-type']);
       const end = new ResponseEnd(reply.raw);
       const headers = admit(services, { userPath: request.identity.userPath, provider: provider.name, model }, end);
-      const startedAt = services.now();
-      let result;
+      const untrack = services.inFlight.track(end);
       try {
-        result = await provider.passthrough({
-          method: request.method,
-          path,
-          headers: request.headers,
-          body,
-          cancel: end.cancel,
+        const startedAt = services.now();
+        let result;
+        try {
+          result = await provider.passthrough({ method: request.method, path, headers: request.headers, body, cancel: end.cancel });
+        } catch (err) {
+          throw asGatewayError(err, provider.name);
+        }
+        let status = result.status;
+        try {
+          await sendResult(reply, result, 'openai', headers);
+        } catch (err) {
+          status = err instanceof GatewayError ? err.status : 502;
+          request.log.warn({ err, provider: provider.name }, 'upstream stream failed');
+        }
+        accountCompleted(services, request.identity, {
+          provider: provider.name,
+          model: model ?? '',
+          endpoint: 'passthrough',
+          usage: result.usage(),
+          status,
+          startedAt,
+          cached: false,
         });
-      } catch (err) {
-        throw asGatewayError(err, provider.name);
+      } finally {
+        untrack();
       }
-      await sendResult(reply, result, 'openai', headers);
-      accountCompleted(services, request.identity, {
-        provider: provider.name,
-        model: model ?? '',
-        endpoint: 'passthrough',
-        usage: result.usage(),
-        status: result.status,
-        startedAt,
-        cached: false,
-      });
       return reply;
     });
   });
