@@ -27,7 +27,7 @@ export interface GatewayOptions {
   logger: FastifyBaseLogger;
   /** Milliseconds since the epoch; injectable for tests. */
   now?: () => number;
-  /** How long shutdown waits for in-flight requests before closing their sockets. */
+  /** How long shutdown waits for in-flight requests before cutting them; default `server.shutdown_grace_seconds`. */
   shutdownGraceMs?: number;
 }
 
@@ -53,7 +53,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const now = options.now ?? Date.now;
   // Closures made here must not capture `options` or `config`: they live as long as the gateway,
   // and the parsed config with its rate-limit seeds (large with many rules) would live with them.
-  const shutdownGraceMs = options.shutdownGraceMs ?? 10_000;
+  const shutdownGraceMs = options.shutdownGraceMs ?? config.server.shutdown_grace_seconds * 1000;
   const masterKey = config.server.master_key || undefined;
   assertSafeListen(config.server.host, masterKey);
   if (!masterKey) logger.warn('MASTER_KEY is not set: every route is open (allowed on a loopback host only)');

@@ -23,6 +23,8 @@ export const ENV_OVERRIDES: readonly Override[] = [
   { variable: 'PORT', path: ['server', 'port'], kind: 'port' },
   { variable: 'MASTER_KEY', path: ['server', 'master_key'], kind: 'string' },
   { variable: 'USER_PATH_HEADER', path: ['server', 'user_path_header'], kind: 'header' },
+  // Validated by the schema, which names the key.
+  { variable: 'SHUTDOWN_GRACE_SECONDS', path: ['server', 'shutdown_grace_seconds'], kind: 'string' },
   { variable: 'STORAGE_TYPE', path: ['storage', 'type'], kind: 'storage_type' },
   { variable: 'SQLITE_PATH', path: ['storage', 'sqlite', 'path'], kind: 'string' },
   { variable: 'POSTGRES_URL', path: ['storage', 'postgres', 'url'], kind: 'postgres_url' },

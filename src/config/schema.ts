@@ -127,6 +127,8 @@ const serverSchema = z.strictObject({
       .positive({ error: 'must be a size in bytes: <n>, <n>kb or <n>mb (e.g. 10mb)' })
       .default(DEFAULT_BODY_LIMIT),
   ),
+  /** How long a shutdown waits for running requests before it cuts them. */
+  shutdown_grace_seconds: defInt(10, 0, 3600),
 });
 
 const storageSchema = z

@@ -22,6 +22,7 @@ rate_limits: { enabled: true }
         POSTGRES_URL: 'postgres://u:p@db/fg',
         USAGE_ENABLED: 'OFF',
         RATE_LIMITS_ENABLED: '0',
+        SHUTDOWN_GRACE_SECONDS: '3',
       },
     );
     assert.deepEqual(config.server, {
@@ -30,10 +31,16 @@ rate_limits: { enabled: true }
       master_key: 'env-key',
       user_path_header: 'X-Team',
       body_limit: 10 * 1024 * 1024,
+      shutdown_grace_seconds: 3,
     });
     assert.deepEqual(config.storage, { type: 'postgres', sqlite: { path: '/tmp/x.db' }, postgres: { url: 'postgres://u:p@db/fg' } });
     assert.equal(config.usage.enabled, false);
     assert.equal(config.rate_limits.enabled, false);
+  });
+
+  it('SHUTDOWN_GRACE_SECONDS out of range names the key', () => {
+    assertErrors('', ['server.shutdown_grace_seconds: must be an integer 0..3600'], { SHUTDOWN_GRACE_SECONDS: '-1' });
+    assertErrors('', ['server.shutdown_grace_seconds: must be an integer 0..3600'], { SHUTDOWN_GRACE_SECONDS: 'soon' });
   });
 
   it('overrides apply with no file sections present, and empty values are ignored', () => {

@@ -6,7 +6,7 @@ describe('config schema: defaults', () => {
   it('an empty file yields every default', () => {
     const { config, rateLimitSeeds, warnings } = load('');
     assert.deepEqual(config, {
-      server: { host: '127.0.0.1', port: 8080, user_path_header: 'X-Floodgate-User-Path', body_limit: 10 * 1024 * 1024 },
+      server: { host: '127.0.0.1', port: 8080, user_path_header: 'X-Floodgate-User-Path', body_limit: 10 * 1024 * 1024, shutdown_grace_seconds: 10 },
       storage: { type: 'sqlite', sqlite: { path: 'data/floodgate.db' }, postgres: {} },
       usage: { enabled: true },
       cache: { response: { enabled: false, ttl_seconds: 300, max_entries: 10000, shared: false } },
