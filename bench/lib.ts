@@ -9,7 +9,6 @@ import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { STARTUP_V8_FLAGS } from '../src/runtime/v8-tuning.ts';
 
 export const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
 export const REPO_DIR = dirname(BENCH_DIR);
@@ -126,11 +125,8 @@ export async function startChild(
 
 export const startUpstream = (): Promise<ChildServer> => startChild('upstream', 'servers/fake-upstream.ts', [], {});
 
-/** The floor proxy, on the gateway's V8 settings unless `v8Defaults` (see servers/floor-proxy.ts). */
-export const startFloorProxy = (upstreamUrl: string, v8Defaults = false, nodeFlags: readonly string[] = []): Promise<ChildServer> =>
-  v8Defaults
-    ? startChild('floor proxy (V8 defaults)', 'servers/floor-proxy.ts', [], { UPSTREAM_URL: upstreamUrl, FLOOR_V8_DEFAULTS: '1' }, nodeFlags)
-    : startChild('floor proxy', 'servers/floor-proxy.ts', [], { UPSTREAM_URL: upstreamUrl }, [...STARTUP_V8_FLAGS, ...nodeFlags]);
+export const startFloorProxy = (upstreamUrl: string, nodeFlags: readonly string[] = []): Promise<ChildServer> =>
+  startChild('floor proxy', 'servers/floor-proxy.ts', [], { UPSTREAM_URL: upstreamUrl }, nodeFlags);
 
 // ---- gateway configurations -----------------------------------------------------------------
 
@@ -274,8 +270,7 @@ export async function startGateway(
   writeFileSync(file, gatewayYaml(variant, upstreamUrl, sqlitePath));
   const env = { ...gatewayEnv(variant, sqlitePath), ...extraEnv };
   const name = `gateway (${GATEWAY_LABELS[variant]}${checkout === REPO_DIR ? '' : ` at ${checkout}`})`;
-  // Started as `npm start` starts it: with the V8 flags that must be there from start-up.
-  const child = await startChild(name, join(checkout, 'bench/servers/gateway.ts'), [file], env, [...STARTUP_V8_FLAGS, ...nodeFlags], checkout);
+  const child = await startChild(name, join(checkout, 'bench/servers/gateway.ts'), [file], env, nodeFlags, checkout);
   return {
     ...child,
     dir,

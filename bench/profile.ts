@@ -36,7 +36,7 @@ try {
     const dir = mkdtempSync(join(tmpdir(), `floodgate-prof-${variant}-`));
     const flags = ['--cpu-prof', `--cpu-prof-dir=${dir}`];
     const gateway = variant === 'floor'
-      ? await startFloorProxy(upstream.url, false, flags)
+      ? await startFloorProxy(upstream.url, flags)
       : await startGateway(variant as GatewayVariant, upstream.url, flags);
     let figures;
     let warmupRequests = 0;
