@@ -1,5 +1,5 @@
 /**
- * Shared pieces of the HTTP benchmarks (bench/run.ts) and the profiler (bench/profile.ts):
+ * Shared pieces of the HTTP benchmark (bench/run.ts) and the tools in bench/tools:
  * child-process servers, the gateway configurations, the request bodies and autocannon.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -9,19 +9,18 @@ import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { STARTUP_V8_FLAGS } from '../src/runtime/v8-tuning.ts';
 
 export const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
 export const REPO_DIR = dirname(BENCH_DIR);
 
 // ---- requests -------------------------------------------------------------------------------
 
-export const USER_PATH = '/org/team/alice';
-export const CHAT_PATH = '/v1/chat/completions';
+const USER_PATH = '/org/team/alice';
+const CHAT_PATH = '/v1/chat/completions';
 const messages = [{ role: 'user', content: 'Say hello in one short sentence.' }];
 export const JSON_BODY = JSON.stringify({ model: 'gpt-4o', messages, max_tokens: 32 });
 export const STREAM_BODY = JSON.stringify({ model: 'gpt-4o', messages, max_tokens: 32, stream: true });
-export const REQUEST_HEADERS: Record<string, string> = {
+const REQUEST_HEADERS: Record<string, string> = {
   'content-type': 'application/json',
   'x-floodgate-user-path': USER_PATH,
 };
@@ -53,14 +52,14 @@ function statFields(pid: number): string[] | undefined {
 }
 
 /** utime + stime of a process from /proc/<pid>/stat, in seconds (10 ms resolution). */
-export function processCpuSeconds(pid: number): number {
+function processCpuSeconds(pid: number): number {
   const fields = statFields(pid);
   // utime is field 14, stime 15.
   return fields === undefined ? Number.NaN : (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
 }
 
 /** minflt + majflt of a process from /proc/<pid>/stat (fields 10 and 12). */
-export function processFaults(pid: number): number {
+function processFaults(pid: number): number {
   const fields = statFields(pid);
   return fields === undefined ? Number.NaN : Number(fields[7]) + Number(fields[9]);
 }
@@ -70,7 +69,7 @@ export function processFaults(pid: number): number {
  * to bench/ unless absolute; the child runs in `cwd` (this checkout by default).
  * stderr is passed through (prefixed) so warnings and crashes are visible.
  */
-export async function startChild(
+async function startChild(
   name: string,
   script: string,
   args: readonly string[],
@@ -126,11 +125,8 @@ export async function startChild(
 
 export const startUpstream = (): Promise<ChildServer> => startChild('upstream', 'servers/fake-upstream.ts', [], {});
 
-/** The floor proxy, on the gateway's V8 settings unless `v8Defaults` (see servers/floor-proxy.ts). */
-export const startFloorProxy = (upstreamUrl: string, v8Defaults = false, nodeFlags: readonly string[] = []): Promise<ChildServer> =>
-  v8Defaults
-    ? startChild('floor proxy (V8 defaults)', 'servers/floor-proxy.ts', [], { UPSTREAM_URL: upstreamUrl, FLOOR_V8_DEFAULTS: '1' }, nodeFlags)
-    : startChild('floor proxy', 'servers/floor-proxy.ts', [], { UPSTREAM_URL: upstreamUrl }, [...STARTUP_V8_FLAGS, ...nodeFlags]);
+export const startFloorProxy = (upstreamUrl: string, nodeFlags: readonly string[] = []): Promise<ChildServer> =>
+  startChild('floor proxy', 'servers/floor-proxy.ts', [], { UPSTREAM_URL: upstreamUrl }, nodeFlags);
 
 // ---- gateway configurations -----------------------------------------------------------------
 
@@ -143,7 +139,7 @@ const HUGE = 1_000_000_000; // caps that are never reached during a run
  * request's path and its ancestors (with a token cap on /org/team), a user-path concurrency
  * cap, provider minute + concurrency, model minute.
  */
-export function matchingRules(): string {
+function matchingRules(): string {
   return `rate_limits:
   user_paths:
     - path: /
@@ -185,7 +181,7 @@ function distractors(count: number): { userPaths: string; providers: string; mod
   return { userPaths, providers, models };
 }
 
-export function gatewayYaml(variant: GatewayVariant, upstreamUrl: string, sqlitePath: string): string {
+function gatewayYaml(variant: GatewayVariant, upstreamUrl: string, sqlitePath: string): string {
   const base = `server:
   host: 127.0.0.1
 storage:
@@ -213,43 +209,6 @@ export const GATEWAY_LABELS: Record<GatewayVariant, string> = {
   disabled: 'rate limits disabled',
 };
 
-/** A gateway configuration to run, possibly from another copy of the repository. */
-export interface GatewayTarget {
-  variant: GatewayVariant;
-  /** The repository copy to run (this one by default). */
-  checkout: string;
-  /** As given: VARIANT[@CHECKOUT]. */
-  label: string;
-}
-
-/** Parses VARIANT[@CHECKOUT] (e.g. `ten` or `ten@/tmp/fg-base`) given for `--flag`. */
-export function gatewayTarget(flag: string, spec: string): GatewayTarget {
-  const at = spec.indexOf('@');
-  const variant = at < 0 ? spec : spec.slice(0, at);
-  if (!(variant in GATEWAY_LABELS)) throw new Error(`--${flag}: unknown configuration "${variant}" (one of ${Object.keys(GATEWAY_LABELS).join(', ')})`);
-  return { variant: variant as GatewayVariant, checkout: at < 0 ? REPO_DIR : resolve(spec.slice(at + 1)), label: spec };
-}
-
-/** The environment a gateway of this configuration runs with (its YAML says the rest). */
-export function gatewayEnv(variant: GatewayVariant, sqlitePath: string): Record<string, string> {
-  return { SQLITE_PATH: sqlitePath, USAGE_ENABLED: 'true', RATE_LIMITS_ENABLED: variant === 'disabled' ? 'false' : 'true' };
-}
-
-/**
- * A profiler's file name or URL relative to the checkout it ran from (packages resolve into this
- * one through the node_modules link), so two checkouts' figures line up.
- */
-export function relativeToCheckout(place: string, checkout: string): string {
-  return place.replace(`file://${checkout}/`, '').replace(`${REPO_DIR}/`, '');
-}
-
-/** A command-line count: a whole number >= `min`, or an error naming the flag. */
-export function wholeNumber(flag: string, raw: string, min: number): number {
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < min) throw new Error(`--${flag}: expected a whole number >= ${min}, got ${raw}`);
-  return value;
-}
-
 export function median(xs: readonly number[]): number {
   const sorted = [...xs].sort((x, y) => x - y);
   const m = sorted.length >> 1;
@@ -258,24 +217,22 @@ export function median(xs: readonly number[]): number {
 
 /**
  * A gateway in its own process on a fresh temp dir (YAML file + SQLite file). `checkout` runs
- * another copy of the repository instead of this one (bench/compare.ts: a git worktree of an
- * earlier commit, with its own node_modules or a link to these).
+ * another copy of the repository instead of this one (bench/tools/compare.ts: a git worktree of
+ * an earlier commit, with its own node_modules or a link to these).
  */
 export async function startGateway(
   variant: GatewayVariant,
   upstreamUrl: string,
   nodeFlags: readonly string[] = [],
   checkout: string = REPO_DIR,
-  extraEnv: Readonly<Record<string, string>> = {},
 ): Promise<ChildServer & { dir: string }> {
   const dir = mkdtempSync(join(tmpdir(), `floodgate-bench-${variant}-`));
   const file = join(dir, 'floodgate.yaml');
   const sqlitePath = join(dir, 'floodgate.db');
   writeFileSync(file, gatewayYaml(variant, upstreamUrl, sqlitePath));
-  const env = { ...gatewayEnv(variant, sqlitePath), ...extraEnv };
+  const env = { SQLITE_PATH: sqlitePath, USAGE_ENABLED: 'true', RATE_LIMITS_ENABLED: variant === 'disabled' ? 'false' : 'true' };
   const name = `gateway (${GATEWAY_LABELS[variant]}${checkout === REPO_DIR ? '' : ` at ${checkout}`})`;
-  // Started as `npm start` starts it: with the V8 flags that must be there from start-up.
-  const child = await startChild(name, join(checkout, 'bench/servers/gateway.ts'), [file], env, [...STARTUP_V8_FLAGS, ...nodeFlags], checkout);
+  const child = await startChild(name, join(checkout, 'bench/servers/gateway.ts'), [file], env, nodeFlags, checkout);
   return {
     ...child,
     dir,
@@ -343,8 +300,8 @@ export interface RoundFigures extends LoadFigures {
   /** CPU time of the server process per answered request, microseconds. */
   cpuUsPerRequest: number;
   /**
-   * Page faults of the server process per answered request. On this kind of VM a fault costs
-   * about as much as a whole request, so a run with faults measures memory growth, not requests.
+   * Page faults of the server process per answered request. On virtual machines a fault can cost
+   * as much as a whole request, so a run with faults measures memory growth, not requests.
    */
   faultsPerRequest: number;
 }
@@ -369,7 +326,7 @@ export async function measure(server: ChildServer, stream: boolean, seconds: num
 /** Steady state: a 2 s step of load with at most this many page faults per request. */
 export const STEADY_FAULTS_PER_REQUEST = 0.05;
 const WARM_STEP_SECONDS = 2;
-/** Longest warm-up before giving up on steady state (it took 6-14 s here). */
+/** Longest warm-up before giving up on steady state. */
 export const WARM_MAX_SECONDS = 30;
 
 export interface WarmUp {
@@ -382,9 +339,8 @@ export interface WarmUp {
 
 /**
  * Loads a fresh server until it runs at steady state: its heap and buffers grown to their working
- * size, so the measured runs pay for requests, not for first touches of memory. A new process
- * faults 2-10 times per request for its first ~6 s under load, and each fault on this VM costs
- * about a request's worth of CPU: measured then, a server looks up to 2x slower than it is.
+ * size, so the measured runs pay for requests, not for first touches of memory: measured while
+ * it still grows, a server looks much slower than it is.
  * At least `minSeconds`, then until a step stays under STEADY_FAULTS_PER_REQUEST, at most `maxSeconds`.
  */
 export async function warmUp(server: ChildServer, stream: boolean, connections: number, minSeconds: number, maxSeconds = WARM_MAX_SECONDS): Promise<WarmUp> {
@@ -411,7 +367,7 @@ export interface LoadSide {
  * Unmeasured load before a measured run, on the same sides at once: a process that sat idle for
  * a minute while others were measured starts its run as warm as one measured a moment ago.
  */
-export const PRIME_SECONDS = 1;
+const PRIME_SECONDS = 1;
 
 export async function prime(server: ChildServer, stream: boolean, connections: number): Promise<void> {
   await load(server.url, stream ? STREAM_BODY : JSON_BODY, PRIME_SECONDS, connections);
@@ -419,8 +375,8 @@ export async function prime(server: ChildServer, stream: boolean, connections: n
 
 /**
  * Loads both sides at the same moment, after PRIME_SECONDS of the same load unmeasured; returns
- * a's figures, then b's. The caller alternates `bFirst` round by round: started a moment
- * earlier, a side was measured 1-3% faster with two identical servers.
+ * a's figures, then b's. The caller alternates `bFirst` round by round: the side started a
+ * moment earlier has a small head start.
  */
 export async function sideBySide(a: LoadSide, b: LoadSide, seconds: number, connections: number, bFirst: boolean): Promise<[RoundFigures, RoundFigures]> {
   await Promise.all([prime(a.server, a.stream, connections), prime(b.server, b.stream, connections)]);

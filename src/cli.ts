@@ -4,7 +4,6 @@ import { startGateway, StartupError, type Gateway } from './app.ts';
 import { checkConfigFile } from './config/check.ts';
 import { ConfigError } from './config/errors.ts';
 import { loadConfig } from './config/load.ts';
-import { collectStartupGarbage, missingStartupFlags, tuneV8ForServing } from './runtime/v8-tuning.ts';
 
 const USAGE = `Usage:
   floodgate [--config FILE] [--port N]   start the gateway
@@ -45,13 +44,7 @@ export async function main(argv: string[]): Promise<number> {
     }
   }
 
-  const tuned = tuneV8ForServing();
   const logger = pino({ level: process.env.LOG_LEVEL ?? 'info', base: { service: 'floodgate' } });
-  logger.debug({ v8Flags: tuned }, 'V8 tuned for serving');
-  const missing = missingStartupFlags();
-  if (missing.length > 0) {
-    logger.info({ v8Flags: missing }, `node was started without ${missing.join(' ')}: after quiet spells the heap shrinks and the next traffic pays to grow it again (npm start and bin/floodgate.js pass them)`);
-  }
   let gateway: Gateway;
   try {
     const loaded = loadConfig({ file: args.values.config, env: process.env, portOverride });
@@ -69,10 +62,6 @@ export async function main(argv: string[]): Promise<number> {
     logger.fatal({ err }, 'start-up failed');
     return 1;
   }
-  // Before traffic arrives: see collectStartupGarbage.
-  const collected = await collectStartupGarbage();
-  logger.debug({ collected }, 'start-up garbage collected');
-
   await new Promise<void>((resolve) => {
     const stop = (signal: string): void => {
       logger.info({ signal }, 'shutting down');

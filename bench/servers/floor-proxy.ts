@@ -1,17 +1,11 @@
 /**
  * The floor: a minimal pass-through proxy on the same HTTP stack as Floodgate (fastify 5 +
  * undici Pool). It forwards the raw body and streams the answer back, nothing else.
- * It runs with the gateway's V8 settings and start-up collection (src/runtime/v8-tuning.ts): the
- * comparison is of the two programs, on the same runtime. FLOOR_V8_DEFAULTS=1 leaves V8 as is.
  * UPSTREAM_URL=http://127.0.0.1:N node bench/servers/floor-proxy.ts  -> prints {"port":N}
  */
 import Fastify from 'fastify';
 import type { AddressInfo } from 'node:net';
 import { Pool } from 'undici';
-import { collectStartupGarbage, tuneV8ForServing } from '../../src/runtime/v8-tuning.ts';
-
-const v8Defaults = process.env['FLOOR_V8_DEFAULTS'] === '1';
-if (!v8Defaults) tuneV8ForServing();
 
 const pool = new Pool(process.env['UPSTREAM_URL']!, { keepAliveTimeout: 30_000 });
 const app = Fastify({ logger: false });
@@ -31,7 +25,6 @@ app.post('/v1/chat/completions', async (request, reply) => {
   reply.raw.end();
 });
 await app.listen({ host: '127.0.0.1', port: 0 });
-if (!v8Defaults) await collectStartupGarbage();
 process.stdout.write(`${JSON.stringify({ port: (app.server.address() as AddressInfo).port })}\n`);
 // Exit through process.exit so --cpu-prof writes its profile.
 process.on('SIGTERM', () => void app.close().then(() => pool.close()).finally(() => process.exit(0)));

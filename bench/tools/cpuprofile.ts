@@ -1,6 +1,6 @@
 /**
  * Aggregates a V8 .cpuprofile (node --cpu-prof) by self time: per function and per file/package.
- *   node bench/cpuprofile.ts <file.cpuprofile> [topN]
+ *   node bench/tools/cpuprofile.ts <file.cpuprofile> [topN]
  */
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -127,6 +127,6 @@ export function printSummary(title: string, s: ProfileSummary, requests?: number
 
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
   const path = process.argv[2];
-  if (!path) throw new Error('usage: node bench/cpuprofile.ts <file.cpuprofile> [topN]');
+  if (!path) throw new Error('usage: node bench/tools/cpuprofile.ts <file.cpuprofile> [topN]');
   printSummary(path, summarize(JSON.parse(readFileSync(path, 'utf8')) as CpuProfile, Number(process.argv[3] ?? 30)));
 }

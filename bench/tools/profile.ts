@@ -1,10 +1,10 @@
 /**
  * CPU profile of the gateway process under load (rows 3 and 4 of bench/run.ts, JSON answers;
  * add --stream for streaming answers). Each gateway runs with `node --cpu-prof`; the profile
- * is written when it exits and summarized by self time (bench/cpuprofile.ts). The profile covers
+ * is written when it exits and summarized by self time (bench/tools/cpuprofile.ts). The profile covers
  * the whole process life: start-up (module compilation, config) shows up as a small fixed part.
  *
- *   node bench/profile.ts [--duration 10] [--connections 50] [--stream] [--keep] [--targets floor,none,ten]
+ *   node bench/tools/profile.ts [--duration 10] [--connections 50] [--stream] [--keep] [--targets floor,none,ten]
  *
  * `floor` profiles the minimal fastify + undici proxy the same way: the difference between its
  * CPU time per request and the gateway's is what Floodgate adds.
@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { printSummary, summarize } from './cpuprofile.ts';
-import { JSON_BODY, STREAM_BODY, load, probe, startFloorProxy, startGateway, startUpstream, type GatewayVariant } from './lib.ts';
+import { JSON_BODY, STREAM_BODY, load, probe, startFloorProxy, startGateway, startUpstream, type GatewayVariant } from '../lib.ts';
 
 const { values } = parseArgs({
   options: {
@@ -36,7 +36,7 @@ try {
     const dir = mkdtempSync(join(tmpdir(), `floodgate-prof-${variant}-`));
     const flags = ['--cpu-prof', `--cpu-prof-dir=${dir}`];
     const gateway = variant === 'floor'
-      ? await startFloorProxy(upstream.url, false, flags)
+      ? await startFloorProxy(upstream.url, flags)
       : await startGateway(variant as GatewayVariant, upstream.url, flags);
     let figures;
     let warmupRequests = 0;

@@ -3,23 +3,23 @@
  * the same moment on the server core, equal CPU shares, alternating start order): for trying a
  * change in a few minutes before a full run.
  *
- *   node bench/compare.ts --a ten --b none                  # two configurations of this checkout
+ *   node bench/tools/compare.ts --a ten --b none                  # two configurations of this checkout
  *   git worktree add /tmp/fg-base HEAD && ln -s "$PWD/node_modules" /tmp/fg-base/node_modules
- *   node bench/compare.ts --a ten --b ten@/tmp/fg-base      # this checkout against a commit
- *   node bench/compare.ts --a none --b none '--a-node-flags=--max-semi-space-size=8'   # node/V8 flags on one side
+ *   node bench/tools/compare.ts --a ten --b ten@/tmp/fg-base      # this checkout against a commit
+ *   node bench/tools/compare.ts --a none --b none '--a-node-flags=--max-semi-space-size=32'   # node/V8 flags on one side
  *   flags: --stream --rounds N (9) --duration N (4) --connections N (50) --warmup N (4; minimum
  *          seconds, then until steady state as in bench/run.ts) '--a-node-flags=FLAGS' /
- *          '--b-node-flags=FLAGS' (in the = form, as the value starts with --; after the gateway's
- *          own flags, so a V8 flag given here wins)
+ *          '--b-node-flags=FLAGS' (in the = form, as the value starts with --)
  *
  * A side is VARIANT[@CHECKOUT]: a configuration of bench/lib.ts (none, ten, tenThousand,
  * disabled), optionally run from another copy of the repository.
  */
+import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import {
-  LOAD_CPU, SERVER_CPU, WARM_MAX_SECONDS, canPin, createCpuGroups, describeWarmUp, gatewayTarget, median, pin, probe, sideBySide,
-  startGateway, startUpstream, warmUp, wholeNumber, type ChildServer, type GatewayTarget,
-} from './lib.ts';
+  GATEWAY_LABELS, LOAD_CPU, REPO_DIR, SERVER_CPU, WARM_MAX_SECONDS, canPin, createCpuGroups, describeWarmUp, median, pin, probe, sideBySide,
+  startGateway, startUpstream, warmUp, type ChildServer, type GatewayVariant,
+} from '../lib.ts';
 
 const { values: flags } = parseArgs({
   options: {
@@ -36,14 +36,34 @@ const { values: flags } = parseArgs({
   strict: true,
 });
 
-/** Extra node flags for one side, after the gateway's own (a later V8 flag wins). */
+/** Extra node flags for one side. */
 function nodeFlagList(value: string): string[] {
   return value.split(' ').filter((flag) => flag !== '');
 }
 
-function side(flag: string, value: string | undefined): GatewayTarget {
-  if (value === undefined) throw new Error(`--${flag}: required, as VARIANT[@CHECKOUT] (e.g. ten or ten@/tmp/fg-base)`);
-  return gatewayTarget(flag, value);
+/** A gateway configuration to run, possibly from another copy of the repository. */
+interface GatewayTarget {
+  variant: GatewayVariant;
+  /** The repository copy to run (this one by default). */
+  checkout: string;
+  /** As given: VARIANT[@CHECKOUT]. */
+  label: string;
+}
+
+/** Parses VARIANT[@CHECKOUT] (e.g. `ten` or `ten@/tmp/fg-base`) given for `--flag`. */
+function side(flag: string, spec: string | undefined): GatewayTarget {
+  if (spec === undefined) throw new Error(`--${flag}: required, as VARIANT[@CHECKOUT] (e.g. ten or ten@/tmp/fg-base)`);
+  const at = spec.indexOf('@');
+  const variant = at < 0 ? spec : spec.slice(0, at);
+  if (!(variant in GATEWAY_LABELS)) throw new Error(`--${flag}: unknown configuration "${variant}" (one of ${Object.keys(GATEWAY_LABELS).join(', ')})`);
+  return { variant: variant as GatewayVariant, checkout: at < 0 ? REPO_DIR : resolve(spec.slice(at + 1)), label: spec };
+}
+
+/** A command-line count: a whole number >= `min`, or an error naming the flag. */
+function wholeNumber(flag: string, raw: string, min: number): number {
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min) throw new Error(`--${flag}: expected a whole number >= ${min}, got ${raw}`);
+  return value;
 }
 
 const a = side('a', flags.a);
