@@ -13,15 +13,13 @@ import {
   F_API_KEY, F_CACHED, F_COMPLETION, F_ENDPOINT, F_LATENCY, F_MODEL, F_PROMPT, F_PROVIDER, F_STATUS, F_TOTAL,
   F_TS, F_USER_PATH, FIELDS, stringAt, type UsageBatch,
 } from './usage-batch.ts';
+import type { RuleDefinition, RuleKey, Scope } from '../ratelimit/types.ts';
 import type {
   ApiKeyRecord,
   BatchListQuery,
   BatchRecord,
-  RuleKey,
-  RuleScope,
   Storage,
   StoredFile,
-  StoredRule,
   UsageQuery,
   UsageSummaryRow,
 } from './types.ts';
@@ -126,7 +124,7 @@ interface KeyRow {
 }
 
 interface RuleRow {
-  scope: RuleScope;
+  scope: Scope;
   subject: string;
   period_seconds: number;
   max_requests: string | null;
@@ -262,11 +260,11 @@ export class PostgresStorage implements Storage {
     return (res.rowCount ?? 0) > 0;
   }
 
-  async listRules(): Promise<StoredRule[]> {
+  async listRules(): Promise<RuleDefinition[]> {
     return listRulesWith(this.pool);
   }
 
-  async upsertRule(rule: StoredRule): Promise<void> {
+  async upsertRule(rule: RuleDefinition): Promise<void> {
     await this.pool.query(UPSERT_RULE, ruleParams(rule));
   }
 
@@ -278,7 +276,7 @@ export class PostgresStorage implements Storage {
     return (res.rowCount ?? 0) > 0;
   }
 
-  async replaceConfigRules(rules: StoredRule[]): Promise<RuleKey[]> {
+  async replaceConfigRules(rules: readonly RuleDefinition[]): Promise<RuleKey[]> {
     return this.transaction(async (client) => {
       // Lock the table so a concurrent admin write cannot slip between the read and the writes
       // (readers are not blocked by this mode).
@@ -431,7 +429,7 @@ const same = (d: Date): Date => d;
 
 type Queryable = Pick<pg.Pool, 'query'> | PoolClient;
 
-async function listRulesWith(db: Queryable): Promise<StoredRule[]> {
+async function listRulesWith(db: Queryable): Promise<RuleDefinition[]> {
   const res = await db.query<RuleRow>(
     `SELECT ${RULE_COLUMNS} FROM rate_limit_rules ORDER BY scope, subject_key COLLATE "C", period_seconds`,
   );
@@ -439,23 +437,23 @@ async function listRulesWith(db: Queryable): Promise<StoredRule[]> {
     scope: row.scope,
     subject: row.subject,
     periodSeconds: row.period_seconds,
-    maxRequests: row.max_requests === null ? null : Number(row.max_requests),
-    maxTokens: row.max_tokens === null ? null : Number(row.max_tokens),
+    maxRequests: row.max_requests === null ? undefined : Number(row.max_requests),
+    maxTokens: row.max_tokens === null ? undefined : Number(row.max_tokens),
     source: row.source,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   }));
 }
 
-function ruleParams(rule: StoredRule): unknown[] {
+function ruleParams(rule: RuleDefinition): unknown[] {
   return [
     rule.scope,
     rule.subject,
     // Folded in JS, not with SQL lower(), so both implementations derive the same key.
     rule.subject.toLowerCase(),
     rule.periodSeconds,
-    rule.maxRequests,
-    rule.maxTokens,
+    rule.maxRequests ?? null,
+    rule.maxTokens ?? null,
     rule.source,
     rule.createdAt,
     rule.updatedAt,

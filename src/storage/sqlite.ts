@@ -13,6 +13,7 @@ import { DEFAULT_BUSY_TIMEOUT_MS, isPrivateSqlitePath, openSqlite } from './sqli
 import { prepareUsageInsert } from './sqlite-usage-insert.ts';
 import type { UsageBatch, UsageColumns } from './usage-batch.ts';
 import { SqliteUsageWriter } from './sqlite-usage-writer.ts';
+import type { RuleDefinition, RuleKey, Scope } from '../ratelimit/types.ts';
 import { escapeLike, planConfigReseed, subtreePrefix } from './shared.ts';
 import { BATCH_COLUMNS, FILE_COLUMNS, batchFromRow, batchParams, fileFromRow, fileParams } from './object-rows.ts';
 import type { BatchRow, FileRow } from './object-rows.ts';
@@ -20,11 +21,8 @@ import type {
   ApiKeyRecord,
   BatchListQuery,
   BatchRecord,
-  RuleKey,
-  RuleScope,
   Storage,
   StoredFile,
-  StoredRule,
   UsageQuery,
   UsageSummaryRow,
 } from './types.ts';
@@ -126,7 +124,7 @@ interface KeyRow {
 }
 
 interface RuleRow {
-  scope: RuleScope;
+  scope: Scope;
   subject: string;
   period_seconds: number;
   max_requests: number | null;
@@ -263,11 +261,11 @@ export class SqliteStorage implements Storage {
     return this.s().deleteKey.run(id).changes > 0;
   }
 
-  async listRules(): Promise<StoredRule[]> {
+  async listRules(): Promise<RuleDefinition[]> {
     return this.s().listRules.all().map(ruleFromRow);
   }
 
-  async upsertRule(rule: StoredRule): Promise<void> {
+  async upsertRule(rule: RuleDefinition): Promise<void> {
     this.writeRule(rule);
   }
 
@@ -276,7 +274,7 @@ export class SqliteStorage implements Storage {
       .changes > 0;
   }
 
-  async replaceConfigRules(rules: StoredRule[]): Promise<RuleKey[]> {
+  async replaceConfigRules(rules: readonly RuleDefinition[]): Promise<RuleKey[]> {
     const stmts = this.s();
     return this.db
       .transaction(() => {
@@ -389,14 +387,14 @@ export class SqliteStorage implements Storage {
     }
   }
 
-  private writeRule(rule: StoredRule): void {
+  private writeRule(rule: RuleDefinition): void {
     this.s().upsertRule.run(
       rule.scope,
       rule.subject,
       rule.subject.toLowerCase(),
       rule.periodSeconds,
-      rule.maxRequests,
-      rule.maxTokens,
+      rule.maxRequests ?? null,
+      rule.maxTokens ?? null,
       rule.source,
       rule.createdAt.getTime(),
       rule.updatedAt.getTime(),
@@ -463,13 +461,13 @@ export class SqliteStorage implements Storage {
 const epochMs = (d: Date): number => d.getTime();
 const fromEpochMs = (ms: number): Date => new Date(ms);
 
-function ruleFromRow(row: RuleRow): StoredRule {
+function ruleFromRow(row: RuleRow): RuleDefinition {
   return {
     scope: row.scope,
     subject: row.subject,
     periodSeconds: row.period_seconds,
-    maxRequests: row.max_requests,
-    maxTokens: row.max_tokens,
+    maxRequests: row.max_requests ?? undefined,
+    maxTokens: row.max_tokens ?? undefined,
     source: row.source,
     createdAt: new Date(row.created_at),
     updatedAt: new Date(row.updated_at),

@@ -4,6 +4,7 @@
  * storage: keys and rules are loaded into memory at start-up, usage is written in batches.
  */
 
+import type { RuleDefinition, RuleKey } from '../ratelimit/types.ts';
 import type { UsageBatch } from './usage-batch.ts';
 
 export interface ApiKeyRecord {
@@ -14,26 +15,6 @@ export interface ApiKeyRecord {
   /** Hex SHA-256 of the secret; the secret itself is never stored. */
   keyHash: string;
   createdAt: Date;
-}
-
-export type RuleScope = 'user_path' | 'provider' | 'model';
-
-export interface StoredRule {
-  scope: RuleScope;
-  subject: string;
-  periodSeconds: number;
-  maxRequests: number | null;
-  maxTokens: number | null;
-  source: 'manual' | 'config';
-  createdAt: Date;
-  updatedAt: Date;
-}
-
-/** Identity of a rule: subject compared case-insensitively. */
-export interface RuleKey {
-  scope: RuleScope;
-  subject: string;
-  periodSeconds: number;
 }
 
 export interface UsageRecord {
@@ -150,9 +131,9 @@ export interface Storage {
   /** Returns false when no such key exists. */
   deleteApiKey(id: string): Promise<boolean>;
 
-  listRules(): Promise<StoredRule[]>;
+  listRules(): Promise<RuleDefinition[]>;
   /** Inserts or updates by key (scope, lower(subject), periodSeconds); keeps createdAt on update. */
-  upsertRule(rule: StoredRule): Promise<void>;
+  upsertRule(rule: RuleDefinition): Promise<void>;
   /** Returns false when no such rule exists. */
   deleteRule(key: RuleKey): Promise<boolean>;
   /**
@@ -162,7 +143,7 @@ export interface Storage {
    * under an existing key keeps its createdAt (and its updatedAt when nothing changed), so
    * restarts do not rewrite history.
    */
-  replaceConfigRules(rules: StoredRule[]): Promise<RuleKey[]>;
+  replaceConfigRules(rules: readonly RuleDefinition[]): Promise<RuleKey[]>;
 
   /** Writes a whole batch (see usage-batch.ts), in one transaction where the database has them. */
   insertUsage(batch: UsageBatch): Promise<void>;

@@ -5,7 +5,8 @@
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { ApiKeyRecord, BatchRecord, Storage, StoredFile, StoredRule, UsageRecord } from '../../src/storage/types.ts';
+import type { RuleDefinition } from '../../src/ratelimit/types.ts';
+import type { ApiKeyRecord, BatchRecord, Storage, StoredFile, UsageRecord } from '../../src/storage/types.ts';
 import { UsageBatch } from '../../src/storage/usage-batch.ts';
 
 /** The storage plus introspection the implementations expose for tests. */
@@ -28,13 +29,13 @@ export interface Harness {
 const T0 = new Date('2025-01-01T00:00:00.000Z');
 const at = (seconds: number): Date => new Date(T0.getTime() + seconds * 1000);
 
-function rule(overrides: Partial<StoredRule> = {}): StoredRule {
+function rule(overrides: Partial<RuleDefinition> = {}): RuleDefinition {
   return {
     scope: 'user_path',
     subject: '/team',
     periodSeconds: 60,
     maxRequests: 100,
-    maxTokens: null,
+    maxTokens: undefined,
     source: 'manual',
     createdAt: at(0),
     updatedAt: at(0),
@@ -188,7 +189,7 @@ export function storageContract(name: string, harness: Harness): void {
         // Same subject, other period or scope: distinct rules.
         await storage.upsertRule(rule({ periodSeconds: 3600 }));
         await storage.upsertRule(rule({ scope: 'model', subject: 'openai/gpt-4o', periodSeconds: 0, maxRequests: 2 }));
-        await storage.upsertRule(rule({ scope: 'provider', subject: 'openai', maxRequests: null, maxTokens: 9_000_000_000 }));
+        await storage.upsertRule(rule({ scope: 'provider', subject: 'openai', maxRequests: undefined, maxTokens: 9_000_000_000 }));
         const listed = await storage.listRules();
         assert.deepEqual(
           listed.map((r) => [r.scope, r.subject, r.periodSeconds]),
@@ -201,7 +202,7 @@ export function storageContract(name: string, harness: Harness): void {
         );
         // Caps beyond 32 bits survive as numbers.
         assert.equal(listed[1]?.maxTokens, 9_000_000_000);
-        assert.equal(listed[1]?.maxRequests, null);
+        assert.equal(listed[1]?.maxRequests, undefined);
       });
     });
 
