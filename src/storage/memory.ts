@@ -6,7 +6,6 @@
 import { ruleIdentity } from '../ratelimit/rules.ts';
 import type { RuleDefinition, RuleKey } from '../ratelimit/types.ts';
 import { planConfigReseed, subtreePrefix } from './shared.ts';
-import type { UsageBatch } from './usage-batch.ts';
 import type {
   ApiKeyRecord,
   BatchListQuery,
@@ -101,8 +100,8 @@ export class MemoryStorage implements Storage {
     return plan.skipped;
   }
 
-  async insertUsage(batch: UsageBatch): Promise<void> {
-    for (const r of batch.records()) this.store.usage.push(r);
+  async insertUsage(records: readonly UsageRecord[]): Promise<void> {
+    for (const r of records) this.store.usage.push(clone(r));
   }
 
   async summarizeUsage(query: UsageQuery): Promise<UsageSummaryRow[]> {

@@ -9,10 +9,6 @@ import type { PoolClient } from 'pg';
 import { escapeLike, planConfigReseed, subtreePrefix } from './shared.ts';
 import { BATCH_COLUMNS, FILE_COLUMNS, batchFromRow, batchParams, fileFromRow, fileParams } from './object-rows.ts';
 import type { BatchRow, FileRow } from './object-rows.ts';
-import {
-  F_API_KEY, F_CACHED, F_COMPLETION, F_ENDPOINT, F_LATENCY, F_MODEL, F_PROMPT, F_PROVIDER, F_STATUS, F_TOTAL,
-  F_TS, F_USER_PATH, FIELDS, stringAt, type UsageBatch,
-} from './usage-batch.ts';
 import type { RuleDefinition, RuleKey, Scope } from '../ratelimit/types.ts';
 import type {
   ApiKeyRecord,
@@ -21,6 +17,7 @@ import type {
   Storage,
   StoredFile,
   UsageQuery,
+  UsageRecord,
   UsageSummaryRow,
 } from './types.ts';
 
@@ -288,17 +285,9 @@ export class PostgresStorage implements Storage {
     });
   }
 
-  async insertUsage(batch: UsageBatch): Promise<void> {
-    if (batch.size === 0) return;
-    const c = batch.columns();
-    const n = c.numbers;
-    const column = <T>(field: number, map: (value: number) => T): T[] => {
-      const out = new Array<T>(c.count);
-      for (let i = 0, at = field; i < c.count; i++, at += FIELDS) out[i] = map(n[at]!);
-      return out;
-    };
-    const text = (index: number): string | null => stringAt(c, index);
-    const count = (value: number): number => value;
+  async insertUsage(records: readonly UsageRecord[]): Promise<void> {
+    if (records.length === 0) return;
+    const column = <T>(field: (r: UsageRecord) => T): T[] => records.map(field);
     // unnest() over one array per column: a single parameterised statement for any batch size,
     // without hitting the 65535-parameter limit of a multi-row VALUES list.
     await this.pool.query(
@@ -309,18 +298,18 @@ export class PostgresStorage implements Storage {
          $1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[],
          $7::bigint[], $8::bigint[], $9::boolean[], $10::integer[], $11::integer[], $12::text[])`,
       [
-        column(F_TS, (ms) => new Date(ms)),
-        column(F_USER_PATH, text),
-        column(F_PROVIDER, text),
-        column(F_MODEL, text),
-        column(F_ENDPOINT, text),
-        column(F_PROMPT, count),
-        column(F_COMPLETION, count),
-        column(F_TOTAL, count),
-        column(F_CACHED, (v) => v === 1),
-        column(F_STATUS, count),
-        column(F_LATENCY, count),
-        column(F_API_KEY, text),
+        column((r) => new Date(r.timestampMs)),
+        column((r) => r.userPath),
+        column((r) => r.provider),
+        column((r) => r.model),
+        column((r) => r.endpoint),
+        column((r) => r.promptTokens),
+        column((r) => r.completionTokens),
+        column((r) => r.totalTokens),
+        column((r) => r.cached),
+        column((r) => r.status),
+        column((r) => Math.round(r.latencyMs)),
+        column((r) => r.apiKeyId),
       ],
     );
   }

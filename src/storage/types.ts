@@ -5,7 +5,6 @@
  */
 
 import type { RuleDefinition, RuleKey } from '../ratelimit/types.ts';
-import type { UsageBatch } from './usage-batch.ts';
 
 export interface ApiKeyRecord {
   id: string;
@@ -17,6 +16,7 @@ export interface ApiKeyRecord {
   createdAt: Date;
 }
 
+/** One request's usage, as the recorder hands it to storage. */
 export interface UsageRecord {
   /** When the request started, epoch milliseconds. */
   timestampMs: number;
@@ -145,8 +145,11 @@ export interface Storage {
    */
   replaceConfigRules(rules: readonly RuleDefinition[]): Promise<RuleKey[]>;
 
-  /** Writes a whole batch (see usage-batch.ts), in one transaction where the database has them. */
-  insertUsage(batch: UsageBatch): Promise<void>;
+  /**
+   * Writes the records in one transaction: all of them or, when it rejects, none. The recorder
+   * calls it off the request path with batches of a bounded size.
+   */
+  insertUsage(records: readonly UsageRecord[]): Promise<void>;
   summarizeUsage(query: UsageQuery): Promise<UsageSummaryRow[]>;
 
   /** Throws on a duplicate id. */

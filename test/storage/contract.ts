@@ -7,7 +7,6 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { RuleDefinition } from '../../src/ratelimit/types.ts';
 import type { ApiKeyRecord, BatchRecord, Storage, StoredFile, UsageRecord } from '../../src/storage/types.ts';
-import { UsageBatch } from '../../src/storage/usage-batch.ts';
 
 /** The storage plus introspection the implementations expose for tests. */
 export type InspectableStorage = Storage & {
@@ -263,8 +262,8 @@ export function storageContract(name: string, harness: Harness): void {
 
     it('inserts usage and summarises by user-path subtree', async () => {
       await withStorage(harness, async (storage) => {
-        await storage.insertUsage(UsageBatch.from([]));
-        await storage.insertUsage(UsageBatch.from([
+        await storage.insertUsage([]);
+        await storage.insertUsage([
           usage({ userPath: '/a' }),
           usage({ userPath: '/a/b', promptTokens: 1, completionTokens: 2, totalTokens: 3, cached: true }),
           usage({ userPath: '/A/c', model: 'other' }),
@@ -273,7 +272,7 @@ export function storageContract(name: string, harness: Harness): void {
           usage({ userPath: '/a', timestampMs: at(1000).getTime() }), // outside the window
           usage({ userPath: '/a_x' }),
           usage({ userPath: '/a%y/z' }),
-        ]));
+        ]);
         const window = { from: at(0), to: at(1000) }; // `to` is exclusive
 
         const a = await storage.summarizeUsage({ userPathPrefix: '/a', ...window });
@@ -328,7 +327,7 @@ export function storageContract(name: string, harness: Harness): void {
         const records = Array.from({ length: 2500 }, (_, i) =>
           usage({ userPath: `/bulk/${i % 10}`, totalTokens: 2, latencyMs: i + 0.4, apiKeyId: 'k1' }),
         );
-        await storage.insertUsage(UsageBatch.from(records));
+        await storage.insertUsage(records);
         const rows = await storage.summarizeUsage({ userPathPrefix: '/bulk', from: at(0), to: at(100) });
         assert.equal(rows[0]?.requests, 2500);
         assert.equal(rows[0]?.totalTokens, 5000);
@@ -393,7 +392,7 @@ export function storageContract(name: string, harness: Harness): void {
       const first = await store.open();
       await first.insertApiKey(key('k1'));
       await first.upsertRule(rule());
-      await first.insertUsage(UsageBatch.from([usage()]));
+      await first.insertUsage([usage()]);
       await first.close();
 
       const second = await store.open();
