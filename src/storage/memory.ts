@@ -32,8 +32,6 @@ const byText = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 const clone = <T extends object>(value: T): T => ({ ...value });
 
 export class MemoryStorage implements Storage {
-  /** Reported as the embedded, single-process kind so the interface's `kind` union stays as is. */
-  readonly kind = 'sqlite' as const;
   readonly store: MemoryStore;
 
   constructor(store: MemoryStore = new MemoryStore()) {

@@ -179,7 +179,6 @@ const SUMMARY_SELECT = `
   FROM usage_records`;
 
 export class PostgresStorage implements Storage {
-  readonly kind = 'postgres' as const;
   private readonly pool: pg.Pool;
   private closed = false;
 

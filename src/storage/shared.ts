@@ -7,7 +7,7 @@ import { ruleIdentity } from '../ratelimit/rules.ts';
 import type { RuleDefinition, RuleKey } from '../ratelimit/types.ts';
 
 /** Escape character used in every LIKE pattern we build (declared with `ESCAPE '\'`). */
-export const LIKE_ESCAPE = '\\';
+const LIKE_ESCAPE = '\\';
 
 /** Escapes LIKE metacharacters so a user path is matched literally (`_` and `%` are legal in paths). */
 export function escapeLike(value: string): string {
@@ -23,13 +23,12 @@ export function subtreePrefix(prefix: string): string | null {
   return trimmed === '' ? null : trimmed;
 }
 
-
-export function toRuleKey(rule: RuleDefinition): RuleKey {
+function toRuleKey(rule: RuleDefinition): RuleKey {
   return { scope: rule.scope, subject: rule.subject, periodSeconds: rule.periodSeconds };
 }
 
 /** True when re-seeding `next` over `prev` would change nothing an operator can see. */
-export function sameRuleContent(prev: RuleDefinition, next: RuleDefinition): boolean {
+function sameRuleContent(prev: RuleDefinition, next: RuleDefinition): boolean {
   return (
     prev.subject === next.subject &&
     prev.maxRequests === next.maxRequests &&

@@ -174,7 +174,6 @@ const SUMMARY_COLUMNS = `
   SUM(cached) AS cached_requests`;
 
 export class SqliteStorage implements Storage {
-  readonly kind = 'sqlite' as const;
   private readonly db: Db;
   private stmts: Statements | undefined;
   /** Statements prepared on first use, cached by their text (files, batches, usage inserts). */

@@ -122,7 +122,6 @@ export interface BatchListQuery {
 }
 
 export interface Storage {
-  readonly kind: 'sqlite' | 'postgres';
   /** Applies pending schema migrations; idempotent. */
   migrate(): Promise<void>;
 

@@ -128,7 +128,7 @@ describe('SqliteStorage specifics', () => {
     const path = join(root, 'wal', 'db.sqlite');
     const storage = await openStorage({ type: 'sqlite', sqlite: { path } });
     try {
-      assert.equal(storage.kind, 'sqlite');
+      assert.ok(storage instanceof SqliteStorage);
       assert.ok(existsSync(path));
       await storage.insertUsage([]);
       assert.ok(existsSync(`${path}-wal`));
