@@ -42,7 +42,8 @@ function rule(overrides: Partial<RuleDefinition> = {}): RuleDefinition {
   };
 }
 
-function usage(overrides: Partial<UsageRecord> = {}): UsageRecord {
+/** A usage record of the contract's fixed time window; shared with the backend-specific tests. */
+export function usage(overrides: Partial<UsageRecord> = {}): UsageRecord {
   return {
     timestampMs: at(10).getTime(),
     userPath: '/a',

@@ -7,7 +7,7 @@ import { openStorage } from '../../src/storage/index.ts';
 import { SqliteStorage } from '../../src/storage/sqlite.ts';
 import type { UsageRecord } from '../../src/storage/types.ts';
 import { UsageRecorder } from '../../src/usage/recorder.ts';
-import { storageContract } from './contract.ts';
+import { storageContract, usage } from './contract.ts';
 import type { InspectableStorage } from './contract.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'floodgate-sqlite-'));
@@ -28,24 +28,6 @@ storageContract('sqlite', {
     };
   },
 });
-
-function usage(overrides: Partial<UsageRecord> = {}): UsageRecord {
-  return {
-    timestampMs: Date.parse('2025-01-01T00:00:10.000Z'),
-    userPath: '/a',
-    provider: 'openai',
-    model: 'gpt-4o-mini',
-    endpoint: '/v1/chat/completions',
-    promptTokens: 10,
-    completionTokens: 5,
-    totalTokens: 15,
-    cached: false,
-    status: 200,
-    latencyMs: 12,
-    apiKeyId: null,
-    ...overrides,
-  };
-}
 
 /** A record with a NULL in a NOT NULL column, as a buggy caller could produce. */
 const invalid = (): UsageRecord => usage({ userPath: null as unknown as string });
