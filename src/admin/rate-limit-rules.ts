@@ -1,6 +1,6 @@
 import type { RuleSeed } from '../config/seeds.ts';
 import { buildRule, canonicalKey, periodLabel, type RateLimiter, type RuleDefinition, type RuleKey } from '../ratelimit/index.ts';
-import type { Storage, StoredRule } from '../storage/types.ts';
+import type { Storage } from '../storage/types.ts';
 
 /** Why a rule change was refused; the HTTP layer maps these to 400/404/409. */
 export class RuleChangeError extends Error {
@@ -56,14 +56,14 @@ export class RuleManager {
   ): Promise<{ manager: RuleManager; shadowed: RuleSeed[]; invalid: InvalidStoredRule[] }> {
     const manager = new RuleManager(storage, limiter, now);
     const at = new Date(now());
-    const rows: StoredRule[] = [];
+    const rows: RuleDefinition[] = [];
     const bySeedKey = new Map<string, RuleSeed>();
     for (const seed of seeds) {
       const definition = manager.#validate({ ...seed }, 'config', at);
       const key = canonicalRuleKey(definition);
       manager.#configOrigins.set(key, seed.origin);
       bySeedKey.set(key, seed);
-      rows.push(toStored(definition));
+      rows.push(definition);
     }
     const skipped = await storage.replaceConfigRules(rows);
     const shadowed = skipped.map((key) => bySeedKey.get(canonicalRuleKey(key))).filter((seed): seed is RuleSeed => seed !== undefined);
@@ -73,7 +73,7 @@ export class RuleManager {
     for (const row of await storage.listRules()) {
       // A row written before today's bounds (or by hand) must not take the engine, and with it
       // every admin answer, down: it stays in storage untouched but is not enforced.
-      const built = buildRule({ ...fromStored(row), createdAt: row.createdAt, updatedAt: row.updatedAt });
+      const built = buildRule(row);
       if (built.ok) valid.push(built.value);
       else invalid.push({ rule: `${row.scope} ${row.subject} period_seconds=${row.periodSeconds}`, error: built.error });
     }
@@ -87,7 +87,7 @@ export class RuleManager {
     const existing = this.#limiter.getRule(write);
     const now = new Date(this.#now());
     const definition = this.#validate(write, 'manual', existing?.createdAt ?? now, now);
-    await this.#storage.upsertRule(toStored(definition));
+    await this.#storage.upsertRule(definition);
     this.#limiter.upsertRule(definition);
   }
 
@@ -139,32 +139,6 @@ function describe(key: RuleKey): string {
 
 function notFound(key: RuleKey): RuleChangeError {
   return new RuleChangeError('not_found', `no rate limit ${describe(key)}`);
-}
-
-function toStored(rule: RuleDefinition): StoredRule {
-  return {
-    scope: rule.scope,
-    subject: rule.subject,
-    periodSeconds: rule.periodSeconds,
-    maxRequests: rule.maxRequests ?? null,
-    maxTokens: rule.maxTokens ?? null,
-    source: rule.source,
-    createdAt: rule.createdAt,
-    updatedAt: rule.updatedAt,
-  };
-}
-
-function fromStored(row: StoredRule): RuleDefinition {
-  return {
-    scope: row.scope,
-    subject: row.subject,
-    periodSeconds: row.periodSeconds,
-    maxRequests: row.maxRequests ?? undefined,
-    maxTokens: row.maxTokens ?? undefined,
-    source: row.source,
-    createdAt: row.createdAt,
-    updatedAt: row.updatedAt,
-  };
 }
 
 /** Keys of valid rules always canonicalise; an invalid subject simply matches no rule. */

@@ -2,13 +2,13 @@
  * Rate-limit rules declared by configuration (YAML and env), flattened into one seed per rule key.
  * The rate-limit engine re-seeds these at every start with source `config`.
  */
-import type { RuleScope } from '../storage/types.ts';
+import type { Scope } from '../ratelimit/types.ts';
 import { periodLabel } from '../ratelimit/normalize.ts';
 import { ruleIdentity } from '../ratelimit/rules.ts';
 import { limitPeriodSeconds, type LimitConfig } from './schema.ts';
 
 export interface RuleSeed {
-  scope: RuleScope;
+  scope: Scope;
   subject: string;
   /** 0 = concurrent; minute 60, hour 3600, day 86400, anything else a custom window. */
   periodSeconds: number;
@@ -20,7 +20,7 @@ export interface RuleSeed {
 
 /** One declaration of rules for a subject, before flattening. */
 export interface RuleEntry {
-  scope: RuleScope;
+  scope: Scope;
   subject: string;
   limits: readonly LimitConfig[];
   /** Origin of the entry; per-limit origins append `.limits[i]` when `indexLimits` is set. */

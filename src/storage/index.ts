@@ -6,11 +6,6 @@ import { PostgresStorage } from './postgres.ts';
 import { SqliteStorage } from './sqlite.ts';
 import type { Storage } from './types.ts';
 
-export type { Storage } from './types.ts';
-export { MemoryStorage, MemoryStore } from './memory.ts';
-export { PostgresStorage } from './postgres.ts';
-export { SqliteStorage } from './sqlite.ts';
-
 export interface StorageConfig {
   type: 'sqlite' | 'postgres';
   sqlite: { path: string };

@@ -4,16 +4,14 @@
  */
 
 import { ruleIdentity } from '../ratelimit/rules.ts';
+import type { RuleDefinition, RuleKey } from '../ratelimit/types.ts';
 import { planConfigReseed, subtreePrefix } from './shared.ts';
-import type { UsageBatch } from './usage-batch.ts';
 import type {
   ApiKeyRecord,
   BatchListQuery,
   BatchRecord,
-  RuleKey,
   Storage,
   StoredFile,
-  StoredRule,
   UsageQuery,
   UsageRecord,
   UsageSummaryRow,
@@ -22,7 +20,7 @@ import type {
 /** The data behind one or more MemoryStorage handles (a "database" that outlives a close). */
 export class MemoryStore {
   readonly keys = new Map<string, ApiKeyRecord>();
-  readonly rules = new Map<string, StoredRule>();
+  readonly rules = new Map<string, RuleDefinition>();
   readonly usage: UsageRecord[] = [];
   readonly files = new Map<string, StoredFile>();
   /** Insertion order is the listing order (newest last). */
@@ -34,8 +32,6 @@ const byText = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 const clone = <T extends object>(value: T): T => ({ ...value });
 
 export class MemoryStorage implements Storage {
-  /** Reported as the embedded, single-process kind so the interface's `kind` union stays as is. */
-  readonly kind = 'sqlite' as const;
   readonly store: MemoryStore;
 
   constructor(store: MemoryStore = new MemoryStore()) {
@@ -72,9 +68,9 @@ export class MemoryStorage implements Storage {
     return this.store.keys.delete(id);
   }
 
-  async listRules(): Promise<StoredRule[]> {
+  async listRules(): Promise<RuleDefinition[]> {
     return [...this.store.rules.values()]
-      .map(clone)
+      .map(copyRule)
       .sort(
         (a, b) =>
           byText(a.scope, b.scope) ||
@@ -83,27 +79,27 @@ export class MemoryStorage implements Storage {
       );
   }
 
-  async upsertRule(rule: StoredRule): Promise<void> {
+  async upsertRule(rule: RuleDefinition): Promise<void> {
     const key = ruleIdentity(rule);
     const prev = this.store.rules.get(key);
-    this.store.rules.set(key, { ...rule, createdAt: prev ? prev.createdAt : rule.createdAt });
+    this.store.rules.set(key, { ...copyRule(rule), createdAt: prev ? prev.createdAt : rule.createdAt });
   }
 
   async deleteRule(key: RuleKey): Promise<boolean> {
     return this.store.rules.delete(ruleIdentity(key));
   }
 
-  async replaceConfigRules(rules: StoredRule[]): Promise<RuleKey[]> {
+  async replaceConfigRules(rules: readonly RuleDefinition[]): Promise<RuleKey[]> {
     const plan = planConfigReseed([...this.store.rules.values()], rules);
     for (const [key, rule] of this.store.rules) {
       if (rule.source === 'config') this.store.rules.delete(key);
     }
-    for (const rule of plan.inserts) this.store.rules.set(ruleIdentity(rule), clone(rule));
+    for (const rule of plan.inserts) this.store.rules.set(ruleIdentity(rule), copyRule(rule));
     return plan.skipped;
   }
 
-  async insertUsage(batch: UsageBatch): Promise<void> {
-    for (const r of batch.records()) this.store.usage.push(r);
+  async insertUsage(records: readonly UsageRecord[]): Promise<void> {
+    for (const r of records) this.store.usage.push(clone(r));
   }
 
   async summarizeUsage(query: UsageQuery): Promise<UsageSummaryRow[]> {
@@ -184,6 +180,20 @@ export class MemoryStorage implements Storage {
   }
 
   async close(): Promise<void> {}
+}
+
+/** Every field present, as a database row gives it back (an absent cap is `undefined`). */
+function copyRule(rule: RuleDefinition): RuleDefinition {
+  return {
+    scope: rule.scope,
+    subject: rule.subject,
+    periodSeconds: rule.periodSeconds,
+    maxRequests: rule.maxRequests,
+    maxTokens: rule.maxTokens,
+    source: rule.source,
+    createdAt: rule.createdAt,
+    updatedAt: rule.updatedAt,
+  };
 }
 
 // Deep enough that a caller mutating what it got back cannot change the stored record.

@@ -9,20 +9,15 @@ import type { PoolClient } from 'pg';
 import { escapeLike, planConfigReseed, subtreePrefix } from './shared.ts';
 import { BATCH_COLUMNS, FILE_COLUMNS, batchFromRow, batchParams, fileFromRow, fileParams } from './object-rows.ts';
 import type { BatchRow, FileRow } from './object-rows.ts';
-import {
-  F_API_KEY, F_CACHED, F_COMPLETION, F_ENDPOINT, F_LATENCY, F_MODEL, F_PROMPT, F_PROVIDER, F_STATUS, F_TOTAL,
-  F_TS, F_USER_PATH, FIELDS, stringAt, type UsageBatch,
-} from './usage-batch.ts';
+import type { RuleDefinition, RuleKey, Scope } from '../ratelimit/types.ts';
 import type {
   ApiKeyRecord,
   BatchListQuery,
   BatchRecord,
-  RuleKey,
-  RuleScope,
   Storage,
   StoredFile,
-  StoredRule,
   UsageQuery,
+  UsageRecord,
   UsageSummaryRow,
 } from './types.ts';
 
@@ -126,7 +121,7 @@ interface KeyRow {
 }
 
 interface RuleRow {
-  scope: RuleScope;
+  scope: Scope;
   subject: string;
   period_seconds: number;
   max_requests: string | null;
@@ -184,7 +179,6 @@ const SUMMARY_SELECT = `
   FROM usage_records`;
 
 export class PostgresStorage implements Storage {
-  readonly kind = 'postgres' as const;
   private readonly pool: pg.Pool;
   private closed = false;
 
@@ -262,11 +256,11 @@ export class PostgresStorage implements Storage {
     return (res.rowCount ?? 0) > 0;
   }
 
-  async listRules(): Promise<StoredRule[]> {
+  async listRules(): Promise<RuleDefinition[]> {
     return listRulesWith(this.pool);
   }
 
-  async upsertRule(rule: StoredRule): Promise<void> {
+  async upsertRule(rule: RuleDefinition): Promise<void> {
     await this.pool.query(UPSERT_RULE, ruleParams(rule));
   }
 
@@ -278,7 +272,7 @@ export class PostgresStorage implements Storage {
     return (res.rowCount ?? 0) > 0;
   }
 
-  async replaceConfigRules(rules: StoredRule[]): Promise<RuleKey[]> {
+  async replaceConfigRules(rules: readonly RuleDefinition[]): Promise<RuleKey[]> {
     return this.transaction(async (client) => {
       // Lock the table so a concurrent admin write cannot slip between the read and the writes
       // (readers are not blocked by this mode).
@@ -290,17 +284,9 @@ export class PostgresStorage implements Storage {
     });
   }
 
-  async insertUsage(batch: UsageBatch): Promise<void> {
-    if (batch.size === 0) return;
-    const c = batch.columns();
-    const n = c.numbers;
-    const column = <T>(field: number, map: (value: number) => T): T[] => {
-      const out = new Array<T>(c.count);
-      for (let i = 0, at = field; i < c.count; i++, at += FIELDS) out[i] = map(n[at]!);
-      return out;
-    };
-    const text = (index: number): string | null => stringAt(c, index);
-    const count = (value: number): number => value;
+  async insertUsage(records: readonly UsageRecord[]): Promise<void> {
+    if (records.length === 0) return;
+    const column = <T>(field: (r: UsageRecord) => T): T[] => records.map(field);
     // unnest() over one array per column: a single parameterised statement for any batch size,
     // without hitting the 65535-parameter limit of a multi-row VALUES list.
     await this.pool.query(
@@ -311,18 +297,18 @@ export class PostgresStorage implements Storage {
          $1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[],
          $7::bigint[], $8::bigint[], $9::boolean[], $10::integer[], $11::integer[], $12::text[])`,
       [
-        column(F_TS, (ms) => new Date(ms)),
-        column(F_USER_PATH, text),
-        column(F_PROVIDER, text),
-        column(F_MODEL, text),
-        column(F_ENDPOINT, text),
-        column(F_PROMPT, count),
-        column(F_COMPLETION, count),
-        column(F_TOTAL, count),
-        column(F_CACHED, (v) => v === 1),
-        column(F_STATUS, count),
-        column(F_LATENCY, count),
-        column(F_API_KEY, text),
+        column((r) => new Date(r.timestampMs)),
+        column((r) => r.userPath),
+        column((r) => r.provider),
+        column((r) => r.model),
+        column((r) => r.endpoint),
+        column((r) => r.promptTokens),
+        column((r) => r.completionTokens),
+        column((r) => r.totalTokens),
+        column((r) => r.cached),
+        column((r) => r.status),
+        column((r) => Math.round(r.latencyMs)),
+        column((r) => r.apiKeyId),
       ],
     );
   }
@@ -431,7 +417,7 @@ const same = (d: Date): Date => d;
 
 type Queryable = Pick<pg.Pool, 'query'> | PoolClient;
 
-async function listRulesWith(db: Queryable): Promise<StoredRule[]> {
+async function listRulesWith(db: Queryable): Promise<RuleDefinition[]> {
   const res = await db.query<RuleRow>(
     `SELECT ${RULE_COLUMNS} FROM rate_limit_rules ORDER BY scope, subject_key COLLATE "C", period_seconds`,
   );
@@ -439,23 +425,23 @@ async function listRulesWith(db: Queryable): Promise<StoredRule[]> {
     scope: row.scope,
     subject: row.subject,
     periodSeconds: row.period_seconds,
-    maxRequests: row.max_requests === null ? null : Number(row.max_requests),
-    maxTokens: row.max_tokens === null ? null : Number(row.max_tokens),
+    maxRequests: row.max_requests === null ? undefined : Number(row.max_requests),
+    maxTokens: row.max_tokens === null ? undefined : Number(row.max_tokens),
     source: row.source,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   }));
 }
 
-function ruleParams(rule: StoredRule): unknown[] {
+function ruleParams(rule: RuleDefinition): unknown[] {
   return [
     rule.scope,
     rule.subject,
     // Folded in JS, not with SQL lower(), so both implementations derive the same key.
     rule.subject.toLowerCase(),
     rule.periodSeconds,
-    rule.maxRequests,
-    rule.maxTokens,
+    rule.maxRequests ?? null,
+    rule.maxTokens ?? null,
     rule.source,
     rule.createdAt,
     rule.updatedAt,

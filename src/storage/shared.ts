@@ -4,10 +4,10 @@
  */
 
 import { ruleIdentity } from '../ratelimit/rules.ts';
-import type { RuleKey, StoredRule } from './types.ts';
+import type { RuleDefinition, RuleKey } from '../ratelimit/types.ts';
 
 /** Escape character used in every LIKE pattern we build (declared with `ESCAPE '\'`). */
-export const LIKE_ESCAPE = '\\';
+const LIKE_ESCAPE = '\\';
 
 /** Escapes LIKE metacharacters so a user path is matched literally (`_` and `%` are legal in paths). */
 export function escapeLike(value: string): string {
@@ -23,13 +23,12 @@ export function subtreePrefix(prefix: string): string | null {
   return trimmed === '' ? null : trimmed;
 }
 
-
-export function toRuleKey(rule: StoredRule): RuleKey {
+function toRuleKey(rule: RuleDefinition): RuleKey {
   return { scope: rule.scope, subject: rule.subject, periodSeconds: rule.periodSeconds };
 }
 
 /** True when re-seeding `next` over `prev` would change nothing an operator can see. */
-export function sameRuleContent(prev: StoredRule, next: StoredRule): boolean {
+function sameRuleContent(prev: RuleDefinition, next: RuleDefinition): boolean {
   return (
     prev.subject === next.subject &&
     prev.maxRequests === next.maxRequests &&
@@ -39,7 +38,7 @@ export function sameRuleContent(prev: StoredRule, next: StoredRule): boolean {
 
 export interface ReseedPlan {
   /** Config rules to insert after every existing config rule has been deleted. */
-  inserts: StoredRule[];
+  inserts: RuleDefinition[];
   /** Keys that were not written because a manual rule holds them. */
   skipped: RuleKey[];
 }
@@ -48,19 +47,19 @@ export interface ReseedPlan {
  * Decides what `replaceConfigRules` writes, given the rules currently stored. Pure, so both
  * implementations run it inside their own transaction and agree exactly.
  */
-export function planConfigReseed(existing: StoredRule[], rules: StoredRule[]): ReseedPlan {
+export function planConfigReseed(existing: readonly RuleDefinition[], rules: readonly RuleDefinition[]): ReseedPlan {
   const manual = new Set<string>();
-  const oldConfig = new Map<string, StoredRule>();
+  const oldConfig = new Map<string, RuleDefinition>();
   for (const rule of existing) {
     const key = ruleIdentity(rule);
     if (rule.source === 'manual') manual.add(key);
     else oldConfig.set(key, rule);
   }
   // Last declaration of a key wins, mirroring an upsert applied in order.
-  const wanted = new Map<string, StoredRule>();
+  const wanted = new Map<string, RuleDefinition>();
   for (const rule of rules) wanted.set(ruleIdentity(rule), rule);
 
-  const inserts: StoredRule[] = [];
+  const inserts: RuleDefinition[] = [];
   const skipped: RuleKey[] = [];
   for (const [key, rule] of wanted) {
     if (manual.has(key)) {

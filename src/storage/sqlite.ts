@@ -1,18 +1,15 @@
 /**
  * SQLite storage (better-sqlite3). The driver is synchronous; methods still return promises so
- * callers see the one `Storage` interface. Usage inserts, the one write on a steady request path,
- * run in a worker thread (sqlite-usage-writer.ts) with its own connection; everything else runs
- * here. Timestamps are stored as epoch milliseconds (INTEGER): compact, sortable, and exactly
- * what a JS Date holds.
+ * callers see the one `Storage` interface. The one write on a steady request path, usage, comes
+ * from the usage recorder in batches off the request path, one transaction each. Timestamps are
+ * stored as epoch milliseconds (INTEGER): compact, sortable, and exactly what a JS Date holds.
  */
 
 import { mkdirSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { dirname } from 'node:path';
+import Database from 'better-sqlite3';
 import type { Database as Db, Statement } from 'better-sqlite3';
-import { DEFAULT_BUSY_TIMEOUT_MS, isPrivateSqlitePath, openSqlite } from './sqlite-connection.ts';
-import { prepareUsageInsert } from './sqlite-usage-insert.ts';
-import type { UsageBatch, UsageColumns } from './usage-batch.ts';
-import { SqliteUsageWriter } from './sqlite-usage-writer.ts';
+import type { RuleDefinition, RuleKey, Scope } from '../ratelimit/types.ts';
 import { escapeLike, planConfigReseed, subtreePrefix } from './shared.ts';
 import { BATCH_COLUMNS, FILE_COLUMNS, batchFromRow, batchParams, fileFromRow, fileParams } from './object-rows.ts';
 import type { BatchRow, FileRow } from './object-rows.ts';
@@ -20,12 +17,10 @@ import type {
   ApiKeyRecord,
   BatchListQuery,
   BatchRecord,
-  RuleKey,
-  RuleScope,
   Storage,
   StoredFile,
-  StoredRule,
   UsageQuery,
+  UsageRecord,
   UsageSummaryRow,
 } from './types.ts';
 
@@ -126,7 +121,7 @@ interface KeyRow {
 }
 
 interface RuleRow {
-  scope: RuleScope;
+  scope: Scope;
   subject: string;
   period_seconds: number;
   max_requests: number | null;
@@ -163,9 +158,12 @@ interface Statements {
 export interface SqliteStorageOptions {
   /** Database file; its directory is created. `:memory:` gives a private in-memory database. */
   path: string;
-  /** How long a writer waits for another process's lock before failing (ms). */
-  busyTimeoutMs?: number;
 }
+
+const USAGE_COLUMNS =
+  'ts, user_path, provider, model, endpoint, prompt_tokens, completion_tokens, total_tokens, cached, status, latency_ms, api_key_id';
+/** Rows per INSERT statement: a multi-row statement is bound and stepped once for many rows. */
+const USAGE_ROWS_PER_STATEMENT = 32;
 
 const SUMMARY_COLUMNS = `
   provider, model,
@@ -176,26 +174,30 @@ const SUMMARY_COLUMNS = `
   SUM(cached) AS cached_requests`;
 
 export class SqliteStorage implements Storage {
-  readonly kind = 'sqlite' as const;
-  readonly path: string;
   private readonly db: Db;
-  private readonly busyTimeoutMs: number;
-  /** What the writer thread opens: resolved now, as this connection was, whatever the cwd later. */
-  private readonly absolutePath: string;
   private stmts: Statements | undefined;
-  private readonly objectStmts = new Map<string, Statement>();
-  /** Writes usage in a worker thread; created after the migrations, absent for private databases. */
-  private usageWriter: SqliteUsageWriter | undefined;
-  /** In-thread usage insert, for private databases that no second connection can open. */
-  private insertUsageHere: ((batch: UsageColumns) => void) | undefined;
-  private closing: Promise<void> | undefined;
+  /** Statements prepared on first use, cached by their text (files, batches, usage inserts). */
+  private readonly cachedStmts = new Map<string, Statement>();
+  /** One transaction per batch: one commit instead of one per record. */
+  private readonly insertUsageRows: (records: readonly UsageRecord[]) => void;
 
   constructor(options: SqliteStorageOptions) {
-    this.path = options.path;
-    this.busyTimeoutMs = options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS;
-    this.absolutePath = isPrivateSqlitePath(options.path) ? options.path : resolve(options.path);
-    if (!isPrivateSqlitePath(options.path)) mkdirSync(dirname(options.path), { recursive: true });
-    this.db = openSqlite(options.path, this.busyTimeoutMs);
+    const inMemory = options.path === ':memory:' || options.path === '';
+    if (!inMemory) mkdirSync(dirname(options.path), { recursive: true });
+    this.db = new Database(options.path);
+    // WAL lets readers run beside the single writer; NORMAL is durable across process crashes
+    // in WAL mode (only an OS crash can lose the last commits), which fits usage records.
+    this.db.pragma('journal_mode = WAL');
+    this.db.pragma('synchronous = NORMAL');
+    // Another process may hold the write lock on the same file for a moment: wait, don't fail.
+    this.db.pragma('busy_timeout = 5000');
+    this.db.pragma('foreign_keys = ON');
+    this.insertUsageRows = this.db.transaction((records: readonly UsageRecord[]) => {
+      for (let first = 0; first < records.length; first += USAGE_ROWS_PER_STATEMENT) {
+        const rows = records.slice(first, first + USAGE_ROWS_PER_STATEMENT);
+        this.usageInsert(rows.length).run(...rows.flatMap(usageParams));
+      }
+    });
   }
 
   async migrate(): Promise<void> {
@@ -263,11 +265,11 @@ export class SqliteStorage implements Storage {
     return this.s().deleteKey.run(id).changes > 0;
   }
 
-  async listRules(): Promise<StoredRule[]> {
+  async listRules(): Promise<RuleDefinition[]> {
     return this.s().listRules.all().map(ruleFromRow);
   }
 
-  async upsertRule(rule: StoredRule): Promise<void> {
+  async upsertRule(rule: RuleDefinition): Promise<void> {
     this.writeRule(rule);
   }
 
@@ -276,7 +278,7 @@ export class SqliteStorage implements Storage {
       .changes > 0;
   }
 
-  async replaceConfigRules(rules: StoredRule[]): Promise<RuleKey[]> {
+  async replaceConfigRules(rules: readonly RuleDefinition[]): Promise<RuleKey[]> {
     const stmts = this.s();
     return this.db
       .transaction(() => {
@@ -288,20 +290,11 @@ export class SqliteStorage implements Storage {
       .immediate();
   }
 
-  /** Resolves once the batch is committed in one transaction; rejects when that is not confirmed. */
-  async insertUsage(batch: UsageBatch): Promise<void> {
-    if (batch.size === 0) return;
+  async insertUsage(records: readonly UsageRecord[]): Promise<void> {
     this.s();
-    const columns = batch.columns();
-    if (this.usageWriter) return this.usageWriter.insert(columns);
-    this.insertUsageHere?.(columns);
+    if (records.length > 0) this.insertUsageRows(records);
   }
 
-  /**
-   * Sees every batch whose insertUsage resolved: the writer thread committed it, and this
-   * connection holds no read transaction across calls (statements run to completion, no
-   * iterate()), so each query starts from the latest WAL snapshot.
-   */
   async summarizeUsage(query: UsageQuery): Promise<UsageSummaryRow[]> {
     const prefix = subtreePrefix(query.userPathPrefix);
     const from = query.from.getTime();
@@ -322,27 +315,27 @@ export class SqliteStorage implements Storage {
   }
 
   async insertFile(file: StoredFile): Promise<void> {
-    this.objectStmt(`INSERT INTO files (${FILE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(...fileParams(file, epochMs));
+    this.cachedStmt(`INSERT INTO files (${FILE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(...fileParams(file, epochMs));
   }
 
   async getFile(id: string): Promise<StoredFile | undefined> {
-    const row = this.objectStmt(`SELECT ${FILE_COLUMNS} FROM files WHERE id = ?`).get(id) as FileRow<number> | undefined;
+    const row = this.cachedStmt(`SELECT ${FILE_COLUMNS} FROM files WHERE id = ?`).get(id) as FileRow<number> | undefined;
     return row === undefined ? undefined : fileFromRow(row, fromEpochMs);
   }
 
   async insertBatch(batch: BatchRecord): Promise<void> {
     const marks = BATCH_COLUMNS.split(',').map(() => '?').join(', ');
-    this.objectStmt(`INSERT INTO batches (${BATCH_COLUMNS}) VALUES (${marks})`).run(...batchParams(batch, epochMs));
+    this.cachedStmt(`INSERT INTO batches (${BATCH_COLUMNS}) VALUES (${marks})`).run(...batchParams(batch, epochMs));
   }
 
   async updateBatch(batch: BatchRecord): Promise<boolean> {
     const [id, ...rest] = batchParams(batch, epochMs);
     const set = BATCH_COLUMNS.split(',').slice(1).map((c) => `${c.trim()} = ?`).join(', ');
-    return this.objectStmt(`UPDATE batches SET ${set} WHERE id = ?`).run(...rest, id).changes > 0;
+    return this.cachedStmt(`UPDATE batches SET ${set} WHERE id = ?`).run(...rest, id).changes > 0;
   }
 
   async getBatch(id: string): Promise<BatchRecord | undefined> {
-    const row = this.objectStmt(`SELECT ${BATCH_COLUMNS} FROM batches WHERE id = ?`).get(id) as BatchRow<number> | undefined;
+    const row = this.cachedStmt(`SELECT ${BATCH_COLUMNS} FROM batches WHERE id = ?`).get(id) as BatchRow<number> | undefined;
     return row === undefined ? undefined : batchFromRow(row, fromEpochMs);
   }
 
@@ -360,43 +353,38 @@ export class SqliteStorage implements Storage {
       params.push(query.after);
     }
     const sql = `SELECT ${BATCH_COLUMNS} FROM batches ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY seq DESC LIMIT ?`;
-    const rows = this.objectStmt(sql).all(...params, query.limit) as BatchRow<number>[];
+    const rows = this.cachedStmt(sql).all(...params, query.limit) as BatchRow<number>[];
     return rows.map((row) => batchFromRow(row, fromEpochMs));
   }
 
-  /** Statements of the files/batches methods, prepared on first use and cached by their text. */
-  private objectStmt(sql: string): Statement {
+  /** Idempotent. */
+  async close(): Promise<void> {
+    if (this.db.open) this.db.close();
+  }
+
+  private cachedStmt(sql: string): Statement {
     this.s();
-    let stmt = this.objectStmts.get(sql);
+    let stmt = this.cachedStmts.get(sql);
     if (stmt === undefined) {
       stmt = this.db.prepare(sql);
-      this.objectStmts.set(sql, stmt);
+      this.cachedStmts.set(sql, stmt);
     }
     return stmt;
   }
 
-  /** Waits for pending usage batches to commit, ends the writer thread, then closes. Idempotent. */
-  close(): Promise<void> {
-    this.closing ??= this.shutdown();
-    return this.closing;
+  private usageInsert(rows: number): Statement {
+    const row = `(${USAGE_COLUMNS.split(',').map(() => '?').join(', ')})`;
+    return this.cachedStmt(`INSERT INTO usage_records (${USAGE_COLUMNS}) VALUES ${new Array(rows).fill(row).join(', ')}`);
   }
 
-  private async shutdown(): Promise<void> {
-    try {
-      await this.usageWriter?.close();
-    } finally {
-      if (this.db.open) this.db.close();
-    }
-  }
-
-  private writeRule(rule: StoredRule): void {
+  private writeRule(rule: RuleDefinition): void {
     this.s().upsertRule.run(
       rule.scope,
       rule.subject,
       rule.subject.toLowerCase(),
       rule.periodSeconds,
-      rule.maxRequests,
-      rule.maxTokens,
+      rule.maxRequests ?? null,
+      rule.maxTokens ?? null,
       rule.source,
       rule.createdAt.getTime(),
       rule.updatedAt.getTime(),
@@ -454,22 +442,27 @@ export class SqliteStorage implements Storage {
          GROUP BY provider, model ORDER BY provider, model`,
       ),
     };
-    // A private database exists only on this connection, so its usage is written here.
-    if (isPrivateSqlitePath(this.path)) this.insertUsageHere = prepareUsageInsert(db);
-    else this.usageWriter = new SqliteUsageWriter({ path: this.absolutePath, busyTimeoutMs: this.busyTimeoutMs });
   }
 }
 
 const epochMs = (d: Date): number => d.getTime();
 const fromEpochMs = (ms: number): Date => new Date(ms);
 
-function ruleFromRow(row: RuleRow): StoredRule {
+/** Parameters in USAGE_COLUMNS order. */
+function usageParams(r: UsageRecord): Array<string | number | null> {
+  return [
+    r.timestampMs, r.userPath, r.provider, r.model, r.endpoint, r.promptTokens, r.completionTokens,
+    r.totalTokens, r.cached ? 1 : 0, r.status, Math.round(r.latencyMs), r.apiKeyId,
+  ];
+}
+
+function ruleFromRow(row: RuleRow): RuleDefinition {
   return {
     scope: row.scope,
     subject: row.subject,
     periodSeconds: row.period_seconds,
-    maxRequests: row.max_requests,
-    maxTokens: row.max_tokens,
+    maxRequests: row.max_requests ?? undefined,
+    maxTokens: row.max_tokens ?? undefined,
     source: row.source,
     createdAt: new Date(row.created_at),
     updatedAt: new Date(row.updated_at),

@@ -4,7 +4,7 @@
  * storage: keys and rules are loaded into memory at start-up, usage is written in batches.
  */
 
-import type { UsageBatch } from './usage-batch.ts';
+import type { RuleDefinition, RuleKey } from '../ratelimit/types.ts';
 
 export interface ApiKeyRecord {
   id: string;
@@ -16,26 +16,7 @@ export interface ApiKeyRecord {
   createdAt: Date;
 }
 
-export type RuleScope = 'user_path' | 'provider' | 'model';
-
-export interface StoredRule {
-  scope: RuleScope;
-  subject: string;
-  periodSeconds: number;
-  maxRequests: number | null;
-  maxTokens: number | null;
-  source: 'manual' | 'config';
-  createdAt: Date;
-  updatedAt: Date;
-}
-
-/** Identity of a rule: subject compared case-insensitively. */
-export interface RuleKey {
-  scope: RuleScope;
-  subject: string;
-  periodSeconds: number;
-}
-
+/** One request's usage, as the recorder hands it to storage. */
 export interface UsageRecord {
   /** When the request started, epoch milliseconds. */
   timestampMs: number;
@@ -141,7 +122,6 @@ export interface BatchListQuery {
 }
 
 export interface Storage {
-  readonly kind: 'sqlite' | 'postgres';
   /** Applies pending schema migrations; idempotent. */
   migrate(): Promise<void>;
 
@@ -150,9 +130,9 @@ export interface Storage {
   /** Returns false when no such key exists. */
   deleteApiKey(id: string): Promise<boolean>;
 
-  listRules(): Promise<StoredRule[]>;
+  listRules(): Promise<RuleDefinition[]>;
   /** Inserts or updates by key (scope, lower(subject), periodSeconds); keeps createdAt on update. */
-  upsertRule(rule: StoredRule): Promise<void>;
+  upsertRule(rule: RuleDefinition): Promise<void>;
   /** Returns false when no such rule exists. */
   deleteRule(key: RuleKey): Promise<boolean>;
   /**
@@ -162,10 +142,13 @@ export interface Storage {
    * under an existing key keeps its createdAt (and its updatedAt when nothing changed), so
    * restarts do not rewrite history.
    */
-  replaceConfigRules(rules: StoredRule[]): Promise<RuleKey[]>;
+  replaceConfigRules(rules: readonly RuleDefinition[]): Promise<RuleKey[]>;
 
-  /** Writes a whole batch (see usage-batch.ts), in one transaction where the database has them. */
-  insertUsage(batch: UsageBatch): Promise<void>;
+  /**
+   * Writes the records in one transaction: all of them or, when it rejects, none. The recorder
+   * calls it off the request path with batches of a bounded size.
+   */
+  insertUsage(records: readonly UsageRecord[]): Promise<void>;
   summarizeUsage(query: UsageQuery): Promise<UsageSummaryRow[]>;
 
   /** Throws on a duplicate id. */

@@ -5,7 +5,6 @@
  */
 
 import type { Storage, UsageRecord } from '../storage/types.ts';
-import { UsageBatch } from '../storage/usage-batch.ts';
 
 export interface UsageRecorderOptions {
   /** False (USAGE_ENABLED=false): `record` is a no-op and nothing is written. Default true. */
@@ -45,12 +44,8 @@ export class UsageRecorder {
   private readonly batchSize: number;
   private readonly maxBuffered: number;
   private readonly onError: (err: Error) => void;
-  /** Full batches waiting to be written, oldest first. */
-  private queue: UsageBatch[] = [];
-  /** Records in `queue`. */
-  private queued = 0;
-  /** The batch that `record()` fills; it joins the queue when full or when a flush takes it. */
-  private filling: UsageBatch;
+  /** Records not yet taken by a flush, oldest first. */
+  private buffer: UsageRecord[] = [];
   /** Records taken by the flush in progress (counted against the bound). */
   private inFlight = 0;
   /** Flushes run one after another; this is the tail of that chain. */
@@ -69,7 +64,6 @@ export class UsageRecorder {
     this.batchSize = Math.max(1, Math.trunc(options.batchSize ?? 500));
     this.maxBuffered = Math.max(this.batchSize, Math.trunc(options.maxBuffered ?? 100_000));
     this.onError = options.onError ?? (() => {});
-    this.filling = new UsageBatch(this.batchSize);
     if (this.enabled) {
       this.timer = setInterval(() => this.backgroundFlush(true), options.flushIntervalMs ?? 1000);
       // A pending flush must not keep the process alive; shutdown calls close() explicitly.
@@ -77,22 +71,20 @@ export class UsageRecorder {
     }
   }
 
-  /** Queues a record: its fields are copied, the object is not kept. Never awaits, never throws, does no I/O. */
+  /**
+   * Queues a record; the object is kept until written, so the caller must not change it later.
+   * Never awaits, never throws, does no I/O.
+   */
   record(r: UsageRecord): void {
     if (!this.enabled) return;
-    this.filling.add(r);
-    if (this.filling.size < this.batchSize) {
-      if (this.queued + this.filling.size + this.inFlight > this.maxBuffered) this.enforceBound();
-      return;
-    }
-    this.enqueueFilling();
-    this.enforceBound();
-    if (!this.failing) this.backgroundFlush(false);
+    this.buffer.push(r);
+    if (this.pending > this.maxBuffered) this.enforceBound();
+    if (this.buffer.length >= this.batchSize && !this.failing) this.backgroundFlush(false);
   }
 
-  /** Records waiting to be written (including a batch being written right now). */
+  /** Records waiting to be written (including those being written right now). */
   get pending(): number {
-    return this.queued + this.filling.size + this.inFlight;
+    return this.buffer.length + this.inFlight;
   }
 
   /** Records dropped because the buffer overflowed. */
@@ -108,17 +100,6 @@ export class UsageRecorder {
     return this.enqueueFlush(true);
   }
 
-  /**
-   * `partial`: also write the batch still being filled. A flush triggered by a full batch does
-   * not: under load that batch holds a record or two, and writing it would double the number of
-   * messages to the writer thread and of commits.
-   */
-  private enqueueFlush(partial: boolean): Promise<void> {
-    const run = this.tail.then(() => this.drain(partial));
-    this.tail = run.catch(() => {});
-    return run;
-  }
-
   /** Stops the timer and flushes. Records recorded later are kept until an explicit flush(). */
   async close(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
@@ -126,44 +107,48 @@ export class UsageRecorder {
     await this.flush();
   }
 
+  /**
+   * `partial`: also write the last, incomplete batch. A flush triggered by a full batch does
+   * not: under load that remainder holds a record or two, and writing it would double the
+   * number of commits. The timer writes it within the flush interval.
+   */
+  private enqueueFlush(partial: boolean): Promise<void> {
+    const run = this.tail.then(() => this.drain(partial));
+    this.tail = run.catch(() => {});
+    return run;
+  }
+
   /** Timer / full-batch trigger: at most one queued flush, so retries do not pile up. */
   private backgroundFlush(partial: boolean): void {
-    if (this.flushQueued || this.pending === this.inFlight) return;
+    if (this.flushQueued || this.buffer.length === 0) return;
     this.flushQueued = true;
     void this.enqueueFlush(partial).finally(() => {
       this.flushQueued = false;
     });
   }
 
-  private enqueueFilling(): void {
-    if (this.filling.size === 0) return;
-    this.queue.push(this.filling);
-    this.queued += this.filling.size;
-    this.filling = new UsageBatch(this.batchSize);
-  }
-
   private async drain(partial: boolean): Promise<void> {
     this.reportDrops();
-    // Take everything queued so far; records arriving meanwhile go to a fresh batch.
-    if (partial) this.enqueueFilling();
-    const batches = this.queue;
-    this.queue = [];
-    this.inFlight = this.queued;
-    this.queued = 0;
+    // Take what is queued so far; records arriving meanwhile wait for the next flush.
+    const count = partial ? this.buffer.length : this.buffer.length - (this.buffer.length % this.batchSize);
+    const taken = this.buffer.splice(0, count);
+    this.inFlight = taken.length;
     let done = 0;
     try {
-      for (; done < batches.length; done++) {
-        const batch = batches[done]!;
+      while (done < taken.length) {
+        const batch = taken.slice(done, done + this.batchSize);
         await this.storage.insertUsage(batch);
-        this.inFlight -= batch.size;
+        done += batch.length;
+        this.inFlight -= batch.length;
+        // A synchronous driver (SQLite) writes on this thread: let requests run between batches
+        // when a backlog is written after an outage.
+        if (done < taken.length) await new Promise<void>((resolve) => setImmediate(resolve));
       }
       this.failing = false;
     } catch (err) {
       this.failing = true;
       // Put the unwritten rest back in front of newer records, preserving order.
-      const rest = batches.slice(done);
-      this.queue = rest.concat(this.queue);
-      for (const batch of rest) this.queued += batch.size;
+      this.buffer = taken.slice(done).concat(this.buffer);
       this.report(toError(err, 'usage write failed; records kept for retry'));
     } finally {
       this.inFlight = 0;
@@ -173,24 +158,16 @@ export class UsageRecorder {
   }
 
   /**
-   * Drops the oldest whole batches while over the bound: at least a batch at a time, so a long
-   * storage outage costs one drop per batch of records, not work on every record().
+   * Drops the oldest records while over the bound, at least a batch at a time, so a long storage
+   * outage costs one drop per batch of records, not work on every record().
    */
   private enforceBound(): void {
-    while (this.queued + this.filling.size + this.inFlight > this.maxBuffered) {
-      const oldest = this.queue.shift();
-      let dropped: number;
-      if (oldest !== undefined) {
-        dropped = oldest.size;
-        this.queued -= dropped;
-      } else {
-        dropped = this.filling.size;
-        if (dropped === 0) return;
-        this.filling = new UsageBatch(this.batchSize);
-      }
-      this.droppedTotal += dropped;
-      this.unreportedDrops += dropped;
-    }
+    const over = this.pending - this.maxBuffered;
+    if (over <= 0) return;
+    const dropped = Math.min(this.buffer.length, Math.max(over, this.batchSize));
+    this.buffer.splice(0, dropped);
+    this.droppedTotal += dropped;
+    this.unreportedDrops += dropped;
   }
 
   private reportDrops(): void {

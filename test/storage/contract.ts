@@ -5,8 +5,8 @@
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { ApiKeyRecord, BatchRecord, Storage, StoredFile, StoredRule, UsageRecord } from '../../src/storage/types.ts';
-import { UsageBatch } from '../../src/storage/usage-batch.ts';
+import type { RuleDefinition } from '../../src/ratelimit/types.ts';
+import type { ApiKeyRecord, BatchRecord, Storage, StoredFile, UsageRecord } from '../../src/storage/types.ts';
 
 /** The storage plus introspection the implementations expose for tests. */
 export type InspectableStorage = Storage & {
@@ -28,13 +28,13 @@ export interface Harness {
 const T0 = new Date('2025-01-01T00:00:00.000Z');
 const at = (seconds: number): Date => new Date(T0.getTime() + seconds * 1000);
 
-function rule(overrides: Partial<StoredRule> = {}): StoredRule {
+function rule(overrides: Partial<RuleDefinition> = {}): RuleDefinition {
   return {
     scope: 'user_path',
     subject: '/team',
     periodSeconds: 60,
     maxRequests: 100,
-    maxTokens: null,
+    maxTokens: undefined,
     source: 'manual',
     createdAt: at(0),
     updatedAt: at(0),
@@ -42,7 +42,8 @@ function rule(overrides: Partial<StoredRule> = {}): StoredRule {
   };
 }
 
-function usage(overrides: Partial<UsageRecord> = {}): UsageRecord {
+/** A usage record of the contract's fixed time window; shared with the backend-specific tests. */
+export function usage(overrides: Partial<UsageRecord> = {}): UsageRecord {
   return {
     timestampMs: at(10).getTime(),
     userPath: '/a',
@@ -188,7 +189,7 @@ export function storageContract(name: string, harness: Harness): void {
         // Same subject, other period or scope: distinct rules.
         await storage.upsertRule(rule({ periodSeconds: 3600 }));
         await storage.upsertRule(rule({ scope: 'model', subject: 'openai/gpt-4o', periodSeconds: 0, maxRequests: 2 }));
-        await storage.upsertRule(rule({ scope: 'provider', subject: 'openai', maxRequests: null, maxTokens: 9_000_000_000 }));
+        await storage.upsertRule(rule({ scope: 'provider', subject: 'openai', maxRequests: undefined, maxTokens: 9_000_000_000 }));
         const listed = await storage.listRules();
         assert.deepEqual(
           listed.map((r) => [r.scope, r.subject, r.periodSeconds]),
@@ -201,7 +202,7 @@ export function storageContract(name: string, harness: Harness): void {
         );
         // Caps beyond 32 bits survive as numbers.
         assert.equal(listed[1]?.maxTokens, 9_000_000_000);
-        assert.equal(listed[1]?.maxRequests, null);
+        assert.equal(listed[1]?.maxRequests, undefined);
       });
     });
 
@@ -262,8 +263,8 @@ export function storageContract(name: string, harness: Harness): void {
 
     it('inserts usage and summarises by user-path subtree', async () => {
       await withStorage(harness, async (storage) => {
-        await storage.insertUsage(UsageBatch.from([]));
-        await storage.insertUsage(UsageBatch.from([
+        await storage.insertUsage([]);
+        await storage.insertUsage([
           usage({ userPath: '/a' }),
           usage({ userPath: '/a/b', promptTokens: 1, completionTokens: 2, totalTokens: 3, cached: true }),
           usage({ userPath: '/A/c', model: 'other' }),
@@ -272,7 +273,7 @@ export function storageContract(name: string, harness: Harness): void {
           usage({ userPath: '/a', timestampMs: at(1000).getTime() }), // outside the window
           usage({ userPath: '/a_x' }),
           usage({ userPath: '/a%y/z' }),
-        ]));
+        ]);
         const window = { from: at(0), to: at(1000) }; // `to` is exclusive
 
         const a = await storage.summarizeUsage({ userPathPrefix: '/a', ...window });
@@ -327,7 +328,7 @@ export function storageContract(name: string, harness: Harness): void {
         const records = Array.from({ length: 2500 }, (_, i) =>
           usage({ userPath: `/bulk/${i % 10}`, totalTokens: 2, latencyMs: i + 0.4, apiKeyId: 'k1' }),
         );
-        await storage.insertUsage(UsageBatch.from(records));
+        await storage.insertUsage(records);
         const rows = await storage.summarizeUsage({ userPathPrefix: '/bulk', from: at(0), to: at(100) });
         assert.equal(rows[0]?.requests, 2500);
         assert.equal(rows[0]?.totalTokens, 5000);
@@ -392,7 +393,7 @@ export function storageContract(name: string, harness: Harness): void {
       const first = await store.open();
       await first.insertApiKey(key('k1'));
       await first.upsertRule(rule());
-      await first.insertUsage(UsageBatch.from([usage()]));
+      await first.insertUsage([usage()]);
       await first.close();
 
       const second = await store.open();

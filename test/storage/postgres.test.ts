@@ -87,7 +87,7 @@ if (skip) {
       await resetSchema();
       const storage = await openStorage({ type: 'postgres', sqlite: { path: 'unused' }, postgres: { url: testUrl } });
       try {
-        assert.equal(storage.kind, 'postgres');
+        assert.ok(storage instanceof PostgresStorage);
         assert.deepEqual(await storage.listRules(), []);
         assert.deepEqual(await storage.listApiKeys(), []);
       } finally {

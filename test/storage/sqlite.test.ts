@@ -5,8 +5,9 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { openStorage } from '../../src/storage/index.ts';
 import { SqliteStorage } from '../../src/storage/sqlite.ts';
-import { UsageBatch } from '../../src/storage/usage-batch.ts';
-import { storageContract } from './contract.ts';
+import type { UsageRecord } from '../../src/storage/types.ts';
+import { UsageRecorder } from '../../src/usage/recorder.ts';
+import { storageContract, usage } from './contract.ts';
 import type { InspectableStorage } from './contract.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'floodgate-sqlite-'));
@@ -28,14 +29,90 @@ storageContract('sqlite', {
   },
 });
 
+/** A record with a NULL in a NOT NULL column, as a buggy caller could produce. */
+const invalid = (): UsageRecord => usage({ userPath: null as unknown as string });
+
+/** Stored usage records (all time) at or below `prefix`. */
+async function countUsage(storage: SqliteStorage, prefix = '/'): Promise<number> {
+  const rows = await storage.summarizeUsage({ userPathPrefix: prefix, from: new Date(0), to: new Date(8.64e15) });
+  return rows.reduce((n, row) => n + row.requests, 0);
+}
+
+async function openFresh(): Promise<SqliteStorage> {
+  const storage = new SqliteStorage({ path: join(root, `usage-${++counter}`, 'floodgate.db') });
+  await storage.migrate();
+  return storage;
+}
+
+describe('SqliteStorage usage', () => {
+  it('makes a batch visible to summarizeUsage as soon as insertUsage resolves', async () => {
+    const storage = await openFresh();
+    try {
+      assert.equal(await countUsage(storage), 0);
+      for (let i = 1; i <= 3; i++) {
+        await storage.insertUsage(Array.from({ length: 100 }, () => usage({ userPath: `/seq/${i}` })));
+        assert.equal(await countUsage(storage, '/seq'), i * 100);
+        assert.equal(await countUsage(storage, `/seq/${i}`), 100);
+      }
+      // The GET /v1/usage sequence: flush the recorder, then summarise.
+      const recorder = new UsageRecorder(storage, { flushIntervalMs: 60_000, batchSize: 7 });
+      for (let i = 0; i < 20; i++) recorder.record(usage({ userPath: '/recorded', totalTokens: 3 }));
+      await recorder.flush();
+      assert.equal(recorder.pending, 0);
+      const [row] = await storage.summarizeUsage({ userPathPrefix: '/recorded', from: new Date(0), to: new Date(8.64e15) });
+      assert.equal(row?.requests, 20);
+      assert.equal(row?.totalTokens, 60);
+      await recorder.close();
+    } finally {
+      await storage.close();
+    }
+  });
+
+  it('rejects a failed insert with the SQLite error, writes none of that batch, and goes on writing', async () => {
+    const storage = await openFresh();
+    try {
+      await assert.rejects(
+        storage.insertUsage([usage({ userPath: '/bad' }), invalid()]),
+        (err: Error & { code?: string }) => {
+          assert.match(err.message, /NOT NULL constraint failed: usage_records\.user_path/);
+          assert.equal(err.code, 'SQLITE_CONSTRAINT_NOTNULL');
+          return true;
+        },
+      );
+      assert.equal(await countUsage(storage, '/bad'), 0);
+      await storage.insertUsage([usage({ userPath: '/good' })]);
+      assert.equal(await countUsage(storage), 1);
+    } finally {
+      await storage.close();
+    }
+  });
+
+  it('lets UsageRecorder keep the records of a rejected batch for its retry', async () => {
+    const storage = await openFresh();
+    const errors: Error[] = [];
+    const recorder = new UsageRecorder(storage, { flushIntervalMs: 60_000, onError: (err) => errors.push(err) });
+    try {
+      recorder.record(usage({ userPath: '/kept' }));
+      recorder.record(invalid());
+      await recorder.flush();
+      assert.equal(recorder.pending, 2);
+      assert.match(errors[0]?.message ?? '', /NOT NULL constraint failed/);
+      assert.equal(await countUsage(storage), 0);
+    } finally {
+      await recorder.close(); // fails again; the records stay queued
+      await storage.close();
+    }
+  });
+});
+
 describe('SqliteStorage specifics', () => {
   it('uses WAL mode and creates the database file', async () => {
     const path = join(root, 'wal', 'db.sqlite');
     const storage = await openStorage({ type: 'sqlite', sqlite: { path } });
     try {
-      assert.equal(storage.kind, 'sqlite');
+      assert.ok(storage instanceof SqliteStorage);
       assert.ok(existsSync(path));
-      await storage.insertUsage(new UsageBatch());
+      await storage.insertUsage([]);
       assert.ok(existsSync(`${path}-wal`));
     } finally {
       await storage.close();

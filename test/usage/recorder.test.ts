@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { describe, it, mock } from 'node:test';
 import { UsageBufferOverflowError, UsageRecorder } from '../../src/usage/recorder.ts';
 import type { UsageRecord } from '../../src/storage/types.ts';
-import type { UsageBatch } from '../../src/storage/usage-batch.ts';
 
 function rec(n: number): UsageRecord {
   return {
@@ -32,14 +31,14 @@ class FakeSink {
     return this.batches.flat().map((r) => r.promptTokens);
   }
 
-  async insertUsage(batch: UsageBatch): Promise<void> {
+  async insertUsage(records: readonly UsageRecord[]): Promise<void> {
     this.calls++;
     if (this.gate) await this.gate;
     if (this.failNext > 0) {
       this.failNext--;
       throw new Error('database is down');
     }
-    this.batches.push(batch.records());
+    this.batches.push([...records]);
   }
 }
 
@@ -84,13 +83,38 @@ describe('UsageRecorder', () => {
     await recorder.close();
   });
 
-  it('flushes on the timer', async () => {
+  it('lets the event loop run between the batches of a backlog', async () => {
     const sink = new FakeSink();
-    const recorder = new UsageRecorder(sink, { flushIntervalMs: 20 });
-    recorder.record(rec(1));
-    await new Promise((r) => setTimeout(r, 80));
-    assert.deepEqual(sink.written, [1]);
+    const recorder = new UsageRecorder(sink, { batchSize: 10, flushIntervalMs: 60_000 });
+    sink.failNext = 1;
+    for (const n of range(0, 10)) recorder.record(rec(n)); // this background flush fails
+    await new Promise((r) => setImmediate(r));
+    for (const n of range(10, 50)) recorder.record(rec(n));
+    const flushed = recorder.flush();
+    let callsSeenByOtherWork = -1;
+    setImmediate(() => (callsSeenByOtherWork = sink.calls));
+    await flushed;
+    assert.deepEqual(sink.written, range(0, 50));
+    assert.ok(callsSeenByOtherWork > 1 && callsSeenByOtherWork < sink.calls, `other work ran after ${callsSeenByOtherWork} of ${sink.calls} writes`);
     await recorder.close();
+  });
+
+  it('flushes on the timer', async () => {
+    mock.timers.enable({ apis: ['setInterval'] });
+    try {
+      const sink = new FakeSink();
+      const recorder = new UsageRecorder(sink, { flushIntervalMs: 1000 });
+      recorder.record(rec(1));
+      mock.timers.tick(999);
+      await new Promise((r) => setImmediate(r));
+      assert.deepEqual(sink.written, []);
+      mock.timers.tick(1);
+      await new Promise((r) => setImmediate(r));
+      assert.deepEqual(sink.written, [1]);
+      await recorder.close();
+    } finally {
+      mock.timers.reset();
+    }
   });
 
   it('keeps records when a write fails and retries them first on the next flush', async () => {
