@@ -5,7 +5,6 @@ export type { BreachedLimit } from './rules.ts';
 export { canonicalKey, messageSubject, ruleIdentity } from './rules.ts';
 export type { RateLimitHeaderData, RateLimitTriple } from './headers.ts';
 export type { RuleStatus, UserPathUsage } from './status.ts';
-export { formatTimestamp } from './status.ts';
 export type { CounterHandle, CounterRule, CounterStore } from './store.ts';
 export { CounterSnapshot, MemoryCounterStore } from './store.ts';
 export { retryAfterSeconds, slidingEstimate, windowStart } from './window.ts';

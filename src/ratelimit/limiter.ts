@@ -10,8 +10,8 @@ import { RuleIndex } from './rule-index.ts';
 import type { BreachedLimit } from './rules.ts';
 import { canonicalKey, compareRules, CompiledRule, ruleKeyString } from './rules.ts';
 import type { RuleStatus, UserPathUsage } from './status.ts';
-import { isExhausted, ruleStatus } from './status.ts';
-import type { CounterStore } from './store.ts';
+import { ruleStatus, userPathUsage } from './status.ts';
+import type { CounterRow, CounterStore } from './store.ts';
 import { CounterSnapshot, MemoryCounterStore } from './store.ts';
 import type { Clock, RuleDefinition, RuleKey } from './types.ts';
 import { systemClock } from './types.ts';
@@ -327,23 +327,23 @@ export class RateLimiter {
   // ---------------------------------------------------------------- status
 
   /** Every rule with its live counters, sorted by scope, subject, period_seconds. */
-  status(nowMs: number = this.clock.now()): RuleStatus[] {
+  status(): RuleStatus[] {
     const rules = [...this.index.byKey.values()].sort((a, b) => compareRules(a.definition, b.definition));
-    return this.statusOf(rules, Math.floor(nowMs / 1000));
+    const rows = this.read(rules, this.nowSeconds());
+    return rules.map((rule, i) => ruleStatus(rule, rows[i]!));
   }
 
   /**
    * The user-path rules governing `userPath` (its own and its ancestors', root first),
-   * with their counters and whether each would refuse a request now.
-   * Throws RangeError if the path is invalid.
+   * with their counters, how much of each cap is used, when each window resets and
+   * whether each would refuse a request now. Throws RangeError if the path is invalid.
    */
-  usageFor(userPath: string, nowMs: number = this.clock.now()): UserPathUsage[] {
+  usageFor(userPath: string): UserPathUsage[] {
     const rules: CompiledRule[] = [];
     this.index.collectUserPath(normalizedLowerPath(userPath), rules);
-    return this.statusOf(rules, Math.floor(nowMs / 1000)).map((status) => ({
-      ...status,
-      exhausted: isExhausted(status, this.enforceTokens),
-    }));
+    const now = this.nowSeconds();
+    const rows = this.read(rules, now);
+    return rules.map((rule, i) => userPathUsage(rule, rows[i]!, now, this.enforceTokens));
   }
 
   // ---------------------------------------------------------------- internals
@@ -356,10 +356,11 @@ export class RateLimiter {
     return new CompiledRule(rule, key, this.store.counter(key), this.enforceTokens);
   }
 
-  private statusOf(rules: readonly CompiledRule[], nowSeconds: number): RuleStatus[] {
+  /** The rules' counters at `nowSeconds`, read without changing them (row i is rule i). */
+  private read(rules: readonly CompiledRule[], nowSeconds: number): readonly CounterRow[] {
     const snapshot = new CounterSnapshot(rules.length);
     this.store.read(rules, nowSeconds, snapshot);
-    return rules.map((rule, i) => ruleStatus(rule, snapshot.rows[i]!));
+    return snapshot.rows;
   }
 
   private invalidate(): void {
