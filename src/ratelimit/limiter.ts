@@ -1,6 +1,6 @@
 /**
- * The rate-limit engine's facade: rule management, admission, token charging, probing
- * and status. Pure: no I/O, no timers, no logging. Time comes from a Clock, counters
+ * The rate-limit engine's facade: rule management, admission, token charging and
+ * status. Pure: no I/O, no timers, no logging. Time comes from a Clock, counters
  * live in a CounterStore.
  */
 import type { RateLimitHeaderData } from './headers.ts';
@@ -10,11 +10,10 @@ import { RuleIndex } from './rule-index.ts';
 import type { BreachedLimit } from './rules.ts';
 import { canonicalKey, compareRules, CompiledRule, ruleKeyString } from './rules.ts';
 import type { RuleStatus, UserPathUsage } from './status.ts';
-import { isExhausted, ruleStatus } from './status.ts';
-import type { CounterStore } from './store.ts';
+import { ruleStatus, userPathUsage } from './status.ts';
+import type { CounterRow, CounterStore } from './store.ts';
 import { CounterSnapshot, MemoryCounterStore } from './store.ts';
 import type { Clock, RuleDefinition, RuleKey } from './types.ts';
-import { systemClock } from './types.ts';
 import { retryAfterSeconds } from './window.ts';
 
 /** What a request is: any of its user path, the provider instance called and the model executed. */
@@ -36,7 +35,9 @@ export interface AdmitOptions {
 }
 
 export interface RateLimiterOptions {
+  /** Default: the system clock. */
   readonly clock?: Clock;
+  /** Where counters live. Default: in this process's memory (MemoryCounterStore). */
   readonly store?: CounterStore;
   /** Enforce token caps at admission. False when usage tracking is off (token rules are then inert). Default true. */
   readonly enforceTokens?: boolean;
@@ -78,13 +79,8 @@ export interface AdmissionRefusal {
 
 export type AdmissionResult = AdmissionTicket | AdmissionRefusal;
 
-export type ProbeResult =
-  | { readonly ok: true }
-  | { readonly ok: false; readonly retryAfterSeconds: number; readonly breach: BreachedLimit };
-
 /** Returned whenever no rule applies: nothing to release, no headers, no allocation. */
 const NO_OP_TICKET: AdmissionTicket = Object.freeze({ ok: true as const, headers: undefined, holdsSlots: false, release(): void {}, releaseTargetSlots(): void {} });
-const PROBE_OK: ProbeResult = Object.freeze({ ok: true as const });
 
 /** Most distinct lookups cached before the cache starts over. */
 const MATCH_CACHE_LIMIT = 10_000;
@@ -197,7 +193,7 @@ export class RateLimiter {
   private snapshot = new CounterSnapshot(16);
 
   constructor(options: RateLimiterOptions = {}) {
-    this.clock = options.clock ?? systemClock;
+    this.clock = options.clock ?? { now: Date.now };
     this.store = options.store ?? new MemoryCounterStore();
     this.enforceTokens = options.enforceTokens ?? true;
   }
@@ -209,10 +205,6 @@ export class RateLimiter {
   /** Whether any rule has a token cap (for the "token rules without usage tracking" warning). */
   get hasTokenRules(): boolean {
     return this.index.hasTokenRules;
-  }
-
-  get tokensEnforced(): boolean {
-    return this.enforceTokens;
   }
 
   // ---------------------------------------------------------------- admission
@@ -235,21 +227,6 @@ export class RateLimiter {
     const headers = successHeaders(rules, snapshot, now);
     if (plan.firstSlot < 0) return headers === undefined ? NO_OP_TICKET : new HeldTicket(this.store, plan.slots, 0, headers);
     return new HeldTicket(this.store, plan.slots, snapshot.rows[plan.firstSlot]!.generation, headers);
-  }
-
-  /**
-   * Would a request to this provider/model be admitted now? Side-effect free; used by
-   * routing to skip saturated targets. Considers provider and model rules only.
-   */
-  probe(target: { readonly provider: string; readonly model: string }): ProbeResult {
-    if (this.index.size === 0) return PROBE_OK;
-    const rules = this.matchSet(undefined, target.provider, target.model).admission.rules;
-    if (rules.length === 0) return PROBE_OK;
-    const now = this.nowSeconds();
-    this.store.read(rules, now, this.snapshot);
-    const found = this.findBreach(rules, this.snapshot, now);
-    if (found === undefined) return PROBE_OK;
-    return { ok: false, retryAfterSeconds: found.retryAfterSeconds, breach: found.breach };
   }
 
   /**
@@ -319,31 +296,26 @@ export class RateLimiter {
     return canonical === undefined ? undefined : this.index.byKey.get(canonical)?.definition;
   }
 
-  /** All rules, sorted by scope, subject (case-insensitive), period_seconds. */
-  listRules(): RuleDefinition[] {
-    return [...this.index.byKey.values()].map((rule) => rule.definition).sort(compareRules);
-  }
-
   // ---------------------------------------------------------------- status
 
   /** Every rule with its live counters, sorted by scope, subject, period_seconds. */
-  status(nowMs: number = this.clock.now()): RuleStatus[] {
+  status(): RuleStatus[] {
     const rules = [...this.index.byKey.values()].sort((a, b) => compareRules(a.definition, b.definition));
-    return this.statusOf(rules, Math.floor(nowMs / 1000));
+    const rows = this.read(rules, this.nowSeconds());
+    return rules.map((rule, i) => ruleStatus(rule, rows[i]!));
   }
 
   /**
    * The user-path rules governing `userPath` (its own and its ancestors', root first),
-   * with their counters and whether each would refuse a request now.
-   * Throws RangeError if the path is invalid.
+   * with their counters, how much of each cap is used, when each window resets and
+   * whether each would refuse a request now. Throws RangeError if the path is invalid.
    */
-  usageFor(userPath: string, nowMs: number = this.clock.now()): UserPathUsage[] {
+  usageFor(userPath: string): UserPathUsage[] {
     const rules: CompiledRule[] = [];
     this.index.collectUserPath(normalizedLowerPath(userPath), rules);
-    return this.statusOf(rules, Math.floor(nowMs / 1000)).map((status) => ({
-      ...status,
-      exhausted: isExhausted(status, this.enforceTokens),
-    }));
+    const now = this.nowSeconds();
+    const rows = this.read(rules, now);
+    return rules.map((rule, i) => userPathUsage(rule, rows[i]!, now, this.enforceTokens));
   }
 
   // ---------------------------------------------------------------- internals
@@ -356,10 +328,11 @@ export class RateLimiter {
     return new CompiledRule(rule, key, this.store.counter(key), this.enforceTokens);
   }
 
-  private statusOf(rules: readonly CompiledRule[], nowSeconds: number): RuleStatus[] {
+  /** The rules' counters at `nowSeconds`, read without changing them (row i is rule i). */
+  private read(rules: readonly CompiledRule[], nowSeconds: number): readonly CounterRow[] {
     const snapshot = new CounterSnapshot(rules.length);
     this.store.read(rules, nowSeconds, snapshot);
-    return rules.map((rule, i) => ruleStatus(rule, snapshot.rows[i]!));
+    return snapshot.rows;
   }
 
   private invalidate(): void {

@@ -23,8 +23,8 @@ export interface BreachedLimit {
 
 /** Canonical key string of a rule: scope, lowercase subject, period. */
 export function ruleKeyString(scope: Scope, lowerSubject: string, periodSeconds: number): string {
-  // join builds one flat string; a template literal builds a rope of five, and V8 flattens it
-  // into a copy (keeping both) the first time the key is hashed: ~150 bytes per rule for nothing.
+  // join builds one flat string, where a template literal builds a rope that is flattened into a
+  // second copy the first time the key is hashed; with many rules those copies add up.
   return [scope, lowerSubject, periodSeconds].join('\u0000');
 }
 
@@ -50,7 +50,7 @@ export function canonicalKey(key: RuleKey): string | undefined {
 }
 
 /** How the subject reads in a client message: the path, `provider <name>` or `model <subject>`. */
-export function messageSubject(scope: Scope, subject: string): string {
+function messageSubject(scope: Scope, subject: string): string {
   switch (scope) {
     case 'user_path':
       return subject;

@@ -1,20 +1,23 @@
 /**
  * Status records for the admin API (`GET /admin/rate-limits`) and the self-service
- * usage view. Field names are the wire names, so the HTTP layer can serialise as is.
+ * usage view (`GET /v1/usage`). Field names are the wire names, so the HTTP layer can
+ * serialise as is.
  */
 import type { CompiledRule } from './rules.ts';
 import type { CounterRow } from './store.ts';
 import type { RuleSource, Scope } from './types.ts';
 
 /**
- * One rule with its live counters.
+ * One rule with its live counters. Every record carries the three counters, so a client
+ * can read any record without checking its kind; the other optional fields are present
+ * only where they apply.
  * - `user_path`: the subject for `user_path` rules, `''` for provider/model rules (kept
  *   present so every record has the same shape).
- * - Windowed rules carry `requests_used`/`tokens_used` (sliding estimates) and
- *   `window_start`/`window_end` (the current fixed window); `*_remaining` is
- *   max(cap − used, 0) and only present when that cap is.
- * - Concurrent rules carry `in_flight`, with `requests_used` = in_flight and
- *   `requests_remaining` = max(cap − in_flight, 0); no token or window fields.
+ * - `requests_used`/`tokens_used`: the sliding estimates on windowed rules. On a concurrent
+ *   rule `requests_used` is the slot count and `tokens_used` is 0.
+ * - `in_flight`: live concurrency slots; 0 on a windowed rule.
+ * - `*_remaining`: max(cap − used, 0), only present when that cap is.
+ * - `window_start`/`window_end`: the current fixed window, windowed rules only.
  * - Times are RFC 3339 UTC without fractional seconds (`2025-01-01T00:00:00Z`).
  */
 export interface RuleStatus {
@@ -26,11 +29,11 @@ export interface RuleStatus {
   period_seconds: number;
   max_requests?: number;
   max_tokens?: number;
-  requests_used?: number;
+  requests_used: number;
   requests_remaining?: number;
-  tokens_used?: number;
+  tokens_used: number;
   tokens_remaining?: number;
-  in_flight?: number;
+  in_flight: number;
   window_start?: string;
   window_end?: string;
   created_at: string;
@@ -39,60 +42,68 @@ export interface RuleStatus {
 
 /** A user-path rule governing a caller, for `/v1/usage`. */
 export interface UserPathUsage extends RuleStatus {
+  /** used / max_requests (in_flight / max_requests on a concurrent rule), unclamped; absent without max_requests. */
+  requests_usage_ratio?: number;
+  /** tokens_used / max_tokens, unclamped; absent without max_tokens. */
+  tokens_usage_ratio?: number;
+  /** Whole seconds until the current fixed window ends (>= 1), as in the reset headers; windowed rules only. */
+  resets_in_seconds?: number;
   /** True when this rule would refuse a request right now. */
   exhausted: boolean;
 }
 
 /** RFC 3339 UTC with whole seconds: `2025-01-01T00:00:00Z`. */
-export function formatTimestamp(epochSeconds: number): string {
+function formatTimestamp(epochSeconds: number): string {
   return new Date(epochSeconds * 1000).toISOString().slice(0, 19) + 'Z';
 }
 
-export function formatDate(date: Date): string {
+function formatDate(date: Date): string {
   return formatTimestamp(Math.floor(date.getTime() / 1000));
 }
 
-/** Build a record from the rule and its counters. */
+/** Build a record from the rule and its counters. Keys are added in the specification's field order. */
 export function ruleStatus(rule: CompiledRule, row: CounterRow): RuleStatus {
   const def = rule.definition;
-  const status: RuleStatus = {
+  const concurrent = rule.concurrent;
+  const requestsUsed = concurrent ? row.inFlight : row.requestsUsed;
+  const tokensUsed = concurrent ? 0 : row.tokensUsed;
+  return {
     scope: def.scope,
     subject: def.subject,
     user_path: def.scope === 'user_path' ? def.subject : '',
     source: def.source,
     period_label: rule.label,
     period_seconds: def.periodSeconds,
-  } as RuleStatus; // timestamps are appended last so records read in the specification's field order
-  if (def.maxRequests !== undefined) status.max_requests = def.maxRequests;
-  if (def.maxTokens !== undefined) status.max_tokens = def.maxTokens;
-  if (rule.concurrent) {
-    const inFlight = row.inFlight;
-    status.in_flight = inFlight;
-    status.requests_used = inFlight;
-    status.requests_remaining = Math.max(rule.maxRequests - inFlight, 0);
-    return withTimestamps(status, def.createdAt, def.updatedAt);
-  }
-  const period = def.periodSeconds;
-  const start = row.windowStart;
-  const requestsUsed = row.requestsUsed;
-  const tokensUsed = row.tokensUsed;
-  status.requests_used = requestsUsed;
-  if (def.maxRequests !== undefined) status.requests_remaining = Math.max(def.maxRequests - requestsUsed, 0);
-  status.tokens_used = tokensUsed;
-  if (def.maxTokens !== undefined) status.tokens_remaining = Math.max(def.maxTokens - tokensUsed, 0);
-  status.window_start = formatTimestamp(start);
-  status.window_end = formatTimestamp(start + period);
-  return withTimestamps(status, def.createdAt, def.updatedAt);
+    ...(def.maxRequests !== undefined && { max_requests: def.maxRequests }),
+    ...(def.maxTokens !== undefined && { max_tokens: def.maxTokens }),
+    requests_used: requestsUsed,
+    ...(def.maxRequests !== undefined && { requests_remaining: Math.max(def.maxRequests - requestsUsed, 0) }),
+    tokens_used: tokensUsed,
+    ...(def.maxTokens !== undefined && { tokens_remaining: Math.max(def.maxTokens - tokensUsed, 0) }),
+    in_flight: concurrent ? row.inFlight : 0,
+    ...(!concurrent && {
+      window_start: formatTimestamp(row.windowStart),
+      window_end: formatTimestamp(row.windowStart + def.periodSeconds),
+    }),
+    created_at: formatDate(def.createdAt),
+    updated_at: formatDate(def.updatedAt),
+  };
 }
 
-function withTimestamps(status: RuleStatus, createdAt: Date, updatedAt: Date): RuleStatus {
-  status.created_at = formatDate(createdAt);
-  status.updated_at = formatDate(updatedAt);
-  return status;
-}
-
-/** Whether the record's rule would refuse a request now (token caps only when enforced). */
-export function isExhausted(status: RuleStatus, enforceTokens: boolean): boolean {
-  if (status.requests_remaining === 0) return true;
-  return enforceTokens && status.tokens_remaining === 0;
+/**
+ * The `/v1/usage` record of a user-path rule at `nowSeconds`: its status with how much of
+ * each cap is used, when its window resets and whether it would refuse a request now
+ * (token caps count only when enforced).
+ */
+export function userPathUsage(rule: CompiledRule, row: CounterRow, nowSeconds: number, enforceTokens: boolean): UserPathUsage {
+  const status = ruleStatus(rule, row);
+  const exhausted = status.requests_remaining === 0 || (enforceTokens && status.tokens_remaining === 0);
+  return {
+    ...status,
+    ...(status.max_requests !== undefined && { requests_usage_ratio: status.requests_used / status.max_requests }),
+    ...(status.max_tokens !== undefined && { tokens_usage_ratio: status.tokens_used / status.max_tokens }),
+    // The store reads a windowed rule at the window containing now, so this is in [1, period].
+    ...(!rule.concurrent && { resets_in_seconds: rule.periodSeconds - (nowSeconds - row.windowStart) }),
+    exhausted,
+  };
 }

@@ -57,9 +57,8 @@ export class CounterRow {
 /**
  * The counters of the rules matching one request, as a store read them: windows rolled to
  * `now` and, after a successful admission, this request counted. Rule i of the list given to
- * the store is row i. Rows are reused from request to request: plain objects with fixed
- * fields are the cheapest thing V8 writes to, cheaper than typed arrays or offset constants
- * (each module-level constant is read from its cell, with an initialisation check).
+ * the store is row i. The engine reuses one snapshot from request to request, so admission
+ * allocates nothing for it.
  */
 export class CounterSnapshot {
   readonly rows: readonly CounterRow[];

@@ -56,36 +56,3 @@ export function fail<T = never>(error: string): Result<T> {
 export interface Clock {
   now(): number;
 }
-
-export const systemClock: Clock = { now: () => Date.now() };
-
-/** A clock that only moves when told to; for tests and benchmarks. */
-export class ManualClock implements Clock {
-  private ms: number;
-
-  constructor(startMs = 0) {
-    this.ms = startMs;
-  }
-
-  now(): number {
-    return this.ms;
-  }
-
-  /** Jump to an absolute time in milliseconds. */
-  set(ms: number): void {
-    this.ms = ms;
-  }
-
-  /** Jump to an absolute time in whole seconds. */
-  setSeconds(seconds: number): void {
-    this.ms = seconds * 1000;
-  }
-
-  advance(ms: number): void {
-    this.ms += ms;
-  }
-
-  advanceSeconds(seconds: number): void {
-    this.ms += seconds * 1000;
-  }
-}

@@ -10,17 +10,17 @@
 
 /** Start (in seconds) of the fixed window containing `nowSeconds`. */
 export function windowStart(nowSeconds: number, periodSeconds: number): number {
-  // Division and floor rather than `%`: a Unix time in seconds is no small integer to V8, and
-  // `%` on doubles is a call to fmod, several times slower. Exact for now < 2^53 (see mulDivFloor).
+  // The contract's `now - now % period`, as a floored division: the same for a clock's non-negative
+  // integers (exact for now < 2^53, see mulDivFloor), without a floating-point remainder.
   return Math.floor(nowSeconds / periodSeconds) * periodSeconds;
 }
 
 /** floor(a * b / c) for non-negative integers, exact even beyond 2^53. */
-export function mulDivFloor(a: number, b: number, c: number): number {
+function mulDivFloor(a: number, b: number, c: number): number {
   const product = a * b;
   if (product <= Number.MAX_SAFE_INTEGER) {
     // The rounded quotient of two integers below 2^53 is off by less than 1/c, which is never
-    // enough to cross an integer: its floor is exact. (Not `%`, which on doubles calls fmod.)
+    // enough to cross an integer: its floor is exact.
     return Math.floor(product / c);
   }
   return Number((BigInt(a) * BigInt(b)) / BigInt(c));
@@ -71,9 +71,4 @@ export function retryAfterSeconds(
   if (current > 0) nextElapsed = Math.max(0, periodSeconds - largestOverlapBelow(cap, periodSeconds, current));
   if (nextElapsed < periodSeconds) return untilWindowEnd + nextElapsed;
   return untilWindowEnd + periodSeconds;
-}
-
-/** Whole seconds until the current fixed window ends (always >= 1). */
-export function secondsUntilWindowEnd(periodSeconds: number, elapsed: number): number {
-  return periodSeconds - elapsed;
 }

@@ -12,6 +12,8 @@ import {
   admin,
   assertRateLimited,
   chat,
+  eventually,
+  fakeChatTokens,
   findRule,
   listRules,
   type StatusRecord,
@@ -123,7 +125,7 @@ describe('rate limits: admin API', { timeout: 40_000 }, () => {
 
     const hour = findRule(rules, 'user_path', '/shape/a', 3600)!;
     assert.deepEqual(Object.keys(hour).sort(), [
-      'created_at', 'max_requests', 'max_tokens', 'period_label', 'period_seconds', 'requests_remaining', 'requests_used',
+      'created_at', 'in_flight', 'max_requests', 'max_tokens', 'period_label', 'period_seconds', 'requests_remaining', 'requests_used',
       'scope', 'source', 'subject', 'tokens_remaining', 'tokens_used', 'updated_at', 'user_path', 'window_end', 'window_start',
     ]);
     assert.equal(hour.scope, 'user_path');
@@ -138,6 +140,7 @@ describe('rate limits: admin API', { timeout: 40_000 }, () => {
     assert.equal(hour.requests_remaining, 4);
     assert.equal(hour.tokens_used, 10, 'a 20-char prompt echoed back: 5 + 5 tokens');
     assert.equal(hour.tokens_remaining, 990);
+    assert.equal(hour.in_flight, 0, 'a windowed rule holds no slots');
     for (const field of ['window_start', 'window_end', 'created_at', 'updated_at'] as const) assert.match(hour[field]!, RFC3339_UTC, field);
     const start = Date.parse(hour.window_start!);
     const end = Date.parse(hour.window_end!);
@@ -155,7 +158,8 @@ describe('rate limits: admin API', { timeout: 40_000 }, () => {
     assert.equal(conc.period_label, 'concurrent');
     assert.equal(conc.in_flight, 0);
     assert.equal(conc.max_requests, 3);
-    for (const absent of ['window_start', 'window_end', 'max_tokens', 'tokens_used', 'tokens_remaining'] as const) {
+    assert.equal(conc.tokens_used, 0, 'a concurrent rule counts no tokens');
+    for (const absent of ['window_start', 'window_end', 'max_tokens', 'tokens_remaining'] as const) {
       assert.equal(absent in conc, false, `${absent} absent for a concurrent rule`);
     }
     for (const field of ['scope', 'subject', 'user_path', 'source', 'period_label', 'period_seconds', 'created_at', 'updated_at'] as const) {
@@ -257,8 +261,8 @@ describe('rate limits: admin API', { timeout: 40_000 }, () => {
     assert.deepEqual(ok.json(), { status: 'ok' });
     for (const r of await listRules(gw)) {
       assert.equal(r.requests_used, 0, `${r.scope} ${r.subject} ${r.period_label} requests_used`);
-      if (r.tokens_used !== undefined) assert.equal(r.tokens_used, 0);
-      if (r.in_flight !== undefined) assert.equal(r.in_flight, 0);
+      assert.equal(r.tokens_used, 0, `${r.scope} ${r.subject} ${r.period_label} tokens_used`);
+      assert.equal(r.in_flight, 0, `${r.scope} ${r.subject} ${r.period_label} in_flight`);
     }
   });
 
@@ -364,6 +368,97 @@ describe('rate limits: admin API', { timeout: 40_000 }, () => {
     const rules = await listRules(gw);
     assert.equal(rules.filter((r) => r.subject.toLowerCase() === '/v' || r.subject === '/b' || r.subject.includes('gpt-x/')).length, 0, 'nothing was written');
     assert.equal((await gw.request('GET', '/health')).status, 200);
+  });
+});
+
+describe('rate limits: status records are always whole', { timeout: 20_000 }, () => {
+  // A fixed clock (2030-01-01T00:00:30Z) so no window rolls between a request and the list that shows it.
+  const NOW = Date.UTC(2030, 0, 1, 0, 0, 30);
+  const CONTENT = 'x'.repeat(20);
+  const COUNTERS = ['requests_used', 'tokens_used', 'in_flight'] as const;
+  const ALWAYS = ['scope', 'subject', 'user_path', 'source', 'period_label', 'period_seconds', ...COUNTERS, 'created_at', 'updated_at'];
+  const WINDOW = ['window_start', 'window_end'];
+  /** The keys of each /whole rule's record, by period_seconds: request-only, token-only, both caps, concurrent. */
+  const KEYS: Record<number, string[]> = {
+    60: [...ALWAYS, 'max_requests', 'requests_remaining', ...WINDOW],
+    3600: [...ALWAYS, 'max_tokens', 'tokens_remaining', ...WINDOW],
+    120: [...ALWAYS, 'max_requests', 'max_tokens', 'requests_remaining', 'tokens_remaining', ...WINDOW],
+    0: [...ALWAYS, 'max_requests', 'requests_remaining'],
+  };
+  let up: FakeUpstream;
+  let gw: TestGateway;
+
+  before(async () => {
+    up = await startFakeUpstream({ name: 'up' });
+    gw = await startTestGateway({ yaml: upProvider(up.url), env: { MASTER_KEY: MASTER }, now: () => NOW });
+  });
+  after(async () => {
+    await gw?.close();
+    await up?.close();
+  });
+
+  /**
+   * Asserts every record of a list answer carries the three counters as integers and each /whole rule
+   * exactly its kind's fields; returns the /whole records by period_seconds.
+   */
+  function whole(res: TestResponse): Map<number, StatusRecord> {
+    const rules = assertList(res);
+    for (const rule of rules) {
+      for (const field of COUNTERS) assert.ok(Number.isInteger(rule[field]), `${rule.subject} ${rule.period_label}: ${field} is an integer, got ${rule[field]}`);
+    }
+    const mine = new Map(rules.filter((r) => r.subject === '/whole').map((r) => [r.period_seconds, r]));
+    for (const [period, rule] of mine) assert.deepEqual(Object.keys(rule).sort(), [...KEYS[period]!].sort(), `fields of the ${rule.period_label} rule`);
+    return mine;
+  }
+
+  const counters = (rule: StatusRecord | undefined) => rule && [rule.requests_used, rule.tokens_used, rule.in_flight];
+
+  it('on windowed (request-only, token-only, both caps) and concurrent rules, in GET, PUT, reset-one and DELETE answers', async () => {
+    for (const body of [
+      { user_path: '/whole', limit_key: { period: 'minute' }, max_requests: 50 },
+      { user_path: '/whole', limit_key: { period: 'hour' }, max_tokens: 5000 },
+      { user_path: '/whole', limit_key: { period_seconds: 120 }, max_requests: 50, max_tokens: 5000 },
+      { user_path: '/whole', limit_key: { period: 'concurrent' }, max_requests: 5 },
+    ]) {
+      whole(await admin(gw, 'PUT', '/admin/rate-limits', body));
+    }
+
+    // A streamed request held open: counted in every window and holding the concurrency slot, no tokens yet.
+    const release = up.holdStreamNext();
+    const held = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${MASTER}`, [USER_PATH_HEADER]: '/whole/a' },
+      body: JSON.stringify(chat('up/gpt-x', CONTENT, { stream: true })),
+    });
+    assert.equal(held.status, 200);
+    let mine = whole(await admin(gw, 'GET', '/admin/rate-limits'));
+    assert.deepEqual(counters(mine.get(60)), [1, 0, 0]);
+    assert.deepEqual(counters(mine.get(3600)), [1, 0, 0]);
+    assert.deepEqual(counters(mine.get(120)), [1, 0, 0]);
+    assert.deepEqual(counters(mine.get(0)), [1, 0, 1], 'a concurrent rule: requests_used is its in_flight, tokens_used 0');
+    assert.equal(mine.get(0)!.requests_remaining, 4);
+    assert.deepEqual([mine.get(60)!.window_start, mine.get(60)!.window_end], ['2030-01-01T00:00:00Z', '2030-01-01T00:01:00Z']);
+    assert.deepEqual([mine.get(120)!.window_start, mine.get(120)!.window_end], ['2030-01-01T00:00:00Z', '2030-01-01T00:02:00Z']);
+
+    // Once the stream ends its tokens are charged to the token rules, and the slot is free.
+    release();
+    await held.text();
+    const tokens = fakeChatTokens(CONTENT);
+    await eventually(async () => (await listRules(gw)).some((r) => r.subject === '/whole' && r.period_seconds === 3600 && r.tokens_used === tokens), 3000, 'tokens charged');
+    await eventually(async () => findRule(await listRules(gw), 'user_path', '/whole', 0)?.in_flight === 0, 3000, 'slot released');
+    mine = whole(await admin(gw, 'GET', '/admin/rate-limits'));
+    assert.deepEqual(counters(mine.get(60)), [1, 0, 0], 'a rule without a token cap counts no tokens');
+    assert.deepEqual(counters(mine.get(3600)), [1, tokens, 0]);
+    assert.equal(mine.get(3600)!.tokens_remaining, 5000 - tokens);
+    assert.deepEqual(counters(mine.get(120)), [1, tokens, 0]);
+    assert.deepEqual(counters(mine.get(0)), [0, 0, 0]);
+
+    mine = whole(await admin(gw, 'POST', '/admin/rate-limits/reset-one', { user_path: '/whole', period_seconds: 120 }));
+    assert.deepEqual(counters(mine.get(120)), [0, 0, 0]);
+    assert.deepEqual(counters(mine.get(3600)), [1, tokens, 0], 'only that rule');
+
+    mine = whole(await admin(gw, 'DELETE', '/admin/rate-limits', { user_path: '/whole', limit_key: { period: 'hour' } }));
+    assert.deepEqual([...mine.keys()].sort((a, b) => a - b), [0, 60, 120]);
   });
 });
 

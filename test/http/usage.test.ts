@@ -4,6 +4,7 @@ import OpenAI from 'openai';
 import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
 import { assertOpenAiError, openaiProvider } from '../support/e2e.ts';
+import { eventually } from '../support/rate-limits.ts';
 
 const MASTER = 'usage-master';
 const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
@@ -140,5 +141,117 @@ describe('USAGE_ENABLED=false', () => {
     assert.equal(res.status, 200, res.text);
     assert.equal(res.json().totals.requests, 0);
     assert.equal(res.json().totals.total_tokens, 0);
+  });
+});
+
+describe('GET /v1/usage: the rate limits governing the caller', () => {
+  // The gateway's clock, moved by the test: 15.5 s into 2030-01-01 (aligned to every window used here).
+  let nowMs = Date.UTC(2030, 0, 1, 0, 0, 15, 500);
+  const CONTENT = 'x'.repeat(20); // the fake upstream's total_tokens for it: 5 + 5
+  const CREATED = '2030-01-01T00:00:15Z';
+  let up: FakeUpstream;
+  let gw: TestGateway;
+
+  before(async () => {
+    up = await startFakeUpstream({ name: 'up' });
+    gw = await startTestGateway({
+      yaml:
+        'providers:\n' +
+        openaiProvider('up', up.url, ['gpt-x']) +
+        'rate_limits:\n' +
+        '  user_paths:\n' +
+        '    - { path: /, limits: [ { period: day, max_requests: 100 } ] }\n' +
+        '    - { path: /team, limits: [ { period: minute, max_requests: 2, max_tokens: 15 } ] }\n' +
+        '    - { path: /team/a, limits: [ { period: concurrent, max_requests: 4 }, { period_seconds: 300, max_requests: 10 }, { period: hour, max_tokens: 1000 } ] }\n' +
+        '    - { path: /other, limits: [ { period: minute, max_requests: 1 } ] }\n',
+      now: () => nowMs,
+    });
+  });
+  after(async () => {
+    await gw?.close();
+    await up?.close();
+  });
+
+  const asTeamA = { 'x-floodgate-user-path': '/team/a' };
+  const rateLimits = async (): Promise<Array<Record<string, unknown>>> => {
+    const res = await gw.request('GET', '/v1/usage', { headers: asTeamA });
+    assert.equal(res.status, 200, res.text);
+    return res.json().rate_limits;
+  };
+  /** Per rule: subject, period, requests_usage_ratio, tokens_usage_ratio, resets_in_seconds, exhausted. */
+  const summary = async () =>
+    (await rateLimits()).map((r) => [r.subject, r.period_label, r.requests_usage_ratio, r.tokens_usage_ratio, r.resets_in_seconds, r.exhausted]);
+  const base = (subject: string, period_label: string, period_seconds: number) => ({
+    scope: 'user_path', subject, user_path: subject, source: 'config', period_label, period_seconds, created_at: CREATED, updated_at: CREATED,
+  });
+
+  it('carries usage ratios (used / cap, unclamped; in_flight on a concurrent rule) and resets_in_seconds (windowed rules)', async () => {
+    const first = await gw.request('POST', '/v1/chat/completions', { body: chat(CONTENT), headers: asTeamA });
+    assert.equal(first.status, 200, first.text);
+    const release = up.holdStreamNext();
+    const held = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...asTeamA },
+      body: JSON.stringify({ ...chat(CONTENT), stream: true }),
+    });
+    assert.equal(held.status, 200);
+
+    // Two requests counted, one of them in flight; the first one's 10 tokens charged. /other does not govern /team/a.
+    assert.deepEqual(await rateLimits(), [
+      {
+        ...base('/', 'day', 86400),
+        max_requests: 100, requests_used: 2, requests_remaining: 98, tokens_used: 0, in_flight: 0,
+        window_start: '2030-01-01T00:00:00Z', window_end: '2030-01-02T00:00:00Z',
+        requests_usage_ratio: 0.02, resets_in_seconds: 86385, exhausted: false,
+      },
+      {
+        ...base('/team', 'minute', 60),
+        max_requests: 2, max_tokens: 15, requests_used: 2, requests_remaining: 0, tokens_used: 10, tokens_remaining: 5, in_flight: 0,
+        window_start: '2030-01-01T00:00:00Z', window_end: '2030-01-01T00:01:00Z',
+        requests_usage_ratio: 1, tokens_usage_ratio: 10 / 15, resets_in_seconds: 45, exhausted: true,
+      },
+      {
+        ...base('/team/a', 'concurrent', 0),
+        max_requests: 4, requests_used: 1, requests_remaining: 3, tokens_used: 0, in_flight: 1,
+        requests_usage_ratio: 0.25, exhausted: false,
+      },
+      {
+        ...base('/team/a', '300s', 300),
+        max_requests: 10, requests_used: 2, requests_remaining: 8, tokens_used: 0, in_flight: 0,
+        window_start: '2030-01-01T00:00:00Z', window_end: '2030-01-01T00:05:00Z',
+        requests_usage_ratio: 0.2, resets_in_seconds: 285, exhausted: false,
+      },
+      {
+        ...base('/team/a', 'hour', 3600),
+        max_tokens: 1000, requests_used: 2, tokens_used: 10, tokens_remaining: 990, in_flight: 0,
+        window_start: '2030-01-01T00:00:00Z', window_end: '2030-01-01T01:00:00Z',
+        tokens_usage_ratio: 0.01, resets_in_seconds: 3585, exhausted: false,
+      },
+    ]);
+
+    // The stream's tokens overshoot the minute's token cap: the ratio goes past 1.
+    release();
+    await held.text();
+    await eventually(async () => {
+      const [, minute, concurrent] = await rateLimits();
+      return minute!.tokens_used === 20 && concurrent!.in_flight === 0;
+    }, 3000, 'the stream accounted for');
+    assert.deepEqual(await summary(), [
+      ['/', 'day', 0.02, undefined, 86385, false],
+      ['/team', 'minute', 1, 20 / 15, 45, true],
+      ['/team/a', 'concurrent', 0, undefined, undefined, false],
+      ['/team/a', '300s', 0.2, undefined, 285, false],
+      ['/team/a', 'hour', undefined, 0.02, 3585, false],
+    ]);
+
+    // 30 s into the next minute the previous window weighs half: floor(2 × 30/60) = 1 request, floor(20 × 30/60) = 10 tokens.
+    nowMs = Date.UTC(2030, 0, 1, 0, 1, 30);
+    assert.deepEqual(await summary(), [
+      ['/', 'day', 0.02, undefined, 86310, false],
+      ['/team', 'minute', 0.5, 10 / 15, 30, false],
+      ['/team/a', 'concurrent', 0, undefined, undefined, false],
+      ['/team/a', '300s', 0.2, undefined, 210, false],
+      ['/team/a', 'hour', undefined, 0.02, 3510, false],
+    ]);
   });
 });

@@ -11,7 +11,6 @@ describe('admission', () => {
     assert.equal(first, second);
     assert.equal(first.headers, undefined);
     first.release();
-    assert.deepEqual(limiter.probe({ provider: 'p', model: 'm' }), { ok: true });
   });
 
   it('counts nothing when any matching rule is breached', () => {
@@ -113,7 +112,7 @@ describe('admission', () => {
     for (let i = 0; i < 5; i++) admitted(limiter.admit({ userPath: '/team' }));
     refused(limiter.admit({ userPath: '/team' }));
     limiter.upsertRule(rule('user_path', '/TEAM', 60, { maxRequests: 6 }));
-    assert.equal(limiter.listRules().length, 1);
+    assert.equal(limiter.status().length, 1);
     const ticket = admitted(limiter.admit({ userPath: '/team' }));
     assert.deepEqual(ticket.headers, { requests: { limit: 6, remaining: 0, reset: 60 } });
     const refusal = refused(limiter.admit({ userPath: '/team' }));
@@ -260,28 +259,26 @@ describe('success headers', () => {
   });
 });
 
-describe('probe', () => {
-  it('reports saturation without counting anything', () => {
+describe('a saturated provider or model', () => {
+  it('is refused without counting anything, whatever the case of its names', () => {
     const { limiter } = setup([
       rule('provider', 'p', 60, { maxRequests: 2 }),
       rule('model', 'p/m', 0, { maxRequests: 1 }),
       rule('user_path', '/', 60, { maxRequests: 1 }),
     ]);
-    for (let i = 0; i < 10; i++) assert.deepEqual(limiter.probe({ provider: 'p', model: 'm' }), { ok: true });
-    assert.equal(statusOf(limiter, 'provider', 'p', 60).requests_used, 0);
     const ticket = admitted(limiter.admit({ provider: 'p', model: 'm' }));
-    const busy = limiter.probe({ provider: 'P', model: 'M' });
-    assert.ok(!busy.ok);
+    const busy = refused(limiter.admit({ provider: 'P', model: 'M' }));
     assert.equal(busy.retryAfterSeconds, 1);
     assert.equal(busy.breach.kind, 'concurrent');
-    assert.deepEqual(limiter.probe({ provider: 'p', model: 'other' }), { ok: true });
+    assert.equal(busy.userPathBreached, false);
+    assert.equal(statusOf(limiter, 'provider', 'p', 60).requests_used, 1, 'the refusal counted nothing');
+    admitted(limiter.admit({ provider: 'p', model: 'other' })).release(); // the model rule covers m only
     ticket.release();
-    admitted(limiter.admit({ provider: 'p', model: 'm' })).release();
-    const full = limiter.probe({ provider: 'p', model: 'm' });
-    assert.ok(!full.ok);
+    const full = refused(limiter.admit({ provider: 'p', model: 'm' }));
     assert.equal(full.breach.message, 'rate limit exceeded for provider p: minute request limit of 2 reached');
     assert.equal(full.retryAfterSeconds, 61);
     assert.equal(statusOf(limiter, 'provider', 'p', 60).requests_used, 2);
     assert.equal(statusOf(limiter, 'model', 'p/m', 0).in_flight, 0);
+    assert.equal(statusOf(limiter, 'user_path', '/', 60).requests_used, 0, 'without a user path, user-path rules are not counted');
   });
 });

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { ManualClock, RateLimiter } from '../../src/ratelimit/index.ts';
+import { RateLimiter } from '../../src/ratelimit/index.ts';
 import type { AdmissionRefusal, AdmissionResult, AdmissionTicket, RuleDefinition, Scope } from '../../src/ratelimit/index.ts';
 
 /** 2023-11-14T22:14:00Z: aligned to minute windows (not to hours or days). */
@@ -18,8 +18,15 @@ export function rule(
   return { scope, subject, periodSeconds, ...caps, source: 'manual', createdAt: CREATED, updatedAt: CREATED };
 }
 
+/** A limiter over `rules` on a clock that only moves when told to (`clock.setSeconds`). */
 export function setup(rules: RuleDefinition[], options: { enforceTokens?: boolean; startSeconds?: number } = {}) {
-  const clock = new ManualClock((options.startSeconds ?? T0) * 1000);
+  let nowMs = (options.startSeconds ?? T0) * 1000;
+  const clock = {
+    now: () => nowMs,
+    setSeconds(seconds: number): void {
+      nowMs = seconds * 1000;
+    },
+  };
   const limiter = new RateLimiter({ clock, enforceTokens: options.enforceTokens ?? true });
   limiter.replaceRules(rules);
   return { clock, limiter };

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { admitted, CREATED, MIDNIGHT, rule, setup } from './helpers.ts';
+import { admitted, MIDNIGHT, rule, setup, T0 } from './helpers.ts';
 
 describe('status', () => {
-  it('lists every rule with its counters, sorted by scope, subject and period', () => {
+  it('lists every rule with its counters, sorted by scope, subject and period; every record is whole', () => {
     const { clock, limiter } = setup(
       [
         rule('user_path', '/b', 60, { maxRequests: 10, maxTokens: 100 }),
@@ -37,6 +37,7 @@ describe('status', () => {
       requests_remaining: 9,
       tokens_used: 70,
       tokens_remaining: 30,
+      in_flight: 0,
       window_start: '2023-11-15T00:01:00Z',
       window_end: '2023-11-15T00:02:00Z',
       created_at: '2024-01-02T03:04:05Z',
@@ -53,19 +54,47 @@ describe('status', () => {
       requests_used: 0,
       tokens_used: 70,
       tokens_remaining: 0,
+      in_flight: 0,
       window_start: '2023-11-15T00:00:00Z',
       window_end: '2023-11-16T00:00:00Z',
       created_at: '2024-01-02T03:04:05Z',
       updated_at: '2024-01-02T03:04:05Z',
     });
     // The unreleased ticket for /a holds a slot on the /A concurrency rule (same subject, any case).
-    assert.equal(status[2]!.in_flight, 1);
-    assert.equal(status[2]!.requests_remaining, 2);
-    assert.equal(status[2]!.window_start, undefined);
-    assert.equal(status[0]!.window_start, '2023-11-15T00:00:00Z');
+    assert.deepEqual(status[2], {
+      scope: 'user_path',
+      subject: '/A',
+      user_path: '/A',
+      source: 'manual',
+      period_label: 'concurrent',
+      period_seconds: 0,
+      max_requests: 3,
+      requests_used: 1,
+      requests_remaining: 2,
+      tokens_used: 0,
+      in_flight: 1,
+      created_at: '2024-01-02T03:04:05Z',
+      updated_at: '2024-01-02T03:04:05Z',
+    });
+    assert.deepEqual(status[0], {
+      scope: 'model',
+      subject: 'p/m',
+      user_path: '',
+      source: 'manual',
+      period_label: '300s',
+      period_seconds: 300,
+      max_requests: 4,
+      requests_used: 0,
+      requests_remaining: 4,
+      tokens_used: 0,
+      in_flight: 0,
+      window_start: '2023-11-15T00:00:00Z',
+      window_end: '2023-11-15T00:05:00Z',
+      created_at: '2024-01-02T03:04:05Z',
+      updated_at: '2024-01-02T03:04:05Z',
+    });
     assert.equal(limiter.getRule({ scope: 'user_path', subject: 'a/', periodSeconds: 60 })?.subject, '/a');
     assert.equal(limiter.getRule({ scope: 'user_path', subject: '/a', periodSeconds: 3600 }), undefined);
-    assert.equal(limiter.listRules()[0]!.createdAt, CREATED);
   });
 
   it('shows the rules governing a user path and whether each is exhausted', () => {
@@ -87,5 +116,44 @@ describe('status', () => {
       ],
     );
     assert.equal(usage[2]!.requests_used, 1);
+  });
+
+  it('gives each governing rule its usage ratios, unclamped, and the seconds until its window resets', () => {
+    // T0 + 15 is 2023-11-14T22:14:15Z: 45 s left in the minute, 2745 in the hour, 6345 in the day.
+    const { clock, limiter } = setup(
+      [
+        rule('user_path', '/', 86400, { maxRequests: 100 }),
+        rule('user_path', '/team', 0, { maxRequests: 5 }),
+        rule('user_path', '/team', 60, { maxRequests: 2 }),
+        rule('user_path', '/team', 3600, { maxTokens: 40 }),
+      ],
+      { startSeconds: T0 + 15 },
+    );
+    admitted(limiter.admit({ userPath: '/team/me' }, { holdSlot: false }));
+    const held = admitted(limiter.admit({ userPath: '/team/me' }));
+    limiter.chargeTokens({ userPath: '/team/me' }, 50);
+
+    const usage = limiter.usageFor('/team/me');
+    const project = (u: (typeof usage)[number]) => [u.subject, u.period_label, u.requests_usage_ratio, u.tokens_usage_ratio, u.resets_in_seconds, u.exhausted];
+    assert.deepEqual(usage.map(project), [
+      ['/', 'day', 0.02, undefined, 6345, false],
+      ['/team', 'concurrent', 0.2, undefined, undefined, false],
+      ['/team', 'minute', 1, undefined, 45, true],
+      ['/team', 'hour', undefined, 1.25, 2745, true],
+    ]);
+    // Absent means absent, not undefined: a ratio without its cap, a reset on a concurrent rule.
+    assert.deepEqual(Object.keys(usage[1]!).filter((k) => k.endsWith('_ratio') || k === 'resets_in_seconds'), ['requests_usage_ratio']);
+    assert.deepEqual(Object.keys(usage[3]!).filter((k) => k.endsWith('_ratio') || k === 'resets_in_seconds'), ['tokens_usage_ratio', 'resets_in_seconds']);
+
+    // 30 s into the next minute the previous window still weighs half: floor(2 × 30/60) = 1.
+    held.release();
+    clock.setSeconds(T0 + 90);
+    const later = limiter.usageFor('/team/me');
+    assert.deepEqual(later.map(project), [
+      ['/', 'day', 0.02, undefined, 6270, false],
+      ['/team', 'concurrent', 0, undefined, undefined, false],
+      ['/team', 'minute', 0.5, undefined, 30, false],
+      ['/team', 'hour', undefined, 1.25, 2670, true],
+    ]);
   });
 });

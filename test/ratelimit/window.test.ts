@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { mulDivFloor, retryAfterSeconds, slidingEstimate, windowStart } from '../../src/ratelimit/window.ts';
+import { retryAfterSeconds, slidingEstimate, windowStart } from '../../src/ratelimit/window.ts';
 
 /** Straightforward simulation: walk forward one second at a time, rolling like the store does. */
 function bruteForceRetryAfter(previous: number, current: number, cap: number, period: number, elapsed: number): number {
@@ -28,9 +28,9 @@ describe('window arithmetic', () => {
     assert.equal(slidingEstimate(0, 7, 60, 59), 7);
   });
 
-  it('stays exact beyond 2^53', () => {
+  it('stays exact when previous × overlap passes 2^53', () => {
     const big = 2 ** 40;
-    assert.equal(mulDivFloor(big, 86399, 86400), Number((BigInt(big) * 86399n) / 86400n));
+    assert.equal(slidingEstimate(big, 0, 86400, 1), Number((BigInt(big) * 86399n) / 86400n));
   });
 
   it('floors exactly just below 2^53, where a rounded quotient is closest to the next integer', () => {
@@ -41,12 +41,12 @@ describe('window arithmetic', () => {
       return 1 + (seed % limit);
     };
     for (let n = 0; n < 2000; n++) {
-      const c = next(86400 * 7);
-      const b = next(c);
-      const a = Math.floor(Number.MAX_SAFE_INTEGER / b) - next(1000);
-      const exact = Number((BigInt(a) * BigInt(b)) / BigInt(c));
-      assert.equal(mulDivFloor(a, b, c), exact, `floor(${a} * ${b} / ${c})`);
-      assert.equal(mulDivFloor(c * b, a % 1_000_000, c), b * (a % 1_000_000), 'an exact multiple stays whole');
+      const period = next(86400 * 7);
+      const overlap = next(period); // period - elapsed
+      const previous = Math.floor(Number.MAX_SAFE_INTEGER / overlap) - next(1000);
+      const exact = Number((BigInt(previous) * BigInt(overlap)) / BigInt(period));
+      assert.equal(slidingEstimate(previous, 0, period, period - overlap), exact, `floor(${previous} * ${overlap} / ${period})`);
+      assert.equal(slidingEstimate(period * 7, 0, period, period - overlap), 7 * overlap, 'an exact multiple stays whole');
     }
     const now = Number.MAX_SAFE_INTEGER - 5;
     assert.equal(windowStart(now, 86400), now - (now % 86400));

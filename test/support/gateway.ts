@@ -23,16 +23,17 @@ export interface TestResponse {
 
 /**
  * Starts a real gateway on a random loopback port with its own SQLite file, configured by a
- * YAML text and environment variables exactly as a user would configure it.
+ * YAML text and environment variables exactly as a user would configure it. `now` replaces its
+ * clock (milliseconds since the epoch) for tests that need exact times.
  */
-export async function startTestGateway(options: { yaml?: string; env?: Record<string, string>; dir?: string } = {}): Promise<TestGateway> {
+export async function startTestGateway(options: { yaml?: string; env?: Record<string, string>; dir?: string; now?: () => number } = {}): Promise<TestGateway> {
   const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'floodgate-test-'));
   const file = join(dir, 'floodgate.yaml');
   writeFileSync(file, options.yaml ?? '');
   const env = { SQLITE_PATH: join(dir, 'floodgate.db'), PORT: '0', ...options.env };
   const loaded = loadConfig({ file, env, cwd: dir });
   const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
-  const gateway = await startGateway({ config: loaded.config, rateLimitSeeds: loaded.rateLimitSeeds, warnings: loaded.warnings, logger, shutdownGraceMs: 2000 });
+  const gateway = await startGateway({ config: loaded.config, rateLimitSeeds: loaded.rateLimitSeeds, warnings: loaded.warnings, logger, shutdownGraceMs: 2000, now: options.now });
   let closed = false;
   return {
     gateway,

@@ -171,11 +171,11 @@ export interface StatusRecord {
   period_seconds: number;
   max_requests?: number;
   max_tokens?: number;
-  requests_used?: number;
+  requests_used: number;
   requests_remaining?: number;
-  tokens_used?: number;
+  tokens_used: number;
   tokens_remaining?: number;
-  in_flight?: number;
+  in_flight: number;
   window_start?: string;
   window_end?: string;
   created_at: string;
