@@ -115,6 +115,51 @@ describe('floodgate CLI', () => {
     }
   });
 
+  it('on SIGTERM cuts a stream that outlives the grace period with an error event, and keeps its usage record', async () => {
+    const config = join(dir, 'cut.yaml');
+    const db = join(dir, 'cut.db');
+    writeFileSync(config, `storage: { type: sqlite, sqlite: { path: ${db} } }\nproviders:\n${openaiProvider('up', fake.url, ['gpt-x'])}`);
+    const run = runCli(['--config', config, '--port', '0'], dir, { SHUTDOWN_GRACE_SECONDS: '1' });
+    running.push(run.child);
+    const url = await listeningUrl(run);
+
+    fake.reset();
+    const release = fake.holdStreamNext();
+    try {
+      const res = await fetch(`${url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-floodgate-user-path': '/team/long' },
+        body: JSON.stringify({ model: 'up/gpt-x', stream: true, messages: [{ role: 'user', content: 'a stream that never ends' }] }),
+      });
+      assert.equal(res.status, 200);
+      const reader = res.body!.getReader();
+      const first = await reader.read();
+      assert.match(new TextDecoder().decode(first.value), /^data: /);
+
+      run.child.kill('SIGTERM');
+      let rest = '';
+      for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) rest += new TextDecoder().decode(chunk.value);
+      const events = rest.split('\n\n').filter((e) => e.startsWith('data: '));
+      const last = JSON.parse(events.at(-1)!.slice('data: '.length)) as { error: { type: string; code: string; message: string } };
+      assert.equal(last.error.code, 'gateway_shutdown', rest);
+      assert.match(last.error.message, /shutting down/);
+
+      const { code } = await withTimeout(run.exit, 10_000, 'the gateway to exit');
+      assert.equal(code, 0, run.stderr());
+      assert.ok(logLines(run.stdout()).some((l) => /cutting them/.test(String(l.msg))), run.stdout());
+    } finally {
+      release();
+    }
+
+    const sqlite = new Database(db, { readonly: true });
+    try {
+      const rows = sqlite.prepare('SELECT user_path, endpoint, status FROM usage_records').all();
+      assert.deepEqual(rows, [{ user_path: '/team/long', endpoint: 'chat', status: 503 }], 'the cut stream was recorded before storage closed');
+    } finally {
+      sqlite.close();
+    }
+  });
+
   it('with no config at all, serves the built-in mock provider and says so in the log', async () => {
     const empty = mkdtempSync(join(dir, 'empty-'));
     const run = runCli(['--port', '0'], empty, { SQLITE_PATH: join(empty, 'x.db') });
