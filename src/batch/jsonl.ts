@@ -1,5 +1,6 @@
 import type { Endpoint } from '../providers/types.ts';
 import { badRequest } from '../http/errors.ts';
+import { isRecord } from '../shared/json.ts';
 
 /** The batch endpoints and the provider endpoint each one runs on. */
 export const BATCH_ENDPOINTS: Readonly<Record<string, Endpoint>> = {
@@ -53,8 +54,4 @@ export function parseBatchInput(content: Buffer, endpoint: string): { model: str
   }
   if (model === undefined) throw badRequest('input file has no requests', 'input_file_id', 'invalid_batch_input');
   return { model, lines };
-}
-
-export function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

@@ -2,7 +2,7 @@ import { Cancellation } from '../providers/cancellation.ts';
 import type { Provider } from '../providers/types.ts';
 import { asGatewayError } from '../http/dispatch.ts';
 import { collect, upstreamError } from '../http/respond.ts';
-import { isRecord } from './jsonl.ts';
+import { isRecord } from '../shared/json.ts';
 
 /**
  * The OpenAI Files and Batches API of an `openai` provider, called through the provider's

@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { z } from 'zod';
-import { isObj, type Json } from '../providers/translate/json.ts';
+import type { Json } from '../providers/translate/json.ts';
+import { isRecord } from '../shared/json.ts';
 import type { Endpoint } from '../providers/types.ts';
 import { badRequest } from './errors.ts';
 import { parseBody } from './validation.ts';
@@ -61,7 +62,7 @@ const valid: Record<JsonEndpoint, (b: Json) => boolean> = {
 };
 
 export function parseJsonRequest(endpoint: JsonEndpoint, body: unknown, jsonBytes?: Buffer): ModelRequest {
-  const data = isObj(body) && valid[endpoint](body) ? body as { model: string; stream?: boolean } : parseBody(schemas[endpoint], body);
+  const data = isRecord(body) && valid[endpoint](body) ? body as { model: string; stream?: boolean } : parseBody(schemas[endpoint], body);
   const model = data.model.trim();
   if (model === '') throw badRequest('model: must not be empty', 'model');
   if ('messages' in data && (data.messages as unknown[]).length === 0) throw badRequest('messages: must not be empty', 'messages');

@@ -6,7 +6,8 @@ import { SseUsageTap } from './stream-usage.ts';
 import { chatToMessagesRequest } from './translate/anthropic-request.ts';
 import { errorToOpenAI, messagesToChatResponse } from './translate/anthropic-response.ts';
 import { MessagesToChatStream } from './translate/anthropic-stream.ts';
-import { isObj, parseJsonObject } from './translate/json.ts';
+import { parseJsonObject } from './translate/json.ts';
+import { isRecord } from '../shared/json.ts';
 import { buffered, jsonResult, JSON_HEADERS, passthroughRequestHeaders, passthroughResult, SSE_HEADERS, unsupportedEndpoint } from './results.ts';
 import type { PassthroughCall, Provider, ProviderCall, ProviderResult } from './types.ts';
 import { UpstreamUnavailableError } from './types.ts';
@@ -125,7 +126,7 @@ export class AnthropicProvider implements Provider {
       return buffered(res.status, { ...pickHeaders(res.headers), ...JSON_HEADERS }, errorToOpenAI(buf, res.status));
     }
     if (isEventStream(res.headers)) {
-      const so = isObj(json.stream_options) ? json.stream_options : undefined;
+      const so = isRecord(json.stream_options) ? json.stream_options : undefined;
       const translator = new MessagesToChatStream({ model: call.model, includeUsage: so?.include_usage === true });
       const mapError = (err: unknown): unknown => this.client.mapError(err, call.cancel);
       return { status: res.status, headers: { ...SSE_HEADERS }, body: relay(res.body, messagesToChatTransform(translator), mapError), usage: () => translator.usage() };
@@ -150,7 +151,7 @@ export class AnthropicProvider implements Provider {
       }
       const body = parseJsonObject(buf.toString('utf8'));
       const data = Array.isArray(body?.data) ? body.data : [];
-      for (const m of data) if (isObj(m) && typeof m.id === 'string') ids.push(m.id);
+      for (const m of data) if (isRecord(m) && typeof m.id === 'string') ids.push(m.id);
       if (body?.has_more !== true || typeof body.last_id !== 'string') break;
       after = body.last_id;
     }

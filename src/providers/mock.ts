@@ -4,7 +4,8 @@ import { Cancellation } from './cancellation.ts';
 import { formatSse } from './sse.ts';
 import { chatToMessagesResponse } from './translate/anthropic-response.ts';
 import { ChatToMessagesStream } from './translate/anthropic-stream.ts';
-import { arr, isObj, nowSeconds, obj, str } from './translate/json.ts';
+import { arr, nowSeconds, obj, str } from './translate/json.ts';
+import { isRecord } from '../shared/json.ts';
 import type { Json } from './translate/json.ts';
 import { jsonResult, SSE_HEADERS } from './results.ts';
 import type { PassthroughCall, Provider, ProviderCall, ProviderResult, Usage } from './types.ts';
@@ -18,7 +19,7 @@ const FALLBACK_REPLY = 'Hello from the mock provider.';
 /** Text of a chat/Anthropic content value (string or parts). */
 function contentText(c: unknown): string {
   if (typeof c === 'string') return c;
-  return arr(c).map((p) => (isObj(p) ? (str(p.text) ?? '') : '')).join('');
+  return arr(c).map((p) => (isRecord(p) ? (str(p.text) ?? '') : '')).join('');
 }
 
 /** The last user message of chat, Anthropic or Responses input, and all prompt text. */
@@ -29,7 +30,7 @@ function promptOf(json: Json): { last: string; all: string } {
   let last = '';
   let all = contentText(json.system) + contentText(json.instructions);
   for (const m of items) {
-    if (!isObj(m)) continue;
+    if (!isRecord(m)) continue;
     const t = contentText(m.content);
     all += t;
     if (m.role === 'user' || m.role === undefined) last = t;

@@ -5,7 +5,8 @@ import { SseUsageTap } from './stream-usage.ts';
 import { messagesToChatRequest } from './translate/anthropic-request.ts';
 import { chatToMessagesResponse, errorToAnthropic } from './translate/anthropic-response.ts';
 import { ChatToMessagesStream } from './translate/anthropic-stream.ts';
-import { isObj, parseJsonObject } from './translate/json.ts';
+import { parseJsonObject } from './translate/json.ts';
+import { isRecord } from '../shared/json.ts';
 import { buffered, jsonResult, JSON_HEADERS, passthroughRequestHeaders, passthroughResult, SSE_HEADERS } from './results.ts';
 import type { Endpoint, PassthroughCall, Provider, ProviderCall, ProviderResult } from './types.ts';
 import { UpstreamUnavailableError } from './types.ts';
@@ -79,7 +80,7 @@ export class OpenAIProvider implements Provider {
       contentType = call.contentType ?? 'application/octet-stream';
     } else {
       const json = call.json ?? { model: call.model };
-      const so = call.endpoint === 'chat' && call.stream ? (isObj(json.stream_options) ? json.stream_options : {}) : undefined;
+      const so = call.endpoint === 'chat' && call.stream ? (isRecord(json.stream_options) ? json.stream_options : {}) : undefined;
       if (so !== undefined && so.include_usage !== true) {
         // Ask for the usage (token accounting needs it) and hide it again from the client.
         body = (call.jsonBytes !== undefined && json.stream_options === undefined ? withIncludeUsage(call.jsonBytes) : undefined)
@@ -177,7 +178,7 @@ export class OpenAIProvider implements Provider {
     }
     const data = parseJsonObject(buf.toString('utf8'))?.data;
     if (!Array.isArray(data)) throw new UpstreamUnavailableError(this.name, `provider ${this.name}: GET /models returned no data list`, 502);
-    return data.map((m) => (isObj(m) && typeof m.id === 'string' ? m.id : undefined)).filter((id): id is string => id !== undefined);
+    return data.map((m) => (isRecord(m) && typeof m.id === 'string' ? m.id : undefined)).filter((id): id is string => id !== undefined);
   }
 }
 

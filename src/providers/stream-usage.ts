@@ -3,10 +3,7 @@ import type { SseEvent } from './sse.ts';
 import type { Usage } from './types.ts';
 import type { ChunkTransform } from './upstream.ts';
 import { normalizeUsage, skipSpaces, usageAtKey, usageFromBody, valueAfterKey } from './usage.ts';
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return v !== null && typeof v === 'object' && !Array.isArray(v);
-}
+import { isRecord } from '../shared/json.ts';
 
 /**
  * Collects the usage reported anywhere in an SSE stream of any supported dialect:

@@ -1,4 +1,5 @@
 import type { Usage } from '../providers/types.ts';
+import { isRecord } from '../shared/json.ts';
 
 /**
  * The usage of a `response.done` server event, or undefined for any other event. Audio deltas are
@@ -28,8 +29,4 @@ export function isResponseCreate(data: string): boolean {
 
 function count(value: unknown): number {
   return typeof value === 'number' && Number.isFinite(value) && value > 0 ? Math.floor(value) : 0;
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

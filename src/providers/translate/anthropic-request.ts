@@ -1,4 +1,5 @@
-import { arr, copyKeys, isObj, obj, parseJsonObject, str } from './json.ts';
+import { arr, copyKeys, obj, parseJsonObject, str } from './json.ts';
+import { isRecord } from '../../shared/json.ts';
 import type { Json } from './json.ts';
 
 /** Anthropic requires max_tokens; OpenAI callers often omit it. */
@@ -11,7 +12,7 @@ export const DEFAULT_MAX_TOKENS = 4096;
 function textOf(content: unknown): string {
   if (typeof content === 'string') return content;
   return arr(content)
-    .map((p) => (isObj(p) && (p.type === 'text' || p.type === 'input_text' || p.type === 'refusal') ? (str(p.text) ?? str(p.refusal) ?? '') : ''))
+    .map((p) => (isRecord(p) && (p.type === 'text' || p.type === 'input_text' || p.type === 'refusal') ? (str(p.text) ?? str(p.refusal) ?? '') : ''))
     .filter((s) => s.length > 0)
     .join('\n\n');
 }
@@ -26,7 +27,7 @@ function userBlocks(content: unknown): Json[] | string {
   if (typeof content === 'string') return content;
   const blocks: Json[] = [];
   for (const p of arr(content)) {
-    if (!isObj(p)) continue;
+    if (!isRecord(p)) continue;
     if (p.type === 'text') blocks.push({ type: 'text', text: str(p.text) ?? '' });
     else if (p.type === 'image_url') {
       const url = str(obj(p.image_url)?.url) ?? str(p.image_url);
@@ -38,7 +39,7 @@ function userBlocks(content: unknown): Json[] | string {
 }
 
 function toolInput(args: unknown): Json {
-  if (isObj(args)) return args;
+  if (isRecord(args)) return args;
   return (typeof args === 'string' && parseJsonObject(args)) || {};
 }
 
@@ -61,7 +62,7 @@ function mapToolChoice(choice: unknown, parallel: unknown): Json | undefined {
   if (choice === 'auto') out = { type: 'auto' };
   else if (choice === 'required') out = { type: 'any' };
   else if (choice === 'none') out = { type: 'none' };
-  else if (isObj(choice)) {
+  else if (isRecord(choice)) {
     const name = str(obj(choice.function)?.name);
     if (name) out = { type: 'tool', name };
   }
@@ -73,7 +74,7 @@ export function chatToMessagesRequest(chat: Json): Json {
   const system: string[] = [];
   const messages: Json[] = [];
   for (const m of arr(chat.messages)) {
-    if (!isObj(m)) continue;
+    if (!isRecord(m)) continue;
     const role = m.role;
     if (role === 'system' || role === 'developer') {
       const t = textOf(m.content);
@@ -85,7 +86,7 @@ export function chatToMessagesRequest(chat: Json): Json {
       const t = textOf(m.content);
       if (t) blocks.push({ type: 'text', text: t });
       for (const tc of arr(m.tool_calls)) {
-        if (!isObj(tc)) continue;
+        if (!isRecord(tc)) continue;
         const fn = obj(tc.function);
         blocks.push({ type: 'tool_use', id: str(tc.id) ?? '', name: str(fn?.name) ?? '', input: toolInput(fn?.arguments) });
       }
@@ -124,7 +125,7 @@ export function chatToMessagesRequest(chat: Json): Json {
 function blockText(content: unknown): string {
   if (typeof content === 'string') return content;
   return arr(content)
-    .map((b) => (isObj(b) && b.type === 'text' ? (str(b.text) ?? '') : ''))
+    .map((b) => (isRecord(b) && b.type === 'text' ? (str(b.text) ?? '') : ''))
     .join('');
 }
 
@@ -141,7 +142,7 @@ export function messagesToChatRequest(msg: Json): Json {
   const sys = blockText(msg.system);
   if (sys) messages.push({ role: 'system', content: sys });
   for (const m of arr(msg.messages)) {
-    if (!isObj(m)) continue;
+    if (!isRecord(m)) continue;
     if (m.role === 'assistant') {
       if (typeof m.content === 'string') {
         messages.push({ role: 'assistant', content: m.content });
@@ -150,7 +151,7 @@ export function messagesToChatRequest(msg: Json): Json {
       let text = '';
       const toolCalls: Json[] = [];
       for (const b of arr(m.content)) {
-        if (!isObj(b)) continue;
+        if (!isRecord(b)) continue;
         if (b.type === 'text') text += str(b.text) ?? '';
         else if (b.type === 'tool_use') {
           toolCalls.push({ id: b.id, type: 'function', function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } });
@@ -167,7 +168,7 @@ export function messagesToChatRequest(msg: Json): Json {
       }
       const parts: Json[] = [];
       for (const b of arr(m.content)) {
-        if (!isObj(b)) continue;
+        if (!isRecord(b)) continue;
         if (b.type === 'tool_result') {
           // Tool results must directly follow the assistant's tool calls in the chat dialect.
           messages.push({ role: 'tool', tool_call_id: b.tool_use_id, content: blockText(b.content) });
@@ -191,7 +192,7 @@ export function messagesToChatRequest(msg: Json): Json {
     out.stream_options = { include_usage: true };
   }
   const tools = arr(msg.tools)
-    .filter(isObj)
+    .filter(isRecord)
     .filter((t) => t.name !== undefined && (t.type === undefined || t.type === 'custom'))
     .map((t) => {
       const fn: Json = { name: t.name, parameters: obj(t.input_schema) ?? { type: 'object', properties: {} } };

@@ -1,5 +1,6 @@
 import { normalizeUsage } from '../usage.ts';
-import { arr, isObj, nowSeconds, num, obj, parseJsonObject, str } from './json.ts';
+import { arr, nowSeconds, num, obj, parseJsonObject, str } from './json.ts';
+import { isRecord } from '../../shared/json.ts';
 import type { Json } from './json.ts';
 
 export function anthropicStopToFinish(stop: unknown): string {
@@ -32,7 +33,7 @@ export function messagesToChatResponse(msg: Json, created = nowSeconds()): Json 
   let text = '';
   const toolCalls: Json[] = [];
   for (const b of arr(msg.content)) {
-    if (!isObj(b)) continue;
+    if (!isRecord(b)) continue;
     if (b.type === 'text') text += str(b.text) ?? '';
     else if (b.type === 'tool_use') {
       toolCalls.push({ id: b.id, type: 'function', function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } });

@@ -2,7 +2,8 @@ import type { Usage } from '../types.ts';
 import { formatSse } from '../sse.ts';
 import { normalizeUsage } from '../usage.ts';
 import { anthropicStopToFinish, anthropicUsageToChat, finishToAnthropicStop } from './anthropic-response.ts';
-import { arr, isObj, nowSeconds, num, obj, str } from './json.ts';
+import { arr, nowSeconds, num, obj, str } from './json.ts';
+import { isRecord } from '../../shared/json.ts';
 import type { Json } from './json.ts';
 
 /**
@@ -157,7 +158,7 @@ export class ChatToMessagesStream {
   }
 
   push(chunk: Json): string {
-    if (isObj(chunk.error)) {
+    if (isRecord(chunk.error)) {
       const e = chunk.error;
       return formatSse(JSON.stringify({ type: 'error', error: { type: str(e.type) ?? 'api_error', message: str(e.message) ?? 'upstream error' } }), 'error');
     }
@@ -183,7 +184,7 @@ export class ChatToMessagesStream {
       out += ev('content_block_delta', { type: 'content_block_delta', index: this.blockIndex, delta: { type: 'text_delta', text } });
     }
     for (const tc of arr(delta?.tool_calls)) {
-      if (!isObj(tc)) continue;
+      if (!isRecord(tc)) continue;
       const tcIndex = num(tc.index) ?? 0;
       const fn = obj(tc.function);
       let block = this.toolBlocks.get(tcIndex);

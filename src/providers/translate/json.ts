@@ -1,12 +1,10 @@
 /** Small readers for untyped JSON bodies; the translators never trust a field's type. */
+import { isRecord } from '../../shared/json.ts';
+
 export type Json = Record<string, unknown>;
 
-export function isObj(v: unknown): v is Json {
-  return v !== null && typeof v === 'object' && !Array.isArray(v);
-}
-
 export function obj(v: unknown): Json | undefined {
-  return isObj(v) ? v : undefined;
+  return isRecord(v) ? v : undefined;
 }
 
 export function str(v: unknown): string | undefined {
@@ -29,7 +27,7 @@ export function copyKeys(from: Json, to: Json, keys: readonly string[]): void {
 export function parseJsonObject(text: string): Json | undefined {
   try {
     const v: unknown = JSON.parse(text);
-    return isObj(v) ? v : undefined;
+    return isRecord(v) ? v : undefined;
   } catch {
     return undefined;
   }

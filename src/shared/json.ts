@@ -1,0 +1,4 @@
+/** A parsed JSON value that is an object: not null, not an array. */
+export function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
