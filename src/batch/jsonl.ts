@@ -1,5 +1,5 @@
 import type { Endpoint } from '../providers/types.ts';
-import { badRequest } from '../http/errors.ts';
+import { badRequest } from '../errors/gateway-error.ts';
 import { isRecord } from '../shared/json.ts';
 
 /** The batch endpoints and the provider endpoint each one runs on. */

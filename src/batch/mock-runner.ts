@@ -1,8 +1,8 @@
 import type { Cancellation } from '../providers/cancellation.ts';
 import type { Target } from '../routing/resolver.ts';
+import { readBody } from '../providers/results.ts';
 import type { Endpoint } from '../providers/types.ts';
 import type { BatchRecord } from '../storage/types.ts';
-import { collect } from '../http/respond.ts';
 import type { BatchLine } from './jsonl.ts';
 
 export interface LineOutcome {
@@ -34,7 +34,7 @@ export async function runLines(
     let usage: LineOutcome['usage'];
     try {
       const result = await target.provider.call({ endpoint, model: target.model, json: { ...line.body, model: target.model }, stream: false, cancel });
-      const buf = Buffer.isBuffer(result.body) ? result.body : await collect(result.body);
+      const buf = await readBody(result.body);
       status = result.status;
       try {
         body = JSON.parse(buf.toString('utf8'));

@@ -1,7 +1,7 @@
 import { Cancellation } from '../providers/cancellation.ts';
 import type { Provider } from '../providers/types.ts';
-import { asGatewayError } from '../http/dispatch.ts';
-import { collect, upstreamError } from '../http/respond.ts';
+import { readBody } from '../providers/results.ts';
+import { asGatewayError, upstreamError } from '../errors/from-provider.ts';
 import { isRecord } from '../shared/json.ts';
 
 /**
@@ -60,7 +60,7 @@ export class RemoteBatches {
     } catch (err) {
       throw asGatewayError(err, this.provider.name);
     }
-    const buf = Buffer.isBuffer(result.body) ? result.body : await collect(result.body);
+    const buf = await readBody(result.body);
     if (result.status >= 400) throw upstreamError(result.status, buf, result.headers);
     return { body: buf };
   }

@@ -1,8 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
-import type { Identity } from '../http/context.ts';
 import { Cancellation } from '../providers/cancellation.ts';
-import { badRequest, notFound } from '../http/errors.ts';
+import { badRequest, notFound, unsupportedByProvider } from '../errors/gateway-error.ts';
 import type { Resolver, Target } from '../routing/resolver.ts';
 import type { BatchRecord, Storage, StoredFile } from '../storage/types.ts';
 import type { UsageRecorder } from '../usage/recorder.ts';
@@ -11,6 +10,13 @@ import { BATCH_ENDPOINTS, parseBatchInput, type BatchLine } from './jsonl.ts';
 import { outputLine, runLines, type LineOutcome } from './mock-runner.ts';
 import { RemoteBatches } from './remote.ts';
 import { TERMINAL_STATUSES } from './wire.ts';
+
+/** Who creates and may see a file or batch: the caller's user path and managed key id. */
+export interface Owner {
+  userPath: string;
+  /** Managed key id, or null for the master key / open mode. */
+  keyId: string | null;
+}
 
 export interface BatchServiceOptions {
   storage: Storage;
@@ -53,10 +59,10 @@ export class BatchService {
     this.opts = opts;
   }
 
-  async createFile(identity: Identity, filename: string, purpose: string, content: Buffer): Promise<StoredFile> {
+  async createFile(owner: Owner, filename: string, purpose: string, content: Buffer): Promise<StoredFile> {
     const file: StoredFile = {
       id: `file-${randomBytes(12).toString('hex')}`,
-      userPath: identity.userPath,
+      userPath: owner.userPath,
       purpose,
       filename,
       bytes: content.length,
@@ -69,14 +75,14 @@ export class BatchService {
     return file;
   }
 
-  async getFile(identity: Identity, id: string): Promise<StoredFile> {
+  async getFile(owner: Owner, id: string): Promise<StoredFile> {
     const file = await this.opts.storage.getFile(id);
-    if (file === undefined || !isWithin(file.userPath, identity.userPath)) throw notFound(`file "${id}" not found`, 'file_not_found');
+    if (file === undefined || !isWithin(file.userPath, owner.userPath)) throw notFound(`file "${id}" not found`, 'file_not_found');
     return file;
   }
 
-  async fileContent(identity: Identity, id: string): Promise<{ file: StoredFile; content: Buffer }> {
-    const file = await this.getFile(identity, id);
+  async fileContent(owner: Owner, id: string): Promise<{ file: StoredFile; content: Buffer }> {
+    const file = await this.getFile(owner, id);
     if (file.content !== null) return { file, content: file.content };
     const provider = file.provider === null ? undefined : this.opts.resolver.provider(file.provider);
     if (provider === undefined || file.providerFileId === null) throw notFound(`file "${id}" is no longer available`, 'file_not_found');
@@ -87,11 +93,11 @@ export class BatchService {
    * Validates everything a submission needs (file, JSONL, model, provider type) before `admit`
    * runs, so a malformed submission is not counted; then submits.
    */
-  async createBatch(identity: Identity, input: NewBatch, admit: () => void): Promise<BatchRecord> {
+  async createBatch(owner: Owner, input: NewBatch, admit: () => void): Promise<BatchRecord> {
     const endpoint = BATCH_ENDPOINTS[input.endpoint];
     if (endpoint === undefined) throw badRequest(`endpoint: must be one of ${Object.keys(BATCH_ENDPOINTS).join(', ')}`, 'endpoint');
     const file = await this.opts.storage.getFile(input.inputFileId);
-    if (file === undefined || !isWithin(file.userPath, identity.userPath)) throw notFound(`file "${input.inputFileId}" not found`, 'file_not_found');
+    if (file === undefined || !isWithin(file.userPath, owner.userPath)) throw notFound(`file "${input.inputFileId}" not found`, 'file_not_found');
     if (file.content === null) throw badRequest('input_file_id: must be a file uploaded with purpose "batch"', 'input_file_id');
     const { model, lines } = parseBatchInput(file.content, input.endpoint);
     const route = this.opts.resolver.resolve(model);
@@ -106,8 +112,8 @@ export class BatchService {
     const now = this.opts.now();
     const batch: BatchRecord = {
       id: `batch_${randomBytes(12).toString('hex')}`,
-      userPath: identity.userPath,
-      apiKeyId: identity.keyId,
+      userPath: owner.userPath,
+      apiKeyId: owner.keyId,
       provider: target.provider.name,
       model: target.model,
       endpoint: input.endpoint,
@@ -145,20 +151,20 @@ export class BatchService {
     return batch;
   }
 
-  async getBatch(identity: Identity, id: string): Promise<BatchRecord> {
+  async getBatch(owner: Owner, id: string): Promise<BatchRecord> {
     const batch = await this.opts.storage.getBatch(id);
-    if (batch === undefined || !isWithin(batch.userPath, identity.userPath)) throw notFound(`batch "${id}" not found`, 'batch_not_found');
+    if (batch === undefined || !isWithin(batch.userPath, owner.userPath)) throw notFound(`batch "${id}" not found`, 'batch_not_found');
     return this.refresh(batch);
   }
 
-  async listBatches(identity: Identity, after: string | undefined, limit: number): Promise<{ data: BatchRecord[]; hasMore: boolean }> {
-    const rows = await this.opts.storage.listBatches({ userPathPrefix: identity.userPath, limit: limit + 1, ...(after === undefined ? {} : { after }) });
+  async listBatches(owner: Owner, after: string | undefined, limit: number): Promise<{ data: BatchRecord[]; hasMore: boolean }> {
+    const rows = await this.opts.storage.listBatches({ userPathPrefix: owner.userPath, limit: limit + 1, ...(after === undefined ? {} : { after }) });
     const page = rows.slice(0, limit);
     return { data: await Promise.all(page.map((b) => this.refresh(b))), hasMore: rows.length > limit };
   }
 
-  async cancelBatch(identity: Identity, id: string): Promise<BatchRecord> {
-    const batch = await this.getBatch(identity, id);
+  async cancelBatch(owner: Owner, id: string): Promise<BatchRecord> {
+    const batch = await this.getBatch(owner, id);
     if (TERMINAL_STATUSES.has(batch.status) || batch.status === 'cancelling') return batch;
     const provider = this.opts.resolver.provider(batch.provider);
     if (batch.providerBatchId !== null && provider !== undefined) {
@@ -273,7 +279,7 @@ export class BatchService {
 
   private async writeOutput(batch: BatchRecord, lines: string[], kind: 'output' | 'error'): Promise<StoredFile> {
     const content = Buffer.from(lines.join('\n') + '\n');
-    return this.createFile({ userPath: batch.userPath, keyId: batch.apiKeyId, isMaster: false }, `${batch.id}_${kind}.jsonl`, 'batch_output', content);
+    return this.createFile({ userPath: batch.userPath, keyId: batch.apiKeyId }, `${batch.id}_${kind}.jsonl`, 'batch_output', content);
   }
 
   /** Executed lines are recorded as usage (endpoint `batch`); they are not charged to rate-limit windows. */

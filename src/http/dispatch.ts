@@ -2,7 +2,9 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ServerResponse } from 'node:http';
 import { cacheKey, cacheMode, type CacheMode } from '../cache/response-cache.ts';
 import { Cancellation } from '../providers/cancellation.ts';
-import { UpstreamUnavailableError, type ProviderCall, type ProviderResult } from '../providers/types.ts';
+import { readBody } from '../providers/results.ts';
+import type { ProviderCall, ProviderResult } from '../providers/types.ts';
+import { asGatewayError, upstreamError } from '../errors/from-provider.ts';
 import type { AdmissionRefusal, AdmissionTarget, AdmissionTicket, AdmitOptions } from '../ratelimit/index.ts';
 import type { Route, Target } from '../routing/resolver.ts';
 import { accountCompleted } from './accounting.ts';
@@ -11,7 +13,10 @@ import type { Cuttable } from './in-flight.ts';
 import { GatewayError, notFound, type ErrorDialect } from './errors.ts';
 import { rateLimitHeaderList, rateLimitedError } from './rate-limit-headers.ts';
 import { encodeFormForModel, type ModelRequest } from './requests.ts';
-import { collect, primeStream, sendResult, upstreamError, type HeaderList } from './respond.ts';
+import { primeStream, sendResult, type HeaderList } from './respond.ts';
+
+// routes/passthrough.ts imports it from here.
+export { asGatewayError } from '../errors/from-provider.ts';
 
 const CACHEABLE = new Set(['chat', 'responses', 'embeddings']);
 const CACHE_HEADER = 'x-floodgate-cache';
@@ -181,8 +186,7 @@ function isRetryable(status: number): boolean {
 
 /** A failed attempt as the error the client would see, its body read so the connection returns to the pool. */
 async function asFailure(result: ProviderResult): Promise<GatewayError> {
-  const body = Buffer.isBuffer(result.body) ? result.body : await collect(result.body);
-  return upstreamError(result.status, body, result.headers);
+  return upstreamError(result.status, await readBody(result.body), result.headers);
 }
 
 interface CacheLookup {
@@ -258,16 +262,6 @@ export function admit(services: HttpServices, target: AdmissionTarget, end?: Res
   if (!admission.ok) throw rateLimitedError(admission);
   if (admission.holdsSlots) end?.hold(admission);
   return rateLimitHeaderList(admission.headers);
-}
-
-export function asGatewayError(err: unknown, provider: string): unknown {
-  if (err instanceof UpstreamUnavailableError) {
-    return new GatewayError({ status: err.status, type: 'provider_error', message: err.message, code: err.status === 504 ? 'upstream_timeout' : 'upstream_unavailable' });
-  }
-  if (err instanceof Error && err.name === 'AbortError') {
-    return new GatewayError({ status: 499, type: 'provider_error', message: `request to provider ${provider} was cancelled`, code: 'client_closed_request' });
-  }
-  return err;
 }
 
 /**

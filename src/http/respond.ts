@@ -2,6 +2,8 @@ import { once } from 'node:events';
 import type { FastifyReply } from 'fastify';
 import { UpstreamUnavailableError, type ProviderResult } from '../providers/types.ts';
 import { isRelayedBody } from '../providers/upstream.ts';
+import { readBody } from '../providers/results.ts';
+import { upstreamError } from '../errors/from-provider.ts';
 import { GatewayError, errorBody, type ErrorDialect } from './errors.ts';
 
 /** Header names and values in turn, `[name, value, name, value, ...]`. */
@@ -21,8 +23,7 @@ export async function sendResult(
   extraHeaders: HeaderList | undefined,
 ): Promise<void> {
   if (result.status >= 400) {
-    const body = Buffer.isBuffer(result.body) ? result.body : await collect(result.body);
-    const err = upstreamError(result.status, body, result.headers);
+    const err = upstreamError(result.status, await readBody(result.body), result.headers);
     if (extraHeaders) setHeaders(reply, extraHeaders);
     await reply.code(err.status).headers(err.headers ?? {}).type('application/json').send(errorBody(err, dialect));
     return;
@@ -109,40 +110,6 @@ function hasName(list: HeaderList, name: string): boolean {
 /** Sets a header list on a reply that fastify sends. */
 export function setHeaders(reply: FastifyReply, list: HeaderList): void {
   for (let i = 0; i < list.length; i += 2) reply.header(list[i]!, list[i + 1]!);
-}
-
-export async function collect(body: AsyncIterable<Buffer>): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of body) chunks.push(chunk);
-  return Buffer.concat(chunks);
-}
-
-/** Re-wraps an upstream error body as a gateway `provider_error`, keeping its message and code. */
-export function upstreamError(status: number, body: Buffer, headers: Record<string, string>): GatewayError {
-  let message = `upstream returned HTTP ${status}`;
-  let code: string | null = null;
-  try {
-    const parsed: unknown = JSON.parse(body.toString('utf8'));
-    const inner = isRecord(parsed) && isRecord(parsed.error) ? parsed.error : parsed;
-    if (isRecord(inner)) {
-      if (typeof inner.message === 'string' && inner.message !== '') message = inner.message;
-      if (typeof inner.code === 'string') code = inner.code;
-      else if (typeof inner.type === 'string') code = inner.type;
-    }
-  } catch {
-    const text = body.toString('utf8').trim();
-    if (text !== '') message = `${message}: ${text.slice(0, 500)}`;
-  }
-  const passOn: Record<string, string> = {};
-  for (const name of ['retry-after', 'retry-after-ms']) {
-    const value = headers[name];
-    if (value !== undefined) passOn[name] = value;
-  }
-  return new GatewayError({ status, type: 'provider_error', message, code, headers: passOn });
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 /**

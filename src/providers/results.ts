@@ -13,6 +13,14 @@ export function buffered(status: number, headers: Record<string, string>, body: 
   return { status, headers, body, usage: () => usage };
 }
 
+/** A result's whole body: a buffered answer as it is, a stream read to its end. */
+export async function readBody(body: Buffer | AsyncIterable<Buffer>): Promise<Buffer> {
+  if (Buffer.isBuffer(body)) return body;
+  const chunks: Buffer[] = [];
+  for await (const chunk of body) chunks.push(chunk);
+  return Buffer.concat(chunks);
+}
+
 export function jsonResult(status: number, value: unknown, usage?: Usage): ProviderResult {
   return buffered(status, { ...JSON_HEADERS }, Buffer.from(JSON.stringify(value)), usage);
 }

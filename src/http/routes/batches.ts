@@ -5,7 +5,7 @@ import { batchObject, fileObject } from '../../batch/wire.ts';
 import type { HttpServices } from '../context.ts';
 import { admit } from '../dispatch.ts';
 import { setHeaders } from '../respond.ts';
-import { badRequest } from '../errors.ts';
+import { badRequest } from '../../errors/gateway-error.ts';
 import { parseBody } from '../validation.ts';
 
 const createBatchSchema = z.object({

@@ -8,9 +8,9 @@ import { RealtimeConnectError, connectRealtimeUpstream, type RealtimeUpstream } 
 import type { Route, Target } from '../../routing/resolver.ts';
 import { accountCompleted } from '../accounting.ts';
 import type { HttpServices } from '../context.ts';
-import { GatewayError, badRequest, notFound } from '../errors.ts';
+import { GatewayError, badRequest, notFound } from '../../errors/gateway-error.ts';
 import { rateLimitedError } from '../rate-limit-headers.ts';
-import { upstreamError } from '../respond.ts';
+import { upstreamError } from '../../errors/from-provider.ts';
 
 /** A session admitted and connected upstream in preHandler, waiting for its client socket. */
 interface Prepared {
