@@ -5,8 +5,8 @@ import { asGatewayError, upstreamError } from '../errors/from-provider.ts';
 import { isRecord } from '../shared/json.ts';
 
 /**
- * The OpenAI Files and Batches API of an `openai` provider, called through the provider's
- * passthrough (its base URL and credentials). Non-2xx answers become provider_error 4xx/5xx.
+ * The OpenAI Files and Batches API of a provider whose batch ability is `forward`, called through
+ * the provider's passthrough (its base URL and credentials). Non-2xx answers become provider_error 4xx/5xx.
  */
 export class RemoteBatches {
   private readonly provider: Provider;

@@ -7,7 +7,7 @@ import type { BatchRecord, Storage, StoredFile } from '../storage/types.ts';
 import type { UsageRecorder } from '../usage/recorder.ts';
 import { isRecord } from '../shared/json.ts';
 import { BATCH_ENDPOINTS, parseBatchInput, type BatchLine } from './jsonl.ts';
-import { outputLine, runLines, type LineOutcome } from './mock-runner.ts';
+import { outputLine, runLines, type LineOutcome } from './line-runner.ts';
 import { RemoteBatches } from './remote.ts';
 import { TERMINAL_STATUSES } from './wire.ts';
 
@@ -44,15 +44,15 @@ export function isWithin(path: string, caller: string): boolean {
 }
 
 /**
- * Files and batches. The gateway keeps uploaded files itself; a batch on an `openai` provider is
- * forwarded there (file uploaded, batch created, ids mapped back), a batch on the `mock` provider
- * is run by the gateway in the background. Every object remembers the user path that created it
+ * Files and batches. The gateway keeps uploaded files itself; a batch is run the way its provider's
+ * batch ability says: forwarded to the provider's own Batches API (file uploaded, batch created, ids
+ * mapped back), or run by the gateway line by line in the background. Every object remembers the user path that created it
  * and is visible to that path's subtree only; anything else is answered as not found.
  */
 export class BatchService {
   private readonly opts: BatchServiceOptions;
   private readonly running = new Map<string, { cancel: boolean; done: Promise<void> }>();
-  /** Cancelled on close(): running mock batches stop between lines, and their calls are abandoned. */
+  /** Cancelled on close(): batches the gateway runs stop between lines, and their calls are abandoned. */
   private readonly shutdown = Cancellation.shared();
 
   constructor(opts: BatchServiceOptions) {
@@ -103,10 +103,8 @@ export class BatchService {
     const route = this.opts.resolver.resolve(model);
     if (!route) throw notFound(`model "${model}" not found`, 'model_not_found');
     const target = route.first;
-    const type = target.provider.type;
-    if (type !== 'openai' && type !== 'mock') {
-      throw badRequest(`batches are not supported by provider ${target.provider.name} (type ${type})`, 'input_file_id', 'unsupported_endpoint');
-    }
+    const ability = target.provider.batch;
+    if (ability === undefined) throw unsupportedByProvider('batches', target.provider, 'input_file_id');
     admit();
 
     const now = this.opts.now();
@@ -130,7 +128,7 @@ export class BatchService {
       createdAt: new Date(now),
       updatedAt: new Date(now),
     };
-    if (type === 'openai') {
+    if (ability.mode === 'forward') {
       const remote = new RemoteBatches(target.provider);
       // The provider must see its own model id, not the gateway's `provider/model` name.
       const content = Buffer.from(lines.map((l) => JSON.stringify({ custom_id: l.customId, method: 'POST', url: input.endpoint, body: { ...l.body, model: target.model } })).join('\n') + '\n');

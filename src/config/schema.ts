@@ -7,10 +7,11 @@
  * optional fields mean "absent": `master_key: ${MASTER_KEY}` with MASTER_KEY unset is no master key.
  */
 import { z } from 'zod';
+import { PROVIDER_TYPES, type ProviderConfig } from '../providers/registry.ts';
 import { MAX_CAP, MAX_PERIOD_SECONDS, normalizeUserPath, validateModelSubject, validateProviderSubject } from '../ratelimit/normalize.ts';
+import { coerceString, isAbsent, str } from '../shared/config-fields.ts';
 import { providerNameError } from './normalize.ts';
 
-export const DEFAULT_ANTHROPIC_BASE_URL = 'https://api.anthropic.com';
 export const DEFAULT_BODY_LIMIT = 10 * 1024 * 1024;
 export const DEFAULT_USER_PATH_HEADER = 'X-Floodgate-User-Path';
 
@@ -40,7 +41,6 @@ export function parseByteSize(raw: string | number): number | undefined {
 
 // ---- scalar helpers -------------------------------------------------------------------------
 
-const isAbsent = (v: unknown): boolean => v === undefined || v === null || v === '';
 const absentToUndefined = (v: unknown): unknown => (isAbsent(v) ? undefined : v);
 
 function coerceInt(v: unknown): unknown {
@@ -51,12 +51,6 @@ function coerceInt(v: unknown): unknown {
 function coerceBool(v: unknown): unknown {
   if (isAbsent(v)) return undefined;
   return typeof v === 'string' ? (parseBoolean(v) ?? v) : v;
-}
-
-// A number where a string is expected (`master_key: 123456`) is almost surely meant as text.
-function coerceString(v: unknown): unknown {
-  if (isAbsent(v)) return undefined;
-  return typeof v === 'number' ? String(v) : v;
 }
 
 function intSchema(min: number, max?: number) {
@@ -71,7 +65,6 @@ const defInt = (def: number, min: number, max?: number) =>
 const defBool = (def: boolean) =>
   z.preprocess(coerceBool, z.boolean({ error: 'must be a boolean (true/false/yes/no/on/off/1/0)' }).default(def));
 
-const str = () => z.string({ error: (iss) => (iss.input === undefined ? 'required' : 'must be a string') });
 const nonEmptyStr = () => str().min(1, { error: 'must not be empty' });
 const optStr = () => z.preprocess(coerceString, str().optional());
 const defStr = (def: string) => z.preprocess(coerceString, str().default(def));
@@ -79,21 +72,6 @@ const defStr = (def: string) => z.preprocess(coerceString, str().default(def));
 /** Absent sections (missing key or a bare `key:` in YAML) get their defaults. */
 function section<T extends z.ZodType>(schema: T) {
   return z.preprocess(absentToUndefined, schema);
-}
-
-function httpUrl(v: string, ctx: z.RefinementCtx): string {
-  let url: URL;
-  try {
-    url = new URL(v);
-  } catch {
-    ctx.addIssue({ code: 'custom', message: `must be an http(s) URL (got "${v}")` });
-    return z.NEVER;
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    ctx.addIssue({ code: 'custom', message: `must be an http(s) URL (got "${v}")` });
-    return z.NEVER;
-  }
-  return v.replace(/\/+$/, '');
 }
 
 /** A model reference: `provider/model` or a bare model; trimmed, must not begin or end with `/`. */
@@ -174,6 +152,7 @@ const cacheSchema = z.strictObject({
   ),
 });
 
+// The fields every provider type has; each type adds its own (its `configFields`, see src/providers/registry.ts).
 const providerCommon = {
   api_key: optStr(),
   models: section(z.array(modelName, { error: 'must be a list of model names' }).optional()),
@@ -182,43 +161,23 @@ const providerCommon = {
   timeout_ms: defInt(600000, 1),
 };
 
-const PROVIDER_TYPE_ERROR = 'must be one of openai, anthropic, mock';
+const PROVIDER_TYPE_NAMES = PROVIDER_TYPES.map((t) => t.type).join(', ');
 
-const providerSchema = z.discriminatedUnion(
-  'type',
-  [
-    z.strictObject({
-      type: z.literal('openai'),
-      base_url: z.preprocess(coerceString, str().transform(httpUrl)),
-      ...providerCommon,
-    }),
-    z.strictObject({
-      type: z.literal('anthropic'),
-      // The SDK convention is the host without /v1; accept either spelling so copy-paste works.
-      base_url: z.preprocess(
-        coerceString,
-        str()
-          .default(DEFAULT_ANTHROPIC_BASE_URL)
-          .transform(httpUrl)
-          .transform((v) => v.replace(/\/v1$/, '')),
-      ),
-      ...providerCommon,
-    }),
-    z.strictObject({
-      type: z.literal('mock'),
-      base_url: z.preprocess(coerceString, str().transform(httpUrl).optional()),
-      ...providerCommon,
-    }),
-  ],
-  {
-    error: (iss) => {
-      const input: unknown = iss.input;
-      if (input === null || typeof input !== 'object' || Array.isArray(input)) return 'expected a mapping';
-      const type = (input as Record<string, unknown>)['type'];
-      return type === undefined ? `required (${PROVIDER_TYPE_ERROR.replace('must be ', '')})` : PROVIDER_TYPE_ERROR;
-    },
+const providerVariants = PROVIDER_TYPES.map((t) => z.strictObject({ type: z.literal(t.type), ...t.configFields, ...providerCommon }));
+
+/**
+ * One `providers.<name>` entry, checked against the fields of the type it names. Its output type
+ * is the registry's `ProviderConfig` with the common defaults filled in: zod cannot name the
+ * union of a list built at run time, and the registry spells the same union from the same list.
+ */
+const providerSchema = z.discriminatedUnion('type', providerVariants as [typeof providerVariants[number], ...typeof providerVariants], {
+  error: (iss) => {
+    const input: unknown = iss.input;
+    if (input === null || typeof input !== 'object' || Array.isArray(input)) return 'expected a mapping';
+    const type = (input as Record<string, unknown>)['type'];
+    return type === undefined ? `required (one of ${PROVIDER_TYPE_NAMES})` : `must be one of ${PROVIDER_TYPE_NAMES}`;
   },
-);
+}) as unknown as z.ZodType<ProviderConfig & { connect_timeout_ms: number; timeout_ms: number }, unknown>;
 
 const providerName = z.string().superRefine((v, ctx) => {
   const err = providerNameError(v);
@@ -361,11 +320,6 @@ export const configSchema = z.strictObject(
 
 /** The resolved configuration: YAML field names, every default filled in, body_limit in bytes. */
 export type GatewayConfig = z.output<typeof configSchema>;
-export type ProviderConfig = GatewayConfig['providers'][string];
 export type AliasConfig = GatewayConfig['aliases'][string];
 export type RateLimitsConfig = GatewayConfig['rate_limits'];
 
-/** The configuration an empty file (or no file at all, before env overrides) resolves to. */
-export function defaultConfig(): GatewayConfig {
-  return configSchema.parse({});
-}

@@ -1,4 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import { defaultUrlSetting } from '../shared/config-fields.ts';
+import { isRecord } from '../shared/json.ts';
 import { Cancellation } from './cancellation.ts';
 import { SseParser, parseEventJson } from './sse.ts';
 import type { SseEvent } from './sse.ts';
@@ -7,10 +9,9 @@ import { chatToMessagesRequest } from './translate/anthropic-request.ts';
 import { errorToOpenAI, messagesToChatResponse } from './translate/anthropic-response.ts';
 import { MessagesToChatStream } from './translate/anthropic-stream.ts';
 import { parseJsonObject } from './translate/json.ts';
-import { isRecord } from '../shared/json.ts';
 import { buffered, jsonResult, JSON_HEADERS, passthroughRequestHeaders, passthroughResult, SSE_HEADERS, unsupportedEndpoint } from './results.ts';
 import type { PassthroughCall, Provider, ProviderCall, ProviderResult } from './types.ts';
-import { UpstreamUnavailableError } from './types.ts';
+import { defineProviderType, UpstreamUnavailableError } from './types.ts';
 import { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, isEventStream, pickHeaders, relay, UpstreamClient } from './upstream.ts';
 import type { ChunkTransform, UpstreamResponse } from './upstream.ts';
 import { usageFromJsonBuffer } from './usage.ts';
@@ -20,18 +21,35 @@ export interface AnthropicProviderOptions {
   /** E.g. `https://api.anthropic.com`; a trailing `/v1` is accepted and dropped. */
   baseUrl?: string;
   apiKey?: string;
-  models?: string[];
-  connectTimeoutMs?: number;
-  timeoutMs?: number;
+  models?: readonly string[] | undefined;
+  connectTimeoutMs?: number | undefined;
+  timeoutMs?: number | undefined;
 }
 
-export const ANTHROPIC_DEFAULT_BASE_URL = 'https://api.anthropic.com';
-export const ANTHROPIC_VERSION = '2023-06-01';
+const ANTHROPIC_DEFAULT_BASE_URL = 'https://api.anthropic.com';
+const ANTHROPIC_VERSION = '2023-06-01';
 
 /** `https://api.anthropic.com/v1/` -> `https://api.anthropic.com`: paths below carry `/v1`. */
-export function normalizeAnthropicBaseUrl(url: string): string {
+function normalizeAnthropicBaseUrl(url: string): string {
   return url.replace(/\/+$/, '').replace(/\/v1$/, '');
 }
+
+/**
+ * `type: anthropic`: `base_url` defaults to Anthropic's API; the SDK convention is the host
+ * without `/v1`, and either spelling is accepted so that copy-paste works. No realtime, no batches.
+ */
+export const anthropicProviderType = defineProviderType({
+  type: 'anthropic',
+  configFields: { base_url: defaultUrlSetting(ANTHROPIC_DEFAULT_BASE_URL, normalizeAnthropicBaseUrl) },
+  create: (name, settings) => new AnthropicProvider({
+    name,
+    baseUrl: settings.base_url,
+    apiKey: settings.api_key,
+    models: settings.models,
+    connectTimeoutMs: settings.connect_timeout_ms,
+    timeoutMs: settings.timeout_ms,
+  }),
+});
 
 function headerValue(h: IncomingHttpHeaders | undefined, name: string): string | undefined {
   const v = h?.[name];
@@ -40,7 +58,7 @@ function headerValue(h: IncomingHttpHeaders | undefined, name: string): string |
 
 export class AnthropicProvider implements Provider {
   readonly name: string;
-  readonly type = 'anthropic' as const;
+  readonly type = 'anthropic';
   private readonly client: UpstreamClient;
   private readonly apiKey: string | undefined;
   private readonly configuredModels: string[] | undefined;

@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
 import { setImmediate as tick } from 'node:timers/promises';
+import { optionalUrlSetting } from '../shared/config-fields.ts';
 import { Cancellation } from './cancellation.ts';
+import { MockRealtimeSession } from './mock-realtime.ts';
 import { formatSse } from './sse.ts';
 import { chatToMessagesResponse } from './translate/anthropic-response.ts';
 import { ChatToMessagesStream } from './translate/anthropic-stream.ts';
@@ -8,12 +10,13 @@ import { arr, nowSeconds, obj, str } from './translate/json.ts';
 import { isRecord } from '../shared/json.ts';
 import type { Json } from './translate/json.ts';
 import { jsonResult, SSE_HEADERS } from './results.ts';
-import type { PassthroughCall, Provider, ProviderCall, ProviderResult, Usage } from './types.ts';
+import type { BatchAbility, PassthroughCall, Provider, ProviderCall, ProviderResult, RealtimeAbility, Usage } from './types.ts';
+import { defineProviderType } from './types.ts';
 import { estimateTokens } from './usage.ts';
 
-export const MOCK_DEFAULT_MODELS = ['mock-1', 'mock-embed'];
-export const MOCK_EMBEDDING_DIMENSIONS = 16;
-export const MOCK_TRANSCRIPTION = 'This is a mock transcription.';
+const MOCK_DEFAULT_MODELS = ['mock-1', 'mock-embed'];
+const MOCK_EMBEDDING_DIMENSIONS = 16;
+const MOCK_TRANSCRIPTION = 'This is a mock transcription.';
 const FALLBACK_REPLY = 'Hello from the mock provider.';
 
 /** Text of a chat/Anthropic content value (string or parts). */
@@ -68,14 +71,28 @@ export function mockEmbedding(text: string, dimensions = MOCK_EMBEDDING_DIMENSIO
   return v.map((x) => Math.round((x / norm) * 1e6) / 1e6);
 }
 
+/**
+ * `type: mock`: the offline provider; its other settings are accepted (a config can switch a
+ * provider's type back and forth) but only `models` is used.
+ */
+export const mockProviderType = defineProviderType({
+  type: 'mock',
+  configFields: { base_url: optionalUrlSetting() },
+  create: (name, settings) => new MockProvider({ name, models: settings.models }),
+});
+
 /** The built-in offline provider: deterministic echo answers, always with usage, no network. */
 export class MockProvider implements Provider {
   readonly name: string;
-  readonly type = 'mock' as const;
+  readonly type = 'mock';
+  /** A built-in session speaking a text-only subset of the OpenAI realtime protocol. */
+  readonly realtime: RealtimeAbility = { connect: async (model) => new MockRealtimeSession(model) };
+  /** The gateway runs a mock batch's lines itself. */
+  readonly batch: BatchAbility = { mode: 'lines' };
   private readonly models: string[];
   private seq = 0;
 
-  constructor(opts: { name?: string; models?: string[] } = {}) {
+  constructor(opts: { name?: string; models?: readonly string[] | undefined } = {}) {
     this.name = opts.name ?? 'mock';
     this.models = opts.models && opts.models.length > 0 ? [...opts.models] : [...MOCK_DEFAULT_MODELS];
   }

@@ -1,4 +1,7 @@
+import { urlSetting } from '../shared/config-fields.ts';
+import { isRecord } from '../shared/json.ts';
 import { Cancellation } from './cancellation.ts';
+import { connectRealtimeUpstream } from './realtime-socket.ts';
 import { SseParser, parseEventJson } from './sse.ts';
 import type { SseEvent } from './sse.ts';
 import { SseUsageTap } from './stream-usage.ts';
@@ -6,10 +9,9 @@ import { messagesToChatRequest } from './translate/anthropic-request.ts';
 import { chatToMessagesResponse, errorToAnthropic } from './translate/anthropic-response.ts';
 import { ChatToMessagesStream } from './translate/anthropic-stream.ts';
 import { parseJsonObject } from './translate/json.ts';
-import { isRecord } from '../shared/json.ts';
 import { buffered, jsonResult, JSON_HEADERS, passthroughRequestHeaders, passthroughResult, SSE_HEADERS } from './results.ts';
-import type { Endpoint, PassthroughCall, Provider, ProviderCall, ProviderResult } from './types.ts';
-import { UpstreamUnavailableError } from './types.ts';
+import type { BatchAbility, Endpoint, PassthroughCall, Provider, ProviderCall, ProviderResult, RealtimeAbility } from './types.ts';
+import { defineProviderType, UpstreamUnavailableError } from './types.ts';
 import {
   DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, IDENTITY, isEventStream, isJson, pickHeaders, relay, UpstreamClient,
 } from './upstream.ts';
@@ -21,12 +23,12 @@ export interface OpenAIProviderOptions {
   /** E.g. `https://api.openai.com/v1`; endpoint paths are appended to it. */
   baseUrl?: string;
   apiKey?: string;
-  models?: string[];
-  connectTimeoutMs?: number;
-  timeoutMs?: number;
+  models?: readonly string[] | undefined;
+  connectTimeoutMs?: number | undefined;
+  timeoutMs?: number | undefined;
 }
 
-export const OPENAI_DEFAULT_BASE_URL = 'https://api.openai.com/v1';
+const OPENAI_DEFAULT_BASE_URL = 'https://api.openai.com/v1';
 
 const PATHS: Record<Exclude<Endpoint, 'messages'>, string> = {
   chat: '/chat/completions',
@@ -36,10 +38,33 @@ const PATHS: Record<Exclude<Endpoint, 'messages'>, string> = {
   transcriptions: '/audio/transcriptions',
 };
 
+/** `type: openai`: `base_url` is required and includes `/v1` (endpoint paths are appended). */
+export const openaiProviderType = defineProviderType({
+  type: 'openai',
+  configFields: { base_url: urlSetting() },
+  create: (name, settings) => new OpenAIProvider({
+    name,
+    baseUrl: settings.base_url,
+    apiKey: settings.api_key,
+    models: settings.models,
+    connectTimeoutMs: settings.connect_timeout_ms,
+    timeoutMs: settings.timeout_ms,
+  }),
+});
+
 /** Any OpenAI-compatible upstream (OpenAI, Azure-style proxies, vLLM, Ollama, LiteLLM, ...). */
 export class OpenAIProvider implements Provider {
   readonly name: string;
-  readonly type = 'openai' as const;
+  readonly type = 'openai';
+  /** Sessions on the provider's realtime WebSocket (`<base_url as ws(s)>/realtime?model=`). */
+  readonly realtime: RealtimeAbility = {
+    connect: (model) => {
+      const { url, headers } = this.realtimeEndpoint(model);
+      return connectRealtimeUpstream(url, headers);
+    },
+  };
+  /** OpenAI's Files and Batches API lives below the same base URL. */
+  readonly batch: BatchAbility = { mode: 'forward' };
   private readonly client: UpstreamClient;
   private readonly apiKey: string | undefined;
   private readonly configuredModels: string[] | undefined;
@@ -111,11 +136,7 @@ export class OpenAIProvider implements Provider {
     await this.client.close();
   }
 
-  /**
-   * Where this provider's realtime WebSocket lives (`<base_url as ws(s)>/realtime?model=`) and
-   * the headers that authenticate it; the realtime proxy connects there itself.
-   */
-  realtimeEndpoint(model: string): { url: string; headers: Record<string, string> } {
+  private realtimeEndpoint(model: string): { url: string; headers: Record<string, string> } {
     const url = new URL(this.client.baseUrl.replace(/\/+$/, '') + '/realtime');
     url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
     url.searchParams.set('model', model);

@@ -1,40 +1,38 @@
-import { AnthropicProvider } from './anthropic.ts';
-import { MockProvider } from './mock.ts';
-import { OpenAIProvider } from './openai.ts';
-import type { Provider } from './types.ts';
+import { anthropicProviderType } from './anthropic.ts';
+import { mockProviderType } from './mock.ts';
+import { openaiProviderType } from './openai.ts';
+import type { Provider, ProviderSettings, ProviderType } from './types.ts';
 
-/** A `providers.<name>` entry of the config (structurally; the config module validates it). */
-export interface ProviderConfig {
-  type: 'openai' | 'anthropic' | 'mock';
-  base_url?: string;
-  api_key?: string;
-  models?: string[];
-  connect_timeout_ms?: number;
-  timeout_ms?: number;
-}
+/**
+ * Every provider type the gateway knows, in the order `check-config` and error messages name them.
+ * A new type is one module exporting its `ProviderType` plus its entry here: the config schema,
+ * the type names and the factory below all follow from this list.
+ */
+export const PROVIDER_TYPES = [openaiProviderType, anthropicProviderType, mockProviderType] as const;
+
+type Entry = (typeof PROVIDER_TYPES)[number];
+
+/** `openai | anthropic | mock`: the names allowed in `providers.<name>.type`. */
+export type ProviderTypeName = Entry['type'];
+
+/** A `providers.<name>` entry: its type's name, its own fields and the common ones. */
+export type ProviderConfig = Entry extends infer E
+  ? E extends ProviderType<infer Name, infer Fields> ? { type: Name } & ProviderSettings<Fields> : never
+  : never;
+
+type Factory = (name: string, config: ProviderConfig) => Provider;
+
+// Each factory is given only configs its own type's schema produced (`type` selects it), which is
+// what the casts state and the union type cannot.
+const FACTORIES = new Map<string, Factory>(PROVIDER_TYPES.map((t) => [t.type, t.create as Factory]));
 
 export function createProvider(name: string, config: ProviderConfig): Provider {
-  const common = {
-    name,
-    baseUrl: config.base_url,
-    apiKey: config.api_key,
-    models: config.models,
-    connectTimeoutMs: config.connect_timeout_ms,
-    timeoutMs: config.timeout_ms,
-  };
-  switch (config.type) {
-    case 'openai': return new OpenAIProvider(common);
-    case 'anthropic': return new AnthropicProvider(common);
-    case 'mock': return new MockProvider({ name, models: config.models });
-    default: throw new Error(`providers.${name}.type: unknown provider type ${JSON.stringify((config as { type: unknown }).type)}`);
-  }
+  const create = FACTORIES.get(config.type);
+  if (create === undefined) throw new Error(`providers.${name}.type: unknown provider type ${JSON.stringify(config.type)}`);
+  return create(name, config);
 }
 
 /** Instances in config order (the order decides which provider serves a bare model name). */
-export function createProviders(map: Record<string, ProviderConfig>): Provider[] {
-  return Object.entries(map).map(([name, cfg]) => createProvider(name, cfg));
-}
-
-export async function closeProviders(providers: Iterable<Provider>): Promise<void> {
-  await Promise.allSettled([...providers].map((p) => p.close()));
+export function createProviders(map: Readonly<Record<string, ProviderConfig>>): Provider[] {
+  return Object.entries(map).map(([name, config]) => createProvider(name, config));
 }

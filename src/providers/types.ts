@@ -1,5 +1,6 @@
-import type { Cancellation } from './cancellation.ts';
 import type { IncomingHttpHeaders } from 'node:http';
+import type { z } from 'zod';
+import type { Cancellation } from './cancellation.ts';
 
 /** The model endpoints a provider adapter can serve, named after the gateway's routes. */
 export type Endpoint =
@@ -81,10 +82,79 @@ export class UpstreamUnavailableError extends Error {
 export interface Provider {
   /** Instance name from the config (the key under `providers`). */
   readonly name: string;
-  readonly type: 'openai' | 'anthropic' | 'mock';
+  /** The name of its provider type (`providers.<name>.type`), for messages. */
+  readonly type: string;
   /** Models this instance serves: from config, else discovered once at start-up. */
   listModels(): Promise<string[]>;
   call(call: ProviderCall): Promise<ProviderResult>;
   passthrough(call: PassthroughCall): Promise<ProviderResult>;
   close(): Promise<void>;
+  /** Present when the provider serves realtime sessions (`GET /v1/realtime`). */
+  readonly realtime?: RealtimeAbility;
+  /** Present when the provider serves batches (`POST /v1/batches`). */
+  readonly batch?: BatchAbility;
+}
+
+export interface RealtimeAbility {
+  /**
+   * Opens the provider side of one session for the provider's own model id. Rejects with a
+   * `RealtimeConnectError` when the provider refuses the handshake or cannot be reached.
+   */
+  connect(model: string): Promise<RealtimeUpstream>;
+}
+
+/**
+ * The provider side of one realtime session, whatever serves it (a provider's WebSocket or a
+ * built-in session). Messages that arrive before a listener is attached are queued: OpenAI sends
+ * `session.created` the moment the socket opens, while the client is still being upgraded.
+ */
+export interface RealtimeUpstream {
+  send(data: Buffer | string, isBinary: boolean): void;
+  /** Idempotent. */
+  close(code?: number, reason?: string): void;
+  /** Attaches the one message listener; queued messages are delivered first. */
+  onMessage(listener: (data: Buffer | string, isBinary: boolean) => void): void;
+  /** Called once when the upstream side is gone (closed by either side, or failed). */
+  onClose(listener: (code: number, reason: string) => void): void;
+}
+
+export interface BatchAbility {
+  /**
+   * How a batch runs. `forward`: the provider serves OpenAI's Files and Batches API below its
+   * base URL, reached through `passthrough`; the gateway uploads the input there and follows the
+   * provider's batch. `lines`: the gateway runs the lines itself, one `call` each, in the background.
+   */
+  readonly mode: 'forward' | 'lines';
+}
+
+/**
+ * The settings every provider type takes besides its own (the config schema validates them and
+ * fills in their defaults; a provider made without them uses its own).
+ */
+export interface CommonProviderSettings {
+  api_key?: string | undefined;
+  /** Absent or empty: the models are discovered from the provider at start-up. */
+  models?: readonly string[] | undefined;
+  connect_timeout_ms?: number | undefined;
+  /** Time allowed for response headers, and the longest silence while a body streams. */
+  timeout_ms?: number | undefined;
+}
+
+/** A provider type's settings as its factory receives them: its own fields plus the common ones. */
+export type ProviderSettings<Fields extends z.ZodRawShape> = CommonProviderSettings & z.output<z.ZodObject<Fields>>;
+
+/**
+ * One provider type, as the registry lists it: the name written in `providers.<name>.type`, the
+ * zod schema of the fields only this type has (the config schema adds `type` and the common
+ * fields), and the factory of an instance.
+ */
+export interface ProviderType<Name extends string = string, Fields extends z.ZodRawShape = z.ZodRawShape> {
+  readonly type: Name;
+  readonly configFields: Fields;
+  create(name: string, settings: ProviderSettings<Fields>): Provider;
+}
+
+/** Declares a provider type; only here to infer its name and fields for the registry's types. */
+export function defineProviderType<Name extends string, Fields extends z.ZodRawShape>(entry: ProviderType<Name, Fields>): ProviderType<Name, Fields> {
+  return entry;
 }

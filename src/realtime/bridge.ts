@@ -1,6 +1,5 @@
 import WebSocket from 'ws';
-import type { Usage } from '../providers/types.ts';
-import type { RealtimeUpstream } from './upstream.ts';
+import type { RealtimeUpstream, Usage } from '../providers/types.ts';
 import { isResponseCreate, usageOfServerEvent } from './usage.ts';
 
 export interface BridgeHooks {

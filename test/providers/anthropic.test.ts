@@ -1,6 +1,6 @@
 import { test, after, beforeEach } from 'node:test';
 import assert from 'node:assert/strict';
-import { AnthropicProvider, normalizeAnthropicBaseUrl } from '../../src/providers/anthropic.ts';
+import { AnthropicProvider } from '../../src/providers/anthropic.ts';
 import { UpstreamUnavailableError } from '../../src/providers/types.ts';
 import type { ProviderCall } from '../../src/providers/types.ts';
 import { startFakeUpstream } from '../support/fake-upstream.ts';
@@ -21,9 +21,15 @@ const messages = (extra: Record<string, unknown> = {}, headers?: Record<string, 
   json: { model: 'claude-x', max_tokens: 100, messages: [{ role: 'user', content: 'hello claude' }], ...extra },
 });
 
-test('base_url normalisation', () => {
-  assert.equal(normalizeAnthropicBaseUrl('https://api.anthropic.com/v1/'), 'https://api.anthropic.com');
-  assert.equal(normalizeAnthropicBaseUrl('https://proxy/x'), 'https://proxy/x');
+test('base_url with or without a trailing /v1 reaches the same paths', async () => {
+  const bare = new AnthropicProvider({ name: 'ant', baseUrl: fake.url, apiKey: 'ant-key', timeoutMs: 2000 });
+  try {
+    await bodyOf(await bare.call(messages()));
+    await bodyOf(await provider.call(messages()));
+    assert.deepEqual(fake.calls.map((c) => c.path), ['/v1/messages', '/v1/messages']);
+  } finally {
+    await bare.close();
+  }
 });
 
 test('native messages: headers, original bytes, usage', async () => {

@@ -1,16 +1,15 @@
 import websocket from '@fastify/websocket';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { OpenAIProvider } from '../../providers/openai.ts';
+import { upstreamError } from '../../errors/from-provider.ts';
+import { GatewayError, badRequest, notFound, unsupportedByProvider } from '../../errors/gateway-error.ts';
+import { RealtimeConnectError } from '../../providers/realtime-socket.ts';
+import type { RealtimeAbility, RealtimeUpstream } from '../../providers/types.ts';
 import type { AdmissionRefusal, AdmissionTicket } from '../../ratelimit/index.ts';
 import { bridge } from '../../realtime/bridge.ts';
-import { MockRealtimeSession } from '../../realtime/mock-session.ts';
-import { RealtimeConnectError, connectRealtimeUpstream, type RealtimeUpstream } from '../../realtime/upstream.ts';
 import type { Route, Target } from '../../routing/resolver.ts';
 import { accountCompleted } from '../accounting.ts';
 import type { HttpServices } from '../context.ts';
-import { GatewayError, badRequest, notFound } from '../../errors/gateway-error.ts';
 import { rateLimitedError } from '../rate-limit-headers.ts';
-import { upstreamError } from '../../errors/from-provider.ts';
 
 /** A session admitted and connected upstream in preHandler, waiting for its client socket. */
 interface Prepared {
@@ -90,11 +89,8 @@ async function prepare(request: FastifyRequest, services: HttpServices): Promise
   if (typeof model !== 'string' || model.trim() === '') throw badRequest('model: required query parameter (GET /v1/realtime?model=...)', 'model');
   const route = services.resolver.resolve(model.trim());
   if (!route) throw notFound(`model "${model}" not found`, 'model_not_found');
-  for (const target of route.primary) {
-    if (target.provider.type === 'anthropic') {
-      throw badRequest(`realtime sessions are not supported by provider ${target.provider.name} (type anthropic)`, 'model', 'unsupported_endpoint');
-    }
-  }
+  // Every target an alias may pick must serve realtime, so that a refusal does not depend on the turn.
+  for (const target of route.primary) realtimeOf(target);
   const { target, ticket } = admitSession(route, request.identity.userPath, services);
   let released = false;
   const release = (): void => {
@@ -131,18 +127,18 @@ function admitSession(route: Route, userPath: string, services: HttpServices): {
   throw rateLimitedError(refusal!);
 }
 
+function realtimeOf(target: Target): RealtimeAbility {
+  const realtime = target.provider.realtime;
+  if (realtime === undefined) throw unsupportedByProvider('realtime sessions', target.provider, 'model');
+  return realtime;
+}
+
 async function openUpstream(target: Target): Promise<RealtimeUpstream> {
-  const provider = target.provider;
-  if (provider.type === 'mock') return new MockRealtimeSession(target.model);
-  if (!(provider instanceof OpenAIProvider)) {
-    throw badRequest(`realtime sessions are not supported by provider ${provider.name} (type ${provider.type})`, 'model', 'unsupported_endpoint');
-  }
-  const { url, headers } = provider.realtimeEndpoint(target.model);
   try {
-    return await connectRealtimeUpstream(url, headers);
+    return await realtimeOf(target).connect(target.model);
   } catch (err) {
     if (!(err instanceof RealtimeConnectError)) throw err;
-    if (err.body !== '') return Promise.reject(upstreamError(err.status, Buffer.from(err.body), {}));
-    throw new GatewayError({ status: 502, type: 'provider_error', message: `provider ${provider.name}: ${err.message}`, code: 'upstream_unavailable' });
+    if (err.body !== '') throw upstreamError(err.status, Buffer.from(err.body), {});
+    throw new GatewayError({ status: 502, type: 'provider_error', message: `provider ${target.provider.name}: ${err.message}`, code: 'upstream_unavailable' });
   }
 }

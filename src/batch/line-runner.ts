@@ -14,8 +14,8 @@ export interface LineOutcome {
 }
 
 /**
- * Runs a batch's lines one by one against a provider the gateway calls itself (the mock), in
- * the background. `shouldStop` is checked between lines (cancel, shutdown).
+ * Runs a batch's lines one by one through the provider's `call`, in the background, for
+ * providers whose batch ability is `lines`. `shouldStop` is checked between lines (cancel, shutdown).
  */
 export async function runLines(
   target: Target,

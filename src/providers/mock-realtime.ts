@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { estimateTokens } from '../providers/usage.ts';
-import { QueuedUpstream } from './upstream.ts';
+import { isRecord } from '../shared/json.ts';
+import { QueuedUpstream } from './realtime-socket.ts';
+import { estimateTokens } from './usage.ts';
 
 const FALLBACK_REPLY = 'Hello from the mock realtime session.';
 
@@ -25,12 +26,13 @@ export class MockRealtimeSession extends QueuedUpstream {
 
   send(data: Buffer | string, isBinary: boolean): void {
     if (this.ended || isBinary) return;
-    let event: Record<string, unknown>;
+    let event: unknown;
     try {
-      const parsed: unknown = JSON.parse(data.toString());
-      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('not an object');
-      event = parsed as Record<string, unknown>;
+      event = JSON.parse(data.toString());
     } catch {
+      // reported below
+    }
+    if (!isRecord(event)) {
       this.emit({ type: 'error', error: { type: 'invalid_request_error', code: 'invalid_json', message: 'client events must be JSON objects', param: null, event_id: null } });
       return;
     }
@@ -57,20 +59,19 @@ export class MockRealtimeSession extends QueuedUpstream {
   }
 
   private addItem(item: unknown): void {
-    if (typeof item !== 'object' || item === null) return;
-    const content = (item as { content?: unknown }).content;
+    if (!isRecord(item)) return;
+    const content = item.content;
     const text = Array.isArray(content)
-      ? content.map((c) => (typeof c === 'object' && c !== null && typeof (c as { text?: unknown }).text === 'string' ? (c as { text: string }).text : '')).join('')
+      ? content.map((c) => (isRecord(c) && typeof c.text === 'string' ? c.text : '')).join('')
       : '';
-    if ((item as { role?: unknown }).role === 'user' && text !== '') this.lastUserText = text;
+    if (item.role === 'user' && text !== '') this.lastUserText = text;
     this.promptText += text;
     const id = `item_${this.nextId()}`;
-    this.emit({ type: 'conversation.item.created', previous_item_id: null, item: { id, object: 'realtime.item', ...(item as object) } });
+    this.emit({ type: 'conversation.item.created', previous_item_id: null, item: { id, object: 'realtime.item', ...item } });
   }
 
   private respond(options: unknown): void {
-    const instructions = typeof options === 'object' && options !== null && typeof (options as { instructions?: unknown }).instructions === 'string'
-      ? (options as { instructions: string }).instructions : '';
+    const instructions = isRecord(options) && typeof options.instructions === 'string' ? options.instructions : '';
     const reply = this.lastUserText || instructions || FALLBACK_REPLY;
     const input = Math.max(1, estimateTokens(this.promptText + instructions));
     const output = estimateTokens(reply);

@@ -1,21 +1,10 @@
 import WebSocket from 'ws';
+import type { RealtimeUpstream } from './types.ts';
 
 /**
- * The provider side of one realtime session, whatever serves it (a provider's WebSocket or the
- * built-in mock). Messages that arrive before a listener is attached are queued: OpenAI sends
- * `session.created` the moment the socket opens, while the client is still being upgraded.
+ * Queueing and once-only close, shared by the implementations of `RealtimeUpstream` (a
+ * provider's WebSocket here, the mock's built-in session in mock-realtime.ts).
  */
-export interface RealtimeUpstream {
-  send(data: Buffer | string, isBinary: boolean): void;
-  /** Idempotent. */
-  close(code?: number, reason?: string): void;
-  /** Attaches the one message listener; queued messages are delivered first. */
-  onMessage(listener: (data: Buffer | string, isBinary: boolean) => void): void;
-  /** Called once when the upstream side is gone (closed by either side, or failed). */
-  onClose(listener: (code: number, reason: string) => void): void;
-}
-
-/** Queueing and once-only close, shared by the implementations. */
 export abstract class QueuedUpstream implements RealtimeUpstream {
   private queue: Array<[Buffer | string, boolean]> | undefined = [];
   private messageListener: ((data: Buffer | string, isBinary: boolean) => void) | undefined;
