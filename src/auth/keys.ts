@@ -7,10 +7,10 @@ import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { ApiKeyRecord, Storage } from '../storage/types.ts';
 
 /** Prefix that makes a Floodgate key recognisable (and greppable in leaked-secret scanners). */
-export const SECRET_PREFIX = 'fg-';
+const SECRET_PREFIX = 'fg-';
 
 /** A new secret: `fg-` + 32 random bytes, base64url (256 bits of entropy). */
-export function generateSecret(): string {
+function generateSecret(): string {
   return SECRET_PREFIX + randomBytes(32).toString('base64url');
 }
 
@@ -18,7 +18,7 @@ export function generateSecret(): string {
  * Hex SHA-256 of a secret. A plain fast hash is enough here (unlike passwords): the secrets are
  * 256-bit random values, so there is no dictionary to brute-force from a leaked hash.
  */
-export function hashSecret(secret: string): string {
+function hashSecret(secret: string): string {
   return createHash('sha256').update(secret, 'utf8').digest('hex');
 }
 

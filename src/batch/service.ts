@@ -36,7 +36,7 @@ export interface NewBatch {
 const DAY_SECONDS = 86_400;
 
 /** True when `path` is `caller` or below it (case-insensitive, like rule matching). */
-export function isWithin(path: string, caller: string): boolean {
+function isWithin(path: string, caller: string): boolean {
   if (caller === '/') return true;
   const p = path.toLowerCase();
   const c = caller.toLowerCase();

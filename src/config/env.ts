@@ -18,7 +18,7 @@ interface Override {
   kind: Kind;
 }
 
-export const ENV_OVERRIDES: readonly Override[] = [
+const ENV_OVERRIDES: readonly Override[] = [
   { variable: 'HOST', path: ['server', 'host'], kind: 'string' },
   { variable: 'PORT', path: ['server', 'port'], kind: 'port' },
   { variable: 'MASTER_KEY', path: ['server', 'master_key'], kind: 'string' },
@@ -108,8 +108,8 @@ function setIn(tree: Record<string, unknown>, path: readonly string[], value: un
 
 // ---- rate-limit seeds -----------------------------------------------------------------------
 
-export const USER_PATH_PREFIX = 'SET_RATE_LIMIT_';
-export const PROVIDER_PREFIX = 'SET_PROVIDER_RATE_LIMIT_';
+const USER_PATH_PREFIX = 'SET_RATE_LIMIT_';
+const PROVIDER_PREFIX = 'SET_PROVIDER_RATE_LIMIT_';
 
 export interface EnvRuleEntry {
   /** The variable that declared it, e.g. `SET_RATE_LIMIT_TEAM__ALICE`. */
@@ -131,13 +131,13 @@ const COMPACT: Record<string, { period: PeriodName; cap: 'max_requests' | 'max_t
 const COMPACT_NAMES = Object.keys(COMPACT).join(', ');
 
 /** `SET_RATE_LIMIT_<SUFFIX>` suffix → user path: lowercased, `__` separates segments, `_` stays. */
-export function userPathFromSuffix(suffix: string): { ok: true; value: string } | { ok: false; error: string } {
+function userPathFromSuffix(suffix: string): { ok: true; value: string } | { ok: false; error: string } {
   const raw = suffix.toLowerCase().split('__').join('/');
   return normalizeUserPath(raw, `user path "${raw}"`);
 }
 
 /** `SET_PROVIDER_RATE_LIMIT_<NAME>` suffix → provider name: `_` → `-`, lowercased. */
-export function providerFromSuffix(suffix: string): string {
+function providerFromSuffix(suffix: string): string {
   return suffix.replaceAll('_', '-').toLowerCase();
 }
 
@@ -145,7 +145,7 @@ export function providerFromSuffix(suffix: string): string {
  * Parses a limit value: compact `rpm=100,tpm=50000,concurrent=10` (items for one period merge into
  * one rule) or a JSON array of limit objects validated exactly like YAML limits.
  */
-export function parseLimitValue(variable: string, raw: string): { limits: LimitConfig[]; errors: string[] } {
+function parseLimitValue(variable: string, raw: string): { limits: LimitConfig[]; errors: string[] } {
   const value = raw.trim();
   if (value === '') {
     return { limits: [], errors: [`${variable}: empty value (expected e.g. rpm=100,tpm=50000 or a JSON array of limits)`] };

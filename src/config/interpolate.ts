@@ -16,7 +16,7 @@ import { formatPath } from './errors.ts';
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
-export interface InterpolationResult {
+interface InterpolationResult {
   value: unknown;
   errors: string[];
   warnings: string[];
@@ -35,7 +35,7 @@ interface StringResult {
 const REFERENCE = /^([A-Za-z_][A-Za-z0-9_]*)(?::-([\s\S]*))?$/;
 
 /** Interpolates one string; never throws, reports a syntax problem in `error`. */
-export function interpolateString(input: string, env: Env): StringResult {
+function interpolateString(input: string, env: Env): StringResult {
   let out = '';
   const unset: string[] = [];
   let references = 0;

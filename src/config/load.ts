@@ -17,10 +17,10 @@ export type { GatewayConfig } from './schema.ts';
 export type { RuleSeed } from './seeds.ts';
 export { ConfigError } from './errors.ts';
 
-export const BUILT_IN_DEFAULTS = 'built-in defaults';
-export const DEFAULT_CONFIG_FILE = 'floodgate.yaml';
+const BUILT_IN_DEFAULTS = 'built-in defaults';
+const DEFAULT_CONFIG_FILE = 'floodgate.yaml';
 /** Instance name of the provider served when none is configured (CONTRACT §1). */
-export const BUILT_IN_MOCK_PROVIDER = 'mock';
+const BUILT_IN_MOCK_PROVIDER = 'mock';
 
 export const TOKEN_RULES_WITHOUT_USAGE_WARNING =
   'token limits are configured but usage tracking is off (USAGE_ENABLED=false); they will not be enforced';

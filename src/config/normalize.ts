@@ -5,7 +5,7 @@
  */
 
 /** Provider instance names: usable in `provider/model` strings and URLs, so no `/` or whitespace. */
-export const PROVIDER_NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
+const PROVIDER_NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 
 /** Returns an error message for an invalid provider instance name, or null when it is valid. */
 export function providerNameError(name: string): string | null {

@@ -12,10 +12,10 @@ import { MAX_CAP, MAX_PERIOD_SECONDS, normalizeUserPath, validateModelSubject, v
 import { coerceString, isAbsent, str } from '../shared/config-fields.ts';
 import { providerNameError } from './normalize.ts';
 
-export const DEFAULT_BODY_LIMIT = 10 * 1024 * 1024;
-export const DEFAULT_USER_PATH_HEADER = 'X-Floodgate-User-Path';
+const DEFAULT_BODY_LIMIT = 10 * 1024 * 1024;
+const DEFAULT_USER_PATH_HEADER = 'X-Floodgate-User-Path';
 
-export const PERIOD_SECONDS = { minute: 60, hour: 3600, day: 86400, concurrent: 0 } as const;
+const PERIOD_SECONDS = { minute: 60, hour: 3600, day: 86400, concurrent: 0 } as const;
 export type PeriodName = keyof typeof PERIOD_SECONDS;
 const PERIOD_NAMES = ['minute', 'hour', 'day', 'concurrent'] as const;
 
@@ -29,7 +29,7 @@ export function parseBoolean(raw: string): boolean | undefined {
 }
 
 /** `<n>`, `<n>kb`, `<n>mb` (1024-based, case-insensitive) → bytes; undefined when malformed. */
-export function parseByteSize(raw: string | number): number | undefined {
+function parseByteSize(raw: string | number): number | undefined {
   if (typeof raw === 'number') return Number.isInteger(raw) && raw > 0 ? raw : undefined;
   const m = /^\s*(\d+)\s*(b|kb|mb)?\s*$/i.exec(raw);
   if (!m) return undefined;
@@ -220,7 +220,7 @@ const failoverCandidates = z
 // ---- rate limits ----------------------------------------------------------------------------
 
 /** One limit, as written in YAML or in a JSON env value. */
-export const limitSchema = z
+const limitSchema = z
   .strictObject(
     {
       period: z.preprocess(
@@ -320,6 +320,4 @@ export const configSchema = z.strictObject(
 
 /** The resolved configuration: YAML field names, every default filled in, body_limit in bytes. */
 export type GatewayConfig = z.output<typeof configSchema>;
-export type AliasConfig = GatewayConfig['aliases'][string];
-export type RateLimitsConfig = GatewayConfig['rate_limits'];
 

@@ -16,7 +16,7 @@ import { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, isEventStream, pickHead
 import type { ChunkTransform, UpstreamResponse } from './upstream.ts';
 import { usageFromJsonBuffer } from './usage.ts';
 
-export interface AnthropicProviderOptions {
+interface AnthropicProviderOptions {
   name: string;
   /** E.g. `https://api.anthropic.com`; a trailing `/v1` is accepted and dropped. */
   baseUrl?: string;
@@ -56,7 +56,7 @@ function headerValue(h: IncomingHttpHeaders | undefined, name: string): string |
   return Array.isArray(v) ? v.join(',') : v;
 }
 
-export class AnthropicProvider implements Provider {
+class AnthropicProvider implements Provider {
   readonly name: string;
   readonly type = 'anthropic';
   private readonly client: UpstreamClient;

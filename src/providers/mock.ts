@@ -60,7 +60,7 @@ async function* sseStream(events: string[]): AsyncIterable<Buffer> {
 }
 
 /** Deterministic vector from the text's hash, unit length. */
-export function mockEmbedding(text: string, dimensions = MOCK_EMBEDDING_DIMENSIONS): number[] {
+function mockEmbedding(text: string, dimensions = MOCK_EMBEDDING_DIMENSIONS): number[] {
   const v: number[] = [];
   let seed = createHash('sha256').update(text).digest();
   while (v.length < dimensions) {
@@ -82,7 +82,7 @@ export const mockProviderType = defineProviderType({
 });
 
 /** The built-in offline provider: deterministic echo answers, always with usage, no network. */
-export class MockProvider implements Provider {
+class MockProvider implements Provider {
   readonly name: string;
   readonly type = 'mock';
   /** A built-in session speaking a text-only subset of the OpenAI realtime protocol. */

@@ -18,7 +18,7 @@ import {
 import type { ChunkTransform, UpstreamResponse } from './upstream.ts';
 import { usageFromJsonBuffer } from './usage.ts';
 
-export interface OpenAIProviderOptions {
+interface OpenAIProviderOptions {
   name: string;
   /** E.g. `https://api.openai.com/v1`; endpoint paths are appended to it. */
   baseUrl?: string;
@@ -53,7 +53,7 @@ export const openaiProviderType = defineProviderType({
 });
 
 /** Any OpenAI-compatible upstream (OpenAI, Azure-style proxies, vLLM, Ollama, LiteLLM, ...). */
-export class OpenAIProvider implements Provider {
+class OpenAIProvider implements Provider {
   readonly name: string;
   readonly type = 'openai';
   /** Sessions on the provider's realtime WebSocket (`<base_url as ws(s)>/realtime?model=`). */

@@ -12,9 +12,6 @@ export const PROVIDER_TYPES = [openaiProviderType, anthropicProviderType, mockPr
 
 type Entry = (typeof PROVIDER_TYPES)[number];
 
-/** `openai | anthropic | mock`: the names allowed in `providers.<name>.type`. */
-export type ProviderTypeName = Entry['type'];
-
 /** A `providers.<name>` entry: its type's name, its own fields and the common ones. */
 export type ProviderConfig = Entry extends infer E
   ? E extends ProviderType<infer Name, infer Fields> ? { type: Name } & ProviderSettings<Fields> : never
@@ -26,7 +23,7 @@ type Factory = (name: string, config: ProviderConfig) => Provider;
 // what the casts state and the union type cannot.
 const FACTORIES = new Map<string, Factory>(PROVIDER_TYPES.map((t) => [t.type, t.create as Factory]));
 
-export function createProvider(name: string, config: ProviderConfig): Provider {
+function createProvider(name: string, config: ProviderConfig): Provider {
   const create = FACTORIES.get(config.type);
   if (create === undefined) throw new Error(`providers.${name}.type: unknown provider type ${JSON.stringify(config.type)}`);
   return create(name, config);

@@ -146,6 +146,6 @@ export class RoutingError extends Error {
   }
 }
 
-export function makeTarget(provider: Provider, model: string): Target {
+function makeTarget(provider: Provider, model: string): Target {
   return { provider, model, id: `${provider.name}/${model}` };
 }

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { describe, it } from 'node:test';
-import { KeyRing, generateSecret, hashSecret } from '../../src/auth/keys.ts';
+import { KeyRing } from '../../src/auth/keys.ts';
 import { SqliteStorage } from '../../src/storage/sqlite.ts';
 import type { ApiKeyRecord } from '../../src/storage/types.ts';
 
@@ -11,17 +11,19 @@ async function memoryStorage(): Promise<SqliteStorage> {
   return storage;
 }
 
-describe('generateSecret / hashSecret', () => {
-  it('makes fg- + 32 random bytes in base64url', () => {
-    const secret = generateSecret();
-    assert.match(secret, /^fg-[A-Za-z0-9_-]{43}$/);
-    assert.equal(Buffer.from(secret.slice(3), 'base64url').length, 32);
-    assert.notEqual(generateSecret(), secret);
-  });
+const hashSecret = (secret: string): string => createHash('sha256').update(secret).digest('hex');
 
-  it('hashes to hex SHA-256', () => {
-    assert.equal(hashSecret('abc'), createHash('sha256').update('abc').digest('hex'));
-    assert.match(hashSecret(generateSecret()), /^[0-9a-f]{64}$/);
+describe('key secrets', () => {
+  it('are fg- + 32 random bytes in base64url, stored as their hex SHA-256', async () => {
+    const storage = await memoryStorage();
+    const ring = await KeyRing.load(storage);
+    const one = await ring.create({ name: 'one', userPath: '/' });
+    const two = await ring.create({ name: 'two', userPath: '/' });
+    assert.match(one.secret, /^fg-[A-Za-z0-9_-]{43}$/);
+    assert.equal(Buffer.from(one.secret.slice(3), 'base64url').length, 32);
+    assert.notEqual(two.secret, one.secret);
+    assert.equal(one.record.keyHash, hashSecret(one.secret));
+    await storage.close();
   });
 });
 

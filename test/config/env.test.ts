@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { parseLimitValue, parseRateLimitEnv, providerFromSuffix, userPathFromSuffix } from '../../src/config/env.ts';
+import { parseRateLimitEnv } from '../../src/config/env.ts';
 import { assertErrors, errorsOf, load } from './helpers.ts';
 
 describe('environment overrides', () => {
@@ -77,12 +77,18 @@ rate_limits: { enabled: true }
   });
 });
 
+/** The limits and errors of one `SET_RATE_LIMIT_TEAM` value. */
+function parseLimitValue(value: string): { errors: string[]; limits: unknown[] } {
+  const r = parseRateLimitEnv({ SET_RATE_LIMIT_TEAM: value });
+  return { errors: r.errors, limits: r.userPaths[0]?.limits ?? [] };
+}
+
 describe('rate-limit env seeds: names', () => {
   it('maps SET_RATE_LIMIT_ suffixes to user paths', () => {
-    const path = (s: string): string => {
-      const r = userPathFromSuffix(s);
-      assert.ok(r.ok);
-      return r.value;
+    const path = (suffix: string): string | undefined => {
+      const r = parseRateLimitEnv({ [`SET_RATE_LIMIT_${suffix}`]: 'rpm=1' });
+      assert.deepEqual(r.errors, []);
+      return r.userPaths[0]?.subject;
     };
     assert.equal(path('TEAM__ALICE'), '/team/alice');
     assert.equal(path('ML_TEAM'), '/ml_team');
@@ -92,14 +98,16 @@ describe('rate-limit env seeds: names', () => {
   });
 
   it('maps SET_PROVIDER_RATE_LIMIT_ suffixes to provider names', () => {
-    assert.equal(providerFromSuffix('OPENAI_EU'), 'openai-eu');
-    assert.equal(providerFromSuffix('OPENAI'), 'openai');
+    const provider = (suffix: string): string | undefined =>
+      parseRateLimitEnv({ [`SET_PROVIDER_RATE_LIMIT_${suffix}`]: 'rpm=1' }).providers[0]?.subject;
+    assert.equal(provider('OPENAI_EU'), 'openai-eu');
+    assert.equal(provider('OPENAI'), 'openai');
   });
 });
 
 describe('rate-limit env seeds: values', () => {
   it('compact items for one period merge into one rule; whitespace tolerated', () => {
-    const r = parseLimitValue('V', ' rpm=100 , tpm = 50000,rpd=1000, concurrent=10,TPH=7 ');
+    const r = parseLimitValue(' rpm=100 , tpm = 50000,rpd=1000, concurrent=10,TPH=7 ');
     assert.deepEqual(r, {
       errors: [],
       limits: [
@@ -112,18 +120,18 @@ describe('rate-limit env seeds: values', () => {
   });
 
   it('JSON arrays are validated like YAML limits', () => {
-    assert.deepEqual(parseLimitValue('V', '[{"period_seconds":300,"max_requests":10},{"period":"hour","max_tokens":5}]'), {
+    assert.deepEqual(parseLimitValue('[{"period_seconds":300,"max_requests":10},{"period":"hour","max_tokens":5}]'), {
       errors: [],
       limits: [
         { period_seconds: 300, max_requests: 10 },
         { period: 'hour', max_tokens: 5 },
       ],
     });
-    assert.deepEqual(parseLimitValue('V', '[]'), { errors: [], limits: [] });
+    assert.deepEqual(parseLimitValue('[]'), { errors: [], limits: [] });
   });
 
   it('each malformed compact form names the variable', () => {
-    const err = (v: string): string[] => parseLimitValue('SET_RATE_LIMIT_TEAM', v).errors;
+    const err = (v: string): string[] => parseLimitValue(v).errors;
     assert.deepEqual(err('rpx=1'), ['SET_RATE_LIMIT_TEAM: unknown limit name "rpx" (expected rpm, tpm, rph, tph, rpd, tpd, concurrent)']);
     assert.deepEqual(err('rpm=1,rpm=2'), ['SET_RATE_LIMIT_TEAM: duplicate limit name "rpm"']);
     assert.deepEqual(err('rpm=0'), ['SET_RATE_LIMIT_TEAM: rpm must be an integer >= 1, got "0"']);
@@ -139,7 +147,7 @@ describe('rate-limit env seeds: values', () => {
   });
 
   it('each malformed JSON form names the variable', () => {
-    const err = (v: string): string[] => parseLimitValue('SET_RATE_LIMIT_TEAM', v).errors;
+    const err = (v: string): string[] => parseLimitValue(v).errors;
     assert.match(err('[{"period":')[0] ?? '', /^SET_RATE_LIMIT_TEAM: invalid JSON: /);
     assert.deepEqual(err('{"period":"minute","max_requests":1}'), [
       'SET_RATE_LIMIT_TEAM: expected a JSON array of limits, e.g. [{"period_seconds":300,"max_requests":10}]',

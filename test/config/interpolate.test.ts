@@ -1,34 +1,40 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { interpolate, interpolateString } from '../../src/config/interpolate.ts';
+import { interpolate } from '../../src/config/interpolate.ts';
 import { assertErrors, load } from './helpers.ts';
 
-describe('interpolateString', () => {
+/** Interpolates one string value at key `v`, as the loader does for every scalar. */
+function one(input: string, env: Record<string, string> = {}): { value: unknown; errors: string[]; warnings: string[]; unset: string[] | undefined } {
+  const r = interpolate({ v: input }, env);
+  return { value: (r.value as { v: unknown }).v, errors: r.errors, warnings: r.warnings, unset: r.unset.get('v') };
+}
+
+describe('interpolate', () => {
   it('substitutes set variables, defaults and escapes', () => {
     const env = { A: 'x', EMPTY: '' };
-    assert.equal(interpolateString('${A}', env).value, 'x');
-    assert.equal(interpolateString('pre-${A}-post', env).value, 'pre-x-post');
-    assert.equal(interpolateString('${B:-dflt}', env).value, 'dflt');
-    assert.equal(interpolateString('${A:-dflt}', env).value, 'x');
+    assert.equal(one('${A}', env).value, 'x');
+    assert.equal(one('pre-${A}-post', env).value, 'pre-x-post');
+    assert.equal(one('${B:-dflt}', env).value, 'dflt');
+    assert.equal(one('${A:-dflt}', env).value, 'x');
     // As in the shell, `:-` also applies when the variable is set but empty.
-    assert.equal(interpolateString('${EMPTY:-dflt}', env).value, 'dflt');
-    assert.equal(interpolateString('${B:-}', env).value, '');
-    assert.equal(interpolateString('$${A}', env).value, '${A}');
-    assert.equal(interpolateString('cost $5', env).value, 'cost $5');
+    assert.equal(one('${EMPTY:-dflt}', env).value, 'dflt');
+    assert.equal(one('${B:-}', env).value, '');
+    assert.equal(one('$${A}', env).value, '${A}');
+    assert.equal(one('cost $5', env).value, 'cost $5');
   });
 
-  it('an unset variable without default becomes an empty string and is reported', () => {
-    const r = interpolateString('${NOPE}', {});
-    assert.deepEqual(r, { value: '', unset: ['NOPE'], whole: true });
-    const embedded = interpolateString('https://${NOPE}/v1', {});
+  it('an unset variable without default becomes an empty string and is reported; embedded, also warned about', () => {
+    assert.deepEqual(one('${NOPE}'), { value: '', errors: [], warnings: [], unset: ['NOPE'] });
+    const embedded = one('https://${NOPE}/v1');
     assert.equal(embedded.value, 'https:///v1');
-    assert.equal(embedded.whole, false);
+    assert.deepEqual(embedded.unset, ['NOPE']);
+    assert.deepEqual(embedded.warnings, ['v: ${NOPE} is not set; substituted an empty string']);
   });
 
   it('reports malformed references', () => {
-    assert.equal(interpolateString('${A', {}).error, 'unterminated "${" in "${A"');
-    assert.equal(interpolateString('${1A}', {}).error, 'invalid reference "${1A}" (expected ${VAR} or ${VAR:-default})');
-    assert.equal(interpolateString('${A-b}', {}).error, 'invalid reference "${A-b}" (expected ${VAR} or ${VAR:-default})');
+    assert.deepEqual(one('${A').errors, ['v: unterminated "${" in "${A"']);
+    assert.deepEqual(one('${1A}').errors, ['v: invalid reference "${1A}" (expected ${VAR} or ${VAR:-default})']);
+    assert.deepEqual(one('${A-b}').errors, ['v: invalid reference "${A-b}" (expected ${VAR} or ${VAR:-default})']);
   });
 
   it('walks only string values, never keys, and cannot inject structure', () => {

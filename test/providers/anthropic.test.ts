@@ -1,6 +1,6 @@
 import { test, after, beforeEach } from 'node:test';
 import assert from 'node:assert/strict';
-import { AnthropicProvider } from '../../src/providers/anthropic.ts';
+import { anthropicProviderType } from '../../src/providers/anthropic.ts';
 import { UpstreamUnavailableError } from '../../src/providers/types.ts';
 import type { ProviderCall } from '../../src/providers/types.ts';
 import { startFakeUpstream } from '../support/fake-upstream.ts';
@@ -9,7 +9,7 @@ import { Cancellation } from '../../src/providers/cancellation.ts';
 
 const fake = await startFakeUpstream({ apiKey: 'ant-key', name: 'ant' });
 // A trailing /v1 in base_url is accepted.
-const provider = new AnthropicProvider({ name: 'ant', baseUrl: `${fake.url}/v1/`, apiKey: 'ant-key', timeoutMs: 2000 });
+const provider = anthropicProviderType.create('ant', { base_url: `${fake.url}/v1/`, api_key: 'ant-key', timeout_ms: 2000 });
 after(async () => {
   await provider.close();
   await fake.close();
@@ -22,7 +22,7 @@ const messages = (extra: Record<string, unknown> = {}, headers?: Record<string, 
 });
 
 test('base_url with or without a trailing /v1 reaches the same paths', async () => {
-  const bare = new AnthropicProvider({ name: 'ant', baseUrl: fake.url, apiKey: 'ant-key', timeoutMs: 2000 });
+  const bare = anthropicProviderType.create('ant', { base_url: fake.url, api_key: 'ant-key', timeout_ms: 2000 });
   try {
     await bodyOf(await bare.call(messages()));
     await bodyOf(await provider.call(messages()));
@@ -138,7 +138,7 @@ test('passthrough and discovery use Anthropic credentials', async () => {
 });
 
 test('timeout and abort', async () => {
-  const slow = new AnthropicProvider({ name: 'slow-ant', baseUrl: fake.url, apiKey: 'ant-key', timeoutMs: 100 });
+  const slow = anthropicProviderType.create('slow-ant', { base_url: fake.url, api_key: 'ant-key', timeout_ms: 100 });
   fake.hangNext(1);
   await assert.rejects(slow.call(messages()), (e: unknown) => e instanceof UpstreamUnavailableError && e.status === 504 && /slow-ant/.test(e.message));
   await slow.close();

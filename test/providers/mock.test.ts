@@ -1,13 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { MockProvider, mockEmbedding } from '../../src/providers/mock.ts';
-import { createProvider, createProviders } from '../../src/providers/registry.ts';
-import { AnthropicProvider } from '../../src/providers/anthropic.ts';
-import { OpenAIProvider } from '../../src/providers/openai.ts';
+import { mockProviderType } from '../../src/providers/mock.ts';
+import { createProviders, type ProviderConfig } from '../../src/providers/registry.ts';
 import { bodyOf, jsonOf, never, sseData, sseEvents, streamOf } from './helpers.ts';
 import { Cancellation } from '../../src/providers/cancellation.ts';
 
-const mock = new MockProvider();
+const mock = mockProviderType.create('mock', {});
 const json = { model: 'mock-1', messages: [{ role: 'user', content: 'echo this please' }] };
 
 test('models and chat echo with usage', async () => {
@@ -54,8 +52,11 @@ test('responses, embeddings, speech, transcriptions', async () => {
   const e = await mock.call({ endpoint: 'embeddings', model: 'mock-embed', stream: false, cancel: never(), json: { model: 'mock-embed', input: ['a', 'b'] } });
   const data = (await jsonOf(e)).data as Array<{ embedding: number[] }>;
   assert.equal(data[0]?.embedding.length, 16);
-  assert.deepEqual(data[0]?.embedding, mockEmbedding('a'));
   assert.notDeepEqual(data[0]?.embedding, data[1]?.embedding);
+  // Deterministic, unit length.
+  const again = await mock.call({ endpoint: 'embeddings', model: 'mock-embed', stream: false, cancel: never(), json: { model: 'mock-embed', input: 'a' } });
+  assert.deepEqual(((await jsonOf(again)).data as Array<{ embedding: number[] }>)[0]?.embedding, data[0]?.embedding);
+  assert.ok(Math.abs(Math.hypot(...data[0]!.embedding) - 1) < 1e-4);
   assert.equal(e.usage()?.promptTokens, 2);
   const sp = await mock.call({ endpoint: 'speech', model: 'mock-1', stream: false, cancel: never(), json: { model: 'mock-1', input: 'x', voice: 'a' } });
   assert.equal(sp.headers['content-type'], 'audio/mpeg');
@@ -79,9 +80,9 @@ test('registry builds providers from config entries, in order', async () => {
     mock: { type: 'mock', models: ['x'] },
   });
   assert.deepEqual(list.map((p) => [p.name, p.type]), [['a', 'openai'], ['b', 'anthropic'], ['mock', 'mock']]);
-  assert.ok(list[0] instanceof OpenAIProvider);
-  assert.ok(list[1] instanceof AnthropicProvider);
+  // Abilities: realtime on openai and mock; batches forwarded by openai, run in the gateway for mock.
+  assert.deepEqual(list.map((p) => [p.realtime !== undefined, p.batch?.mode]), [[true, 'forward'], [false, undefined], [true, 'lines']]);
   assert.deepEqual(await list[2]?.listModels(), ['x']);
-  assert.throws(() => createProvider('z', { type: 'nope' as 'mock' }), /providers\.z\.type/);
+  assert.throws(() => createProviders({ z: { type: 'nope' } as unknown as ProviderConfig }), /providers\.z\.type/);
   await Promise.all(list.map((p) => p.close()));
 });

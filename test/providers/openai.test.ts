@@ -1,7 +1,7 @@
 import { test, after, beforeEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
-import { OpenAIProvider } from '../../src/providers/openai.ts';
+import { openaiProviderType } from '../../src/providers/openai.ts';
 import { UpstreamUnavailableError } from '../../src/providers/types.ts';
 import type { ProviderCall } from '../../src/providers/types.ts';
 import { startFakeUpstream } from '../support/fake-upstream.ts';
@@ -9,7 +9,7 @@ import { bodyOf, jsonOf, never, sseData, sseEvents, streamOf, waitFor } from './
 import { Cancellation } from '../../src/providers/cancellation.ts';
 
 const fake = await startFakeUpstream({ apiKey: 'sk-test', name: 'oa' });
-const provider = new OpenAIProvider({ name: 'oa', baseUrl: `${fake.url}/v1`, apiKey: 'sk-test', timeoutMs: 2000 });
+const provider = openaiProviderType.create('oa', { base_url: `${fake.url}/v1`, api_key: 'sk-test', timeout_ms: 2000 });
 after(async () => {
   await provider.close();
   await fake.close();
@@ -105,7 +105,7 @@ test('upstream HTTP errors come back as results with status, headers and body', 
 });
 
 test('timeout -> 504 naming the provider; connection refused -> 502', async () => {
-  const slow = new OpenAIProvider({ name: 'slowpoke', baseUrl: `${fake.url}/v1`, apiKey: 'sk-test', timeoutMs: 150 });
+  const slow = openaiProviderType.create('slowpoke', { base_url: `${fake.url}/v1`, api_key: 'sk-test', timeout_ms: 150 });
   fake.hangNext(1);
   await assert.rejects(slow.call(chat()), (err: unknown) => {
     assert.ok(err instanceof UpstreamUnavailableError);
@@ -123,7 +123,7 @@ test('timeout -> 504 naming the provider; connection refused -> 502', async () =
   await new Promise<void>((res) => srv.listen(0, '127.0.0.1', res));
   const port = (srv.address() as { port: number }).port;
   await new Promise<void>((res) => srv.close(() => res()));
-  const dead = new OpenAIProvider({ name: 'deadend', baseUrl: `http://127.0.0.1:${port}/v1` });
+  const dead = openaiProviderType.create('deadend', { base_url: `http://127.0.0.1:${port}/v1` });
   await assert.rejects(dead.call(chat()), (err: unknown) => {
     assert.ok(err instanceof UpstreamUnavailableError);
     assert.equal(err.status, 502);
@@ -214,7 +214,7 @@ test('passthrough: path, headers filtered, credentials swapped, usage read', asy
 });
 
 test('listModels: configured list, else discovered once', async () => {
-  const configured = new OpenAIProvider({ name: 'c', baseUrl: `${fake.url}/v1`, models: ['a', 'b'] });
+  const configured = openaiProviderType.create('c', { base_url: `${fake.url}/v1`, models: ['a', 'b'] });
   assert.deepEqual(await configured.listModels(), ['a', 'b']);
   await configured.close();
   assert.equal(fake.callCount(), 0);
@@ -225,7 +225,7 @@ test('listModels: configured list, else discovered once', async () => {
 
 test('no api key: no authorization header', async () => {
   const open = await startFakeUpstream();
-  const p = new OpenAIProvider({ name: 'open', baseUrl: `${open.url}/v1` });
+  const p = openaiProviderType.create('open', { base_url: `${open.url}/v1` });
   await bodyOf(await p.call(chat()));
   assert.equal(open.calls[0]?.headers.authorization, undefined);
   await p.close();

@@ -7,12 +7,12 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { AliasBalancer, type AliasDefinition } from '../../src/routing/aliases.ts';
-import { Resolver, makeTarget, type Target } from '../../src/routing/resolver.ts';
-import { fakeProvider, world } from './helpers.ts';
+import { Resolver, type Target } from '../../src/routing/resolver.ts';
+import { directTarget, world } from './helpers.ts';
 
-const a = makeTarget(fakeProvider('a', ['m1']), 'm1');
-const b = makeTarget(fakeProvider('b', ['m1']), 'm1');
-const c = makeTarget(fakeProvider('c', ['m1']), 'm1');
+const a = directTarget('a', 'm1');
+const b = directTarget('b', 'm1');
+const c = directTarget('c', 'm1');
 
 function balancer(strategy: AliasDefinition['strategy'], targets: Target[], weights?: number[], failover: Target[] = []): AliasBalancer {
   const definition: AliasDefinition = { strategy, targets: targets.map((t, i) => ({ model: t.id, weight: weights?.[i] ?? 1 })) };

@@ -1,7 +1,8 @@
 /** Fake providers for the routing unit tests: nothing is ever called. */
 import type { Provider, ProviderResult } from '../../src/providers/types.ts';
+import { Resolver, type Target } from '../../src/routing/resolver.ts';
 
-export function fakeProvider(name: string, models: string[] = []): Provider {
+function fakeProvider(name: string, models: string[] = []): Provider {
   return {
     name,
     type: 'openai',
@@ -20,4 +21,12 @@ export function fakeProvider(name: string, models: string[] = []): Provider {
 export function world(spec: Record<string, string[]>): { providers: Provider[]; models: Map<string, string[]> } {
   const providers = Object.entries(spec).map(([name, models]) => fakeProvider(name, models));
   return { providers, models: new Map(Object.entries(spec)) };
+}
+
+/** The target `provider/model` resolves to, on a provider serving only that model. */
+export function directTarget(provider: string, model: string): Target {
+  const { providers, models } = world({ [provider]: [model] });
+  const route = new Resolver(providers, models).resolve(`${provider}/${model}`);
+  if (route === undefined) throw new Error(`${provider}/${model} does not resolve`);
+  return route.first;
 }

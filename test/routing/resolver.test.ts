@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Resolver, RoutingError, makeTarget, type Route, type Target } from '../../src/routing/resolver.ts';
+import { Resolver, RoutingError, type Route, type Target } from '../../src/routing/resolver.ts';
 import { world } from './helpers.ts';
 
 const ids = (targets: readonly Target[]): string[] => targets.map((t) => t.id);
@@ -65,11 +65,6 @@ describe('Resolver: direct models', () => {
   it('provider() looks up an instance by name', () => {
     assert.equal(resolver.provider('b')?.name, 'b');
     assert.equal(resolver.provider('zz'), undefined);
-  });
-
-  it('makeTarget builds the qualified id', () => {
-    const t = makeTarget(providers[0]!, 'm1');
-    assert.deepEqual({ id: t.id, model: t.model, provider: t.provider.name }, { id: 'a/m1', model: 'm1', provider: 'a' });
   });
 });
 

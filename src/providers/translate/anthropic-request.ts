@@ -3,7 +3,7 @@ import { isRecord } from '../../shared/json.ts';
 import type { Json } from './json.ts';
 
 /** Anthropic requires max_tokens; OpenAI callers often omit it. */
-export const DEFAULT_MAX_TOKENS = 4096;
+const DEFAULT_MAX_TOKENS = 4096;
 
 // ---------------------------------------------------------------------------
 // OpenAI chat completions request -> Anthropic Messages request (anthropic adapter)

@@ -88,7 +88,7 @@ const ANTHROPIC_ERROR_TYPES = new Set([
   'request_too_large', 'rate_limit_error', 'api_error', 'overloaded_error',
 ]);
 
-export function anthropicErrorTypeForStatus(status: number): string {
+function anthropicErrorTypeForStatus(status: number): string {
   if (status === 401) return 'authentication_error';
   if (status === 403) return 'permission_error';
   if (status === 404) return 'not_found_error';
