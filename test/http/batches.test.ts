@@ -149,6 +149,34 @@ describe('batch submission rate limits', () => {
   });
 });
 
+describe('batches on a provider type without batches', () => {
+  let gw: TestGateway;
+  before(async () => {
+    gw = await startTestGateway({
+      yaml: 'providers:\n  claude: { type: anthropic, base_url: "http://127.0.0.1:1", models: [claude-x] }\n' +
+        'rate_limits:\n  user_paths: [ { path: /, limits: [ { period: minute, max_requests: 1 } ] } ]\n',
+    });
+  });
+  after(async () => gw.close());
+
+  it('refuses the submission with 400 unsupported_endpoint, before it is counted', async () => {
+    const sdk = client(gw);
+    // Twice under a one-request limit: a counted refusal would make the second a 429.
+    for (let i = 0; i < 2; i++) {
+      await assert.rejects(submit(sdk, 'claude/claude-x', 1), (err: APIError) => {
+        assert.equal(err.status, 400);
+        assert.deepEqual(err.error, {
+          type: 'invalid_request_error',
+          message: 'batches are not supported by provider claude (type anthropic)',
+          param: 'input_file_id',
+          code: 'unsupported_endpoint',
+        });
+        return true;
+      });
+    }
+  });
+});
+
 describe('batches forwarded to an openai provider', () => {
   let up: FakeUpstream;
   let gw: TestGateway;

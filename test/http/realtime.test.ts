@@ -101,6 +101,36 @@ describe('realtime on the mock provider', () => {
   });
 });
 
+describe('realtime on a provider type without realtime sessions', () => {
+  let gw: TestGateway;
+  before(async () => {
+    // Nothing listens on port 1: a refusal must come before any upstream contact.
+    gw = await startTestGateway({
+      yaml: 'providers:\n  claude: { type: anthropic, base_url: "http://127.0.0.1:1", models: [claude-x] }\n  mock: { type: mock }\n' +
+        'aliases:\n  mixed: { strategy: first, targets: [mock/mock-1, claude/claude-x] }\n',
+    });
+  });
+  after(async () => gw.close());
+
+  it('refuses with 400 unsupported_endpoint naming the provider, also for an alias with such a target', async () => {
+    const base = `${gw.url.replace('http', 'ws')}/v1/realtime?model=`;
+    for (const [model, provider] of [['claude/claude-x', 'claude'], ['mixed', 'claude']] as const) {
+      const r = (await connect(base + model)) as Refusal;
+      assert.equal(r.status, 400, model);
+      assert.deepEqual(JSON.parse(r.body).error, {
+        type: 'invalid_request_error',
+        message: `realtime sessions are not supported by provider ${provider} (type anthropic)`,
+        param: 'model',
+        code: 'unsupported_endpoint',
+      });
+    }
+    const served = await connect(`${base}mock-1`);
+    assert.ok(served instanceof WebSocket, 'the mock target alone is served');
+    served.close();
+    await closed(served);
+  });
+});
+
 describe('realtime forwarded to an openai provider', () => {
   let up: FakeUpstream;
   let gw: TestGateway;
