@@ -11,20 +11,11 @@ import { MessagesToChatStream } from './translate/anthropic-stream.ts';
 import { parseJsonObject } from './translate/json.ts';
 import { buffered, jsonResult, JSON_HEADERS, passthroughRequestHeaders, passthroughResult, SSE_HEADERS, unsupportedEndpoint } from './results.ts';
 import type { PassthroughCall, Provider, ProviderCall, ProviderResult } from './types.ts';
-import { defineProviderType, UpstreamUnavailableError } from './types.ts';
+import { defineProviderType, UpstreamUnavailableError, type HttpProviderSettings } from './types.ts';
 import { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, isEventStream, pickHeaders, relay, UpstreamClient } from './upstream.ts';
 import type { ChunkTransform, UpstreamResponse } from './upstream.ts';
 import { usageFromJsonBuffer } from './usage.ts';
 
-interface AnthropicProviderOptions {
-  name: string;
-  /** E.g. `https://api.anthropic.com`; a trailing `/v1` is accepted and dropped. */
-  baseUrl?: string;
-  apiKey?: string;
-  models?: readonly string[] | undefined;
-  connectTimeoutMs?: number | undefined;
-  timeoutMs?: number | undefined;
-}
 
 const ANTHROPIC_DEFAULT_BASE_URL = 'https://api.anthropic.com';
 const ANTHROPIC_VERSION = '2023-06-01';
@@ -41,14 +32,7 @@ function normalizeAnthropicBaseUrl(url: string): string {
 export const anthropicProviderType = defineProviderType({
   type: 'anthropic',
   configFields: { base_url: defaultUrlSetting(ANTHROPIC_DEFAULT_BASE_URL, normalizeAnthropicBaseUrl) },
-  create: (name, settings) => new AnthropicProvider({
-    name,
-    baseUrl: settings.base_url,
-    apiKey: settings.api_key,
-    models: settings.models,
-    connectTimeoutMs: settings.connect_timeout_ms,
-    timeoutMs: settings.timeout_ms,
-  }),
+  create: (name, settings) => new AnthropicProvider(name, settings),
 });
 
 function headerValue(h: IncomingHttpHeaders | undefined, name: string): string | undefined {
@@ -64,15 +48,15 @@ class AnthropicProvider implements Provider {
   private readonly configuredModels: string[] | undefined;
   private discovered: Promise<string[]> | undefined;
 
-  constructor(opts: AnthropicProviderOptions) {
-    this.name = opts.name;
-    this.apiKey = opts.apiKey || undefined;
-    this.configuredModels = opts.models && opts.models.length > 0 ? [...opts.models] : undefined;
+  constructor(name: string, settings: HttpProviderSettings) {
+    this.name = name;
+    this.apiKey = settings.api_key || undefined;
+    this.configuredModels = settings.models && settings.models.length > 0 ? [...settings.models] : undefined;
     this.client = new UpstreamClient({
-      provider: opts.name,
-      baseUrl: normalizeAnthropicBaseUrl(opts.baseUrl ?? ANTHROPIC_DEFAULT_BASE_URL),
-      connectTimeoutMs: opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
-      timeoutMs: opts.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+      provider: name,
+      baseUrl: normalizeAnthropicBaseUrl(settings.base_url ?? ANTHROPIC_DEFAULT_BASE_URL),
+      connectTimeoutMs: settings.connect_timeout_ms ?? DEFAULT_CONNECT_TIMEOUT_MS,
+      timeoutMs: settings.timeout_ms ?? DEFAULT_TIMEOUT_MS,
     });
   }
 

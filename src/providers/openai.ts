@@ -11,22 +11,13 @@ import { ChatToMessagesStream } from './translate/anthropic-stream.ts';
 import { parseJsonObject } from './translate/json.ts';
 import { buffered, jsonResult, JSON_HEADERS, passthroughRequestHeaders, passthroughResult, SSE_HEADERS } from './results.ts';
 import type { BatchAbility, Endpoint, PassthroughCall, Provider, ProviderCall, ProviderResult, RealtimeAbility } from './types.ts';
-import { defineProviderType, UpstreamUnavailableError } from './types.ts';
+import { defineProviderType, UpstreamUnavailableError, type HttpProviderSettings } from './types.ts';
 import {
   DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, IDENTITY, isEventStream, isJson, pickHeaders, relay, UpstreamClient,
 } from './upstream.ts';
 import type { ChunkTransform, UpstreamResponse } from './upstream.ts';
 import { usageFromJsonBuffer } from './usage.ts';
 
-interface OpenAIProviderOptions {
-  name: string;
-  /** E.g. `https://api.openai.com/v1`; endpoint paths are appended to it. */
-  baseUrl?: string;
-  apiKey?: string;
-  models?: readonly string[] | undefined;
-  connectTimeoutMs?: number | undefined;
-  timeoutMs?: number | undefined;
-}
 
 const OPENAI_DEFAULT_BASE_URL = 'https://api.openai.com/v1';
 
@@ -42,14 +33,7 @@ const PATHS: Record<Exclude<Endpoint, 'messages'>, string> = {
 export const openaiProviderType = defineProviderType({
   type: 'openai',
   configFields: { base_url: urlSetting() },
-  create: (name, settings) => new OpenAIProvider({
-    name,
-    baseUrl: settings.base_url,
-    apiKey: settings.api_key,
-    models: settings.models,
-    connectTimeoutMs: settings.connect_timeout_ms,
-    timeoutMs: settings.timeout_ms,
-  }),
+  create: (name, settings) => new OpenAIProvider(name, settings),
 });
 
 /** Any OpenAI-compatible upstream (OpenAI, Azure-style proxies, vLLM, Ollama, LiteLLM, ...). */
@@ -72,15 +56,15 @@ class OpenAIProvider implements Provider {
   private readonly jsonHeaders: Readonly<Record<string, string>>;
   private discovered: Promise<string[]> | undefined;
 
-  constructor(opts: OpenAIProviderOptions) {
-    this.name = opts.name;
-    this.apiKey = opts.apiKey || undefined;
-    this.configuredModels = opts.models && opts.models.length > 0 ? [...opts.models] : undefined;
+  constructor(name: string, settings: HttpProviderSettings) {
+    this.name = name;
+    this.apiKey = settings.api_key || undefined;
+    this.configuredModels = settings.models && settings.models.length > 0 ? [...settings.models] : undefined;
     this.client = new UpstreamClient({
-      provider: opts.name,
-      baseUrl: opts.baseUrl ?? OPENAI_DEFAULT_BASE_URL,
-      connectTimeoutMs: opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
-      timeoutMs: opts.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+      provider: name,
+      baseUrl: settings.base_url ?? OPENAI_DEFAULT_BASE_URL,
+      connectTimeoutMs: settings.connect_timeout_ms ?? DEFAULT_CONNECT_TIMEOUT_MS,
+      timeoutMs: settings.timeout_ms ?? DEFAULT_TIMEOUT_MS,
     });
     this.jsonHeaders = Object.freeze(this.headers('application/json'));
   }

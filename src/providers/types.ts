@@ -140,6 +140,9 @@ export interface CommonProviderSettings {
   timeout_ms?: number | undefined;
 }
 
+/** The settings of a provider reached over HTTP: the common ones and its base URL. */
+export type HttpProviderSettings = CommonProviderSettings & { base_url?: string | undefined };
+
 /** A provider type's settings as its factory receives them: its own fields plus the common ones. */
 export type ProviderSettings<Fields extends z.ZodRawShape> = CommonProviderSettings & z.output<z.ZodObject<Fields>>;
 
