@@ -1,6 +1,6 @@
 import type { Endpoint } from '../providers/types.ts';
 import { badRequest } from '../errors/gateway-error.ts';
-import { isRecord } from '../shared/json.ts';
+import { MAX_JSON_DEPTH, isRecord, nestsDeeperThan } from '../shared/json.ts';
 
 /** The batch endpoints and the provider endpoint each one runs on. */
 export const BATCH_ENDPOINTS: Readonly<Record<string, Endpoint>> = {
@@ -38,6 +38,7 @@ export function parseBatchInput(content: Buffer, endpoint: string): { model: str
       fail('is not valid JSON');
     }
     if (!isRecord(parsed)) return fail('must be a JSON object');
+    if (nestsDeeperThan(parsed, MAX_JSON_DEPTH)) fail(`is nested deeper than ${MAX_JSON_DEPTH} levels`);
     const { custom_id: customId, method, url, body } = parsed;
     if (typeof customId !== 'string' || customId === '') fail('custom_id must be a non-empty string');
     if (ids.has(customId as string)) fail(`custom_id ${JSON.stringify(customId)} is used twice`);

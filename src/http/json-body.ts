@@ -1,8 +1,6 @@
 import type { FastifyInstance } from 'fastify';
+import { MAX_JSON_DEPTH, nestsDeeperThan } from '../shared/json.ts';
 import { badRequest } from './errors.ts';
-
-/** Deeper bodies are refused: no API the gateway serves nests this far, and serialising one could exhaust the stack. */
-export const MAX_JSON_DEPTH = 64;
 
 /**
  * Every JSON body goes through fastify's own parser, which refuses `__proto__` and
@@ -23,15 +21,7 @@ export function registerJsonBody(app: FastifyInstance): void {
   });
 }
 
+/** Deeper bodies are refused: no API the gateway serves nests this far, and serialising one could exhaust the stack. */
 export function tooDeep(): Error {
   return badRequest(`request body is nested deeper than ${MAX_JSON_DEPTH} levels`, null, 'invalid_json');
-}
-
-/** Whether objects and arrays nest more than `limit` levels; stops at the limit, so it cannot recurse deeply itself. */
-export function nestsDeeperThan(value: unknown, limit: number): boolean {
-  if (typeof value !== 'object' || value === null) return false;
-  if (limit === 0) return true;
-  const children = Array.isArray(value) ? value : Object.values(value);
-  for (const child of children) if (nestsDeeperThan(child, limit - 1)) return true;
-  return false;
 }

@@ -65,6 +65,14 @@ describe('batches on the mock provider', () => {
       assert.match(err.message, /line 2/);
       return true;
     });
+    const deepLine = JSON.stringify({ custom_id: 'deep', method: 'POST', url: '/v1/chat/completions', body: { model: 'mock-1', messages: [], extra: '__DEEP__' } })
+      .replace('"__DEEP__"', `${'['.repeat(5000)}${']'.repeat(5000)}`);
+    const deep = await sdk.files.create({ file: await toFile(Buffer.from(jsonl('mock-1', 1) + deepLine + '\n'), 'deep.jsonl'), purpose: 'batch' });
+    await assert.rejects(sdk.batches.create({ input_file_id: deep.id, endpoint: '/v1/chat/completions', completion_window: '24h' }), (err: APIError) => {
+      assert.equal(err.status, 400);
+      assert.match(err.message, /line 2: is nested deeper than 64 levels/);
+      return true;
+    });
     const unknown = await sdk.files.create({ file: await toFile(Buffer.from(jsonl('nope', 1)), 'u.jsonl'), purpose: 'batch' });
     await assert.rejects(sdk.batches.create({ input_file_id: unknown.id, endpoint: '/v1/chat/completions', completion_window: '24h' }), { status: 404 });
   });

@@ -4,7 +4,8 @@ import { accountCompleted } from '../accounting.ts';
 import { ResponseEnd, admit, asGatewayError } from '../dispatch.ts';
 import { GatewayError, badRequest, notFound } from '../errors.ts';
 import { forwardedPath } from '../passthrough-path.ts';
-import { MAX_JSON_DEPTH, nestsDeeperThan, tooDeep } from '../json-body.ts';
+import { tooDeep } from '../json-body.ts';
+import { MAX_JSON_DEPTH, isRecord, nestsDeeperThan } from '../../shared/json.ts';
 import { sendResult } from '../respond.ts';
 
 /** `/p/{provider}/{path}`: any request forwarded to that provider's base URL with its credentials. */
@@ -70,6 +71,5 @@ function modelOf(body: Buffer | undefined, contentType: string | undefined): str
   }
   // Parsed here, so bounded here like every other JSON body the gateway reads.
   if (nestsDeeperThan(parsed, MAX_JSON_DEPTH)) throw tooDeep();
-  if (typeof parsed === 'object' && parsed !== null && 'model' in parsed && typeof parsed.model === 'string' && parsed.model !== '') return parsed.model;
-  return undefined;
+  return isRecord(parsed) && typeof parsed.model === 'string' && parsed.model !== '' ? parsed.model : undefined;
 }
