@@ -1,15 +1,13 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import { z } from 'zod';
-import type { Json } from '../providers/translate/json.ts';
-import { isRecord } from '../shared/json.ts';
 import type { Endpoint } from '../providers/types.ts';
 import { badRequest } from './errors.ts';
+import { modelRequestBodies, type JsonEndpoint } from './schemas/model-requests.ts';
 import { parseBody } from './validation.ts';
 
 /** A model request after validation: what routing and the provider adapters need. */
 export interface ModelRequest {
   endpoint: Endpoint;
-  /** The model name as the client sent it. */
+  /** The model name as the client sent it, trimmed. */
   model: string;
   stream: boolean;
   json?: Record<string, unknown>;
@@ -20,53 +18,10 @@ export interface ModelRequest {
   headers?: IncomingHttpHeaders;
 }
 
-type JsonEndpoint = Exclude<Endpoint, 'transcriptions'>;
-
-// A non-empty model and messages list are checked in parseJsonRequest, not with zod's `.min()`:
-// zod runs every schema's checks through one shared function, which validating a configuration
-// with rate-limit rules at start-up leaves megamorphic for the life of the process (with 10 rules
-// configured, moving the checks here took the rules' cost from 16,100 to 13,100 instructions a
-// request; bench/instructions.ts).
-const modelField = z.string({ error: 'must be a string' });
-const messagesField = z.array(z.unknown(), { error: 'must be an array' });
-const streamField = z.boolean({ error: 'must be a boolean' }).optional();
-
-// Loose objects: the gateway checks what it needs and forwards the rest untouched.
-const schemas = {
-  chat: z.looseObject({ model: modelField, messages: messagesField, stream: streamField }),
-  responses: z.looseObject({ model: modelField, stream: streamField }),
-  embeddings: z.looseObject({ model: modelField, input: z.union([z.string(), z.array(z.unknown())], { error: 'must be a string or an array' }) }),
-  speech: z.looseObject({ model: modelField, input: z.string({ error: 'must be a string' }) }),
-  messages: z.looseObject({
-    model: modelField,
-    messages: messagesField,
-    max_tokens: z.int({ error: 'must be an integer' }).positive({ error: 'must be at least 1' }),
-    stream: streamField,
-  }),
-} satisfies Record<JsonEndpoint, z.ZodType>;
-
-const isOptionalBoolean = (v: unknown): boolean => v === undefined || typeof v === 'boolean';
-
-/**
- * Each schema's valid case, checked by hand: zod's parse of a chat body cost ~6,400 instructions
- * a request (bench/instructions.ts). A body these accept is one its schema accepts; any other
- * body goes through the schema, which then names what is wrong.
- */
-const valid: Record<JsonEndpoint, (b: Json) => boolean> = {
-  chat: (b) => typeof b.model === 'string' && Array.isArray(b.messages) && isOptionalBoolean(b.stream),
-  responses: (b) => typeof b.model === 'string' && isOptionalBoolean(b.stream),
-  embeddings: (b) => typeof b.model === 'string' && (typeof b.input === 'string' || Array.isArray(b.input)),
-  speech: (b) => typeof b.model === 'string' && typeof b.input === 'string',
-  messages: (b) => typeof b.model === 'string' && Array.isArray(b.messages) && Number.isSafeInteger(b.max_tokens)
-    && (b.max_tokens as number) > 0 && isOptionalBoolean(b.stream),
-};
-
+/** Validates a JSON model request once with its endpoint's schema; the client's object is what gets forwarded. */
 export function parseJsonRequest(endpoint: JsonEndpoint, body: unknown, jsonBytes?: Buffer): ModelRequest {
-  const data = isRecord(body) && valid[endpoint](body) ? body as { model: string; stream?: boolean } : parseBody(schemas[endpoint], body);
-  const model = data.model.trim();
-  if (model === '') throw badRequest('model: must not be empty', 'model');
-  if ('messages' in data && (data.messages as unknown[]).length === 0) throw badRequest('messages: must not be empty', 'messages');
-  return { endpoint, model, stream: (data as { stream?: boolean }).stream === true, json: body as Record<string, unknown>, jsonBytes };
+  const data = parseBody(modelRequestBodies[endpoint], body);
+  return { endpoint, model: data.model, stream: data.stream === true, json: body as Record<string, unknown>, jsonBytes };
 }
 
 export async function parseTranscriptionRequest(raw: Buffer, contentType: string | undefined): Promise<ModelRequest> {

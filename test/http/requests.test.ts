@@ -21,8 +21,12 @@ const messages = [{ role: 'user', content: 'x' }];
 describe('parseJsonRequest', () => {
   it('accepts the valid body of every endpoint and reads model and stream from it', () => {
     const chat = { model: ' m ', messages, stream: true, extra: { kept: 1 } };
-    const r = parseJsonRequest('chat', chat);
-    assert.deepEqual([r.model, r.stream, r.json], ['m', true, chat]);
+    const bytes = Buffer.from(JSON.stringify(chat));
+    const r = parseJsonRequest('chat', chat, bytes);
+    assert.deepEqual([r.model, r.stream], ['m', true]);
+    assert.equal(r.json, chat, 'the client\'s own object is forwarded: unknown fields and the untrimmed model kept');
+    assert.equal(r.jsonBytes, bytes);
+    assert.equal(outcome('chat', { model: 'm', messages: [1, 'two', null] }), 'ok', 'message items are the provider\'s to judge');
     assert.equal(parseJsonRequest('responses', { model: 'm', input: 'hi' }).stream, false);
     assert.equal(outcome('embeddings', { model: 'm', input: ['a', 'b'] }), 'ok');
     assert.equal(outcome('embeddings', { model: 'm', input: 'a' }), 'ok');
