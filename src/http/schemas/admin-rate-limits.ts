@@ -1,0 +1,84 @@
+/**
+ * Bodies of the rate-limit admin API (CONTRACT §5). The shapes are zod's; what a value means
+ * (user-path normalisation, subject rules, periods, caps) is the engine's, called from the
+ * transforms so the admin API, the configuration and the engine agree on one definition.
+ */
+import { z } from 'zod';
+import type { RuleWrite } from '../../admin/rate-limit-rules.ts';
+import { SCOPES, normalizeSubject, parsePeriod, parsePeriodSeconds, validateLimits, type RuleKey, type Scope } from '../../ratelimit/index.ts';
+import { checked, leadingField, refuse, valueOf } from './checks.ts';
+
+const text = () => z.string({ error: 'must be a string' });
+
+/** Who a rule is about: `user_path`, or `scope` and `subject`. */
+const subjectFields = {
+  user_path: text().optional(),
+  scope: z.enum(SCOPES, { error: `must be one of ${SCOPES.join(', ')}` }).optional(),
+  subject: text().optional(),
+};
+
+/** Which window: a named period (a numeric string means seconds) or `period_seconds`. */
+const periodFields = {
+  period: z.union([z.string(), z.number()], { error: 'must be a period name (minute, hour, day, concurrent) or a number of seconds' }).optional(),
+  period_seconds: z.number({ error: 'must be a number' }).optional(),
+};
+
+type SubjectFields = { user_path?: string | undefined; scope?: Scope | undefined; subject?: string | undefined };
+type PeriodFields = { period?: string | number | undefined; period_seconds?: number | undefined };
+
+/** `user_path` is shorthand for scope user_path; scope provider/model needs `subject` and rejects `user_path`. */
+function ruleSubject(body: SubjectFields): Pick<RuleKey, 'scope' | 'subject'> {
+  if (body.user_path !== undefined) {
+    if (body.scope !== undefined && body.scope !== 'user_path') refuse(['user_path'], `user_path: not allowed with scope "${body.scope}"; use subject`);
+    if (body.subject !== undefined) refuse(['subject'], 'subject: not allowed together with user_path');
+    return { scope: 'user_path', subject: valueOf(normalizeSubject('user_path', body.user_path, 'user_path'), ['user_path']) };
+  }
+  if (body.scope === undefined) refuse(['scope'], 'scope: required (or user_path for a user-path rule)');
+  if (body.subject === undefined) refuse(['subject'], 'subject: required when scope is given');
+  return { scope: body.scope, subject: valueOf(normalizeSubject(body.scope, body.subject, 'subject'), ['subject']) };
+}
+
+/** Exactly one of `period` or `period_seconds`, in seconds; `prefix` is where the pair sits, for the messages. */
+function periodSeconds(pair: PeriodFields, prefix: string): number {
+  const { period: named, period_seconds: seconds } = pair;
+  if (named !== undefined && seconds !== undefined) refuse(['period'], `${prefix}period: give either period or period_seconds, not both`);
+  if (named !== undefined) return valueOf(parsePeriod(named, `${prefix}period`), ['period']);
+  if (seconds !== undefined) return valueOf(parsePeriodSeconds(seconds, `${prefix}period_seconds`), ['period_seconds']);
+  return refuse(['period'], `${prefix}period: required (minute, hour, day, concurrent) or ${prefix}period_seconds`);
+}
+
+/** `{"period": "minute"}` or `{"period_seconds": 300}`, as seconds. */
+const limitKey = z
+  .strictObject(periodFields, { error: 'must be an object with period or period_seconds' })
+  .transform(checked((pair) => periodSeconds(pair, 'limit_key.')));
+
+const cap = z.number({ error: 'must be a number' }).nullable().optional();
+
+/** `PUT /admin/rate-limits`: creates a rule or replaces its caps. */
+export const putRateLimitBody = z
+  .strictObject({ ...subjectFields, limit_key: limitKey, max_requests: cap, max_tokens: cap })
+  .transform(checked((body): RuleWrite => {
+    const key = { ...ruleSubject(body), periodSeconds: body.limit_key };
+    // The caps' bounds and which caps a concurrent or windowed rule needs; each message begins with the cap it is about.
+    const limits = validateLimits(key.periodSeconds, body.max_requests, body.max_tokens);
+    if (!limits.ok) refuse([leadingField(limits.error) ?? 'max_requests'], limits.error);
+    return { ...key, maxRequests: limits.value.maxRequests, maxTokens: limits.value.maxTokens };
+  }));
+
+/** `DELETE /admin/rate-limits`: the rule's key. */
+export const deleteRateLimitBody = z
+  .strictObject({ ...subjectFields, limit_key: limitKey })
+  .transform(checked((body): RuleKey => ({ ...ruleSubject(body), periodSeconds: body.limit_key })));
+
+/** `POST /admin/rate-limits/reset-one`: the rule's key, its period at the top level. */
+export const resetOneRateLimitBody = z
+  .strictObject({ ...subjectFields, ...periodFields })
+  .transform(checked((body): RuleKey => {
+    const seconds = periodSeconds(body, '');
+    return { ...ruleSubject(body), periodSeconds: seconds };
+  }));
+
+/** `POST /admin/rate-limits/reset`: every counter, on an explicit confirmation. */
+export const resetRateLimitsBody = z.strictObject({
+  confirmation: z.literal('reset', { error: 'must be the word "reset" to reset every rate-limit counter' }),
+});
