@@ -1,19 +1,12 @@
 import type { FastifyInstance } from 'fastify';
-import { z } from 'zod';
 import { BatchService } from '../../batch/service.ts';
 import { batchObject, fileObject } from '../../batch/wire.ts';
 import type { HttpServices } from '../context.ts';
 import { admit } from '../dispatch.ts';
 import { setHeaders } from '../respond.ts';
 import { badRequest } from '../../errors/gateway-error.ts';
+import { createBatchBody } from '../schemas/batches.ts';
 import { parseBody } from '../validation.ts';
-
-const createBatchSchema = z.object({
-  input_file_id: z.string({ error: 'must be a string' }).min(1, { error: 'must not be empty' }),
-  endpoint: z.string({ error: 'must be a string' }),
-  completion_window: z.literal('24h', { error: 'must be "24h"' }),
-  metadata: z.record(z.string(), z.string({ error: 'values must be strings' }), { error: 'must be an object of strings' }).nullable().optional(),
-});
 
 /**
  * Files (`/v1/files`) and batches (`/v1/batches`) in the OpenAI shapes. Only `POST /v1/batches`
@@ -50,7 +43,7 @@ export function registerBatches(app: FastifyInstance, services: HttpServices): v
   });
 
   app.post('/v1/batches', async (request, reply) => {
-    const body = parseBody(createBatchSchema, request.body);
+    const body = parseBody(createBatchBody, request.body);
     const batch = await batches.createBatch(
       request.identity,
       { inputFileId: body.input_file_id, endpoint: body.endpoint, completionWindow: body.completion_window, metadata: body.metadata ?? null },

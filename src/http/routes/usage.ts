@@ -1,12 +1,10 @@
 import type { FastifyInstance } from 'fastify';
-import { z } from 'zod';
 import type { HttpServices } from '../context.ts';
 import { badRequest } from '../errors.ts';
+import { usageQuery } from '../schemas/usage.ts';
 import { parseBody } from '../validation.ts';
 
 const DAY_MS = 86_400_000;
-const dateParam = z.string().regex(/^\d{4}-\d{2}-\d{2}(T[\d:.]+Z)?$/, { error: 'must be a date (YYYY-MM-DD) or an RFC 3339 UTC time' });
-const usageQuery = z.strictObject({ from: dateParam.optional(), to: dateParam.optional() });
 
 /** `GET /v1/usage?from&to`: the caller's own usage (its user path and below), by provider and model. */
 export function registerUsage(app: FastifyInstance, services: HttpServices): void {

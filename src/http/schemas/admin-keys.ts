@@ -1,0 +1,13 @@
+import { z } from 'zod';
+import { normalizeUserPath } from '../../ratelimit/index.ts';
+import { checked, valueOf } from './checks.ts';
+
+/** `POST /admin/api-keys`; `user_path` comes out normalised (null: the key is not bound to a path). */
+export const createApiKeyBody = z.strictObject({
+  name: z.string({ error: 'must be a string' }).trim().min(1, { error: 'must not be empty' }).max(200, { error: 'must be at most 200 characters' }),
+  user_path: z
+    .string({ error: 'must be a string' })
+    .nullable()
+    .optional()
+    .transform(checked((raw) => (raw === undefined || raw === null ? null : valueOf(normalizeUserPath(raw, 'user_path'), [])))),
+});
