@@ -103,3 +103,28 @@ describe('JSON bodies: prototype poisoning', { timeout: 30_000 }, () => {
     assert.deepEqual((up.calls[1]!.body as Record<string, unknown>).constructor, { name: 'x' }, 'forwarded as sent');
   });
 });
+
+describe('JSON bodies: forwarded as the client sent them', { timeout: 30_000 }, () => {
+  let up: FakeUpstream;
+  let gw: TestGateway;
+
+  before(async () => {
+    up = await startFakeUpstream({ name: 'up' });
+    gw = await startTestGateway({ yaml: 'providers:\n' + openaiProvider('up', up.url, ['gpt-x']), env: { MASTER_KEY: MASTER } });
+  });
+  after(async () => {
+    await gw?.close();
+    await up?.close();
+  });
+
+  it('byte for byte when the provider takes the model as it is; unknown fields kept when the model is rewritten', async () => {
+    up.reset();
+    const exact = `{ "messages" : ${MESSAGES},\n  "model": "gpt-x", "x_vendor": {"n": 1.50, "s": "\\u00e9"}, "temperature": 0 }`;
+    assert.equal((await gw.request('POST', '/v1/chat/completions', { body: exact, headers })).status, 200);
+    assert.equal(up.calls[0]!.raw.toString('utf8'), exact);
+
+    const rewritten = { model: 'up/gpt-x', messages: [{ role: 'user', content: 'hi' }], x_vendor: { n: 1.5 }, temperature: 0 };
+    assert.equal((await gw.request('POST', '/v1/chat/completions', { body: rewritten, headers })).status, 200);
+    assert.deepEqual(up.calls[1]!.body, { ...rewritten, model: 'gpt-x' });
+  });
+});
