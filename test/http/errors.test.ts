@@ -39,7 +39,8 @@ describe('error responses (CONTRACT §4)', () => {
     const res = await gw.request('POST', '/v1/chat/completions', { body: '{"model": "up/gpt-x", "messages": [', headers: { 'content-type': 'application/json' } });
     const err = assertOpenAiError(res, 400, 'invalid_request_error');
     assert.ok('param' in err && 'code' in err);
-    assert.match(err.message, /json/i);
+    assert.match(err.message, /^malformed JSON body: /);
+    assert.equal(err.code, 'invalid_json');
   });
 
   it('a body that is not an object → 400', async () => {
