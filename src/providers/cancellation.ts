@@ -5,10 +5,10 @@ import { EventEmitter } from 'node:events';
  * is shutting down, a deadline passed. It fires 'abort' once, and undici takes it as a request
  * signal as it is.
  *
- * Why not an AbortSignal: every model request needs one, and undici can only watch an AbortSignal
- * through Node's EventTarget listener machinery; an AbortController per request cost about 7% of
- * the gateway's throughput (bench/, docs/performance.md), an EventEmitter almost nothing. It has
- * no `aborted` property on purpose: undici treats anything that has one as an AbortSignal.
+ * Why not an AbortSignal: every model request needs one, and undici watches an AbortSignal through
+ * Node's EventTarget listener machinery, which costs far more per request than an EventEmitter
+ * (undici accepts either). It has no `aborted` property on purpose: undici treats anything that
+ * has one as an AbortSignal.
  */
 export class Cancellation extends EventEmitter {
   private done = false;
