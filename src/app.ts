@@ -9,6 +9,7 @@ import type { GatewayConfig } from './config/schema.ts';
 import type { HttpServices } from './http/context.ts';
 import { GatewayError } from './http/errors.ts';
 import { InFlightRequests } from './http/in-flight.ts';
+import { GatewayMetrics } from './metrics/index.ts';
 import { buildServer } from './http/server.ts';
 import { createProviders } from './providers/registry.ts';
 import type { Provider } from './providers/types.ts';
@@ -95,6 +96,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         ? new ResponseCache({ ttlSeconds: config.cache.response.ttl_seconds, maxEntries: config.cache.response.max_entries, now })
         : undefined,
       inFlight,
+      metrics: new GatewayMetrics({ rules: limiter, models: resolver.listModels(), onRuleStatusError: (err) => logger.warn({ err }, 'metrics: reading the rate-limit rules failed') }),
       now,
     };
     const server = buildServer(services);

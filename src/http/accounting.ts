@@ -20,6 +20,7 @@ export function accountCompleted(services: HttpServices, identity: Identity, don
   if (usage !== undefined && !done.cached && services.limiter !== undefined) {
     services.limiter.chargeTokens({ userPath: identity.userPath, provider: done.provider, model: done.model }, usage.totalTokens);
   }
+  if (!done.cached) services.metrics.tokens(done.provider, done.model, usage);
   services.usage.record({
     timestampMs: done.startedAt,
     userPath: identity.userPath,

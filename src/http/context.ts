@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { RuleManager } from '../admin/rate-limit-rules.ts';
 import type { KeyRing } from '../auth/keys.ts';
 import type { ResponseCache } from '../cache/response-cache.ts';
+import type { GatewayMetrics } from '../metrics/index.ts';
 import type { RateLimiter } from '../ratelimit/index.ts';
 import type { Resolver } from '../routing/resolver.ts';
 import type { Storage } from '../storage/types.ts';
@@ -22,6 +23,8 @@ export interface HttpServices {
   cache: ResponseCache | undefined;
   /** Model requests being answered; shutdown waits for them. */
   inFlight: InFlightRequests;
+  /** Prometheus metrics (`GET /metrics`). */
+  metrics: GatewayMetrics;
   now(): number;
 }
 

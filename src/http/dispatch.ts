@@ -117,6 +117,7 @@ async function execute(
       const admission = limiter.admit(
         first ? { userPath, provider: target.provider.name, model: target.model } : { provider: target.provider.name, model: target.model },
       );
+      services.metrics.admission(admission, first ? userPath : undefined, target.provider.name, target.model);
       if (!admission.ok) {
         if (admission.userPathBreached) throw rateLimitedError(admission);
         refusals.push({ target, refusal: admission });
@@ -134,7 +135,7 @@ async function execute(
 
     const canFailOver = nextAfterFailure(i) < total;
     try {
-      let result = await callTarget(target, modelRequest, cancel);
+      let result = await services.metrics.upstream(target.provider.name, () => callTarget(target, modelRequest, cancel));
       if (canFailOver && isRetryable(result.status)) {
         failure = await asFailure(result);
       } else {
@@ -211,8 +212,8 @@ function lookupCache(
   const mode = cacheMode(request.headers['cache-control']);
   const scope = services.options.cacheShared ? null : request.identity.userPath;
   const key = cacheKey(modelRequest.endpoint, cacheModel, modelRequest.json, scope);
-  if (mode !== 'use') return { key, mode };
-  const hit = cache.get(key);
+  const hit = mode === 'use' ? cache.get(key) : undefined;
+  services.metrics.cacheLookup(mode, hit !== undefined);
   if (hit === undefined) return { key, mode };
   const startedAt = services.now();
   void reply.code(hit.status).headers(hit.headers).header(CACHE_HEADER, 'hit').send(hit.body);
@@ -259,6 +260,7 @@ export function admit(services: HttpServices, target: AdmissionTarget, end?: Res
   const limiter = services.limiter;
   if (limiter === undefined) return undefined;
   const admission = limiter.admit(target, end === undefined ? NO_SLOTS : undefined);
+  services.metrics.admission(admission, target.userPath, target.provider, target.model);
   if (!admission.ok) throw rateLimitedError(admission);
   if (admission.holdsSlots) end?.hold(admission);
   return rateLimitHeaderList(admission.headers);

@@ -6,6 +6,7 @@ import type { HttpServices } from './context.ts';
 import { GatewayError, dialectOf, sendError } from './errors.ts';
 import { registerAdminKeys } from './routes/admin-keys.ts';
 import { registerAdminRateLimits } from './routes/admin-rate-limits.ts';
+import { countResponses, registerMetrics } from './routes/metrics.ts';
 import { registerModelEndpoints } from './routes/model-endpoints.ts';
 import { registerPassthrough } from './routes/passthrough.ts';
 import { registerRealtime, registerWebSocketUpgrades } from './routes/realtime.ts';
@@ -21,6 +22,7 @@ export function buildServer(services: HttpServices): FastifyInstance {
     forceCloseConnections: false,
   });
 
+  countResponses(app, services.metrics);
   registerWebSocketUpgrades(app, services);
   registerAuth(app, services);
   registerJsonBody(app);
@@ -35,6 +37,7 @@ export function buildServer(services: HttpServices): FastifyInstance {
   registerWithAccess(app, 'admin', (scope) => {
     registerAdminKeys(scope, services);
     registerAdminRateLimits(scope, services);
+    registerMetrics(scope, services);
   });
 
   app.setNotFoundHandler((request, reply) => {

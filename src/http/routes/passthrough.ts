@@ -32,7 +32,7 @@ export function registerPassthrough(app: FastifyInstance, services: HttpServices
         const startedAt = services.now();
         let result;
         try {
-          result = await provider.passthrough({ method: request.method, path, headers: request.headers, body, cancel: end.cancel });
+          result = await services.metrics.upstream(provider.name, () => provider.passthrough({ method: request.method, path, headers: request.headers, body, cancel: end.cancel }));
         } catch (err) {
           throw asGatewayError(err, provider.name);
         }

@@ -70,6 +70,8 @@ export function registerRealtime(app: FastifyInstance, services: HttpServices): 
           return;
         }
         const { target } = session;
+        // The 101 is written by the WebSocket library, never through fastify's reply: counted here.
+        services.metrics.responded(request.routeOptions.url, 101);
         bridge(socket, session.upstream, {
           now: services.now,
           onEnd: session.release,
@@ -120,6 +122,7 @@ function admitSession(route: Route, userPath: string, services: HttpServices): {
   let refusal: AdmissionRefusal | undefined;
   for (const target of route.primary) {
     const admission = limiter.admit({ userPath, provider: target.provider.name, model: target.model });
+    services.metrics.admission(admission, userPath, target.provider.name, target.model);
     if (admission.ok) return { target, ticket: admission };
     if (admission.userPathBreached) throw rateLimitedError(admission);
     refusal ??= admission;

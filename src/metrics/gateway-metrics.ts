@@ -1,0 +1,250 @@
+import { performance } from 'node:perf_hooks';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { CacheMode } from '../cache/response-cache.ts';
+import type { Usage } from '../providers/types.ts';
+import type { AdmissionResult, RuleStatus, Scope } from '../ratelimit/index.ts';
+import type { ModelListing } from '../routing/resolver.ts';
+import { LabelledChildren } from './children.ts';
+
+/** Where the scrape-time rule gauges come from: the limiter (its status may be read asynchronously). */
+export interface RuleStatusSource {
+  status(): readonly RuleStatus[] | Promise<readonly RuleStatus[]>;
+}
+
+export interface GatewayMetricsOptions {
+  /** Absent when rate limits are disabled: no rule gauges then. */
+  readonly rules?: RuleStatusSource | undefined;
+  /** The models each provider lists: the only model names that become label values. */
+  readonly models: readonly ModelListing[];
+  /** Milliseconds on a monotonic clock, for upstream latency. Default: performance.now. */
+  readonly clock?: () => number;
+  /** A scrape could not read the rule statuses (the gauges are left out of that scrape). */
+  readonly onRuleStatusError?: (err: unknown) => void;
+}
+
+/** The `endpoint` of a response no route matched (a 404): never the raw URL. */
+export const UNMATCHED_ENDPOINT = 'unmatched';
+/** The `model` label of a model no provider lists (an open provider's, a passthrough body's). */
+export const OTHER_MODEL = 'other';
+/** The `status` label of an upstream call that got no HTTP answer (unreachable, timed out, cancelled). */
+export const NO_UPSTREAM_ANSWER = 'error';
+
+// Upstream latency of LLM calls runs from tens of milliseconds (embeddings, cached prompts) to
+// minutes (long completions, until headers on a stream arrive).
+const UPSTREAM_BUCKETS = [0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+
+interface TokenChildren {
+  readonly prompt: Counter.Internal;
+  readonly completion: Counter.Internal;
+}
+
+/**
+ * The gateway's Prometheus metrics, in a registry of its own (several gateways may share a
+ * process). The HTTP layer reports events through the methods below; each is a map lookup and a
+ * counter update, no label string built per event. Every label value is bounded: route patterns,
+ * status codes, configured providers, listed models, configured rules' subjects.
+ */
+export class GatewayMetrics {
+  readonly registry = new Registry();
+  readonly #rules: RuleStatusSource | undefined;
+  readonly #clock: () => number;
+  readonly #onRuleStatusError: (err: unknown) => void;
+  /** provider → the models it lists. */
+  readonly #served = new Map<string, Set<string>>();
+
+  readonly #responses: LabelledChildren<Counter.Internal>;
+  readonly #upstreamDuration: Histogram<'provider'>;
+  readonly #upstreamDurationByProvider = new Map<string, Histogram.Internal<'provider'>>();
+  readonly #upstreamResponses: LabelledChildren<Counter.Internal>;
+  readonly #tokens: LabelledChildren<TokenChildren>;
+  readonly #admitted: Readonly<Record<Scope, Counter.Internal>>;
+  readonly #refused: Readonly<Record<Scope, Counter.Internal>>;
+  readonly #cacheLookups: Readonly<Record<'hit' | 'miss' | 'bypass', Counter.Internal>>;
+  readonly #inFlight: Gauge<'scope' | 'subject'>;
+  readonly #remaining: Gauge<'scope' | 'subject' | 'period' | 'kind'>;
+  readonly #limit: Gauge<'scope' | 'subject' | 'period' | 'kind'>;
+
+  constructor(options: GatewayMetricsOptions) {
+    this.#rules = options.rules;
+    this.#clock = options.clock ?? (() => performance.now());
+    this.#onRuleStatusError = options.onRuleStatusError ?? (() => {});
+    for (const { id, ownedBy } of options.models) {
+      // Aliases are listed too (owned by the gateway); a provider's models are `provider/model`.
+      if (!id.startsWith(`${ownedBy}/`)) continue;
+      let models = this.#served.get(ownedBy);
+      if (models === undefined) this.#served.set(ownedBy, (models = new Set()));
+      models.add(id.slice(ownedBy.length + 1));
+    }
+    const registers = [this.registry];
+
+    const responses = new Counter({
+      name: 'floodgate_requests_total',
+      help: 'Responses sent, by matched route pattern ("unmatched" for a 404) and HTTP status.',
+      labelNames: ['endpoint', 'status'] as const,
+      registers,
+    });
+    this.#responses = new LabelledChildren((endpoint, status) => responses.labels(endpoint, status));
+
+    this.#upstreamDuration = new Histogram({
+      name: 'floodgate_upstream_duration_seconds',
+      help: 'Time from sending a request upstream to its answer\'s status and headers (a stream\'s body is not included), by provider.',
+      labelNames: ['provider'] as const,
+      buckets: UPSTREAM_BUCKETS,
+      registers,
+    });
+
+    const upstreamResponses = new Counter({
+      name: 'floodgate_upstream_responses_total',
+      help: 'Upstream answers by provider and HTTP status ("error" when none came: unreachable, timed out, cancelled).',
+      labelNames: ['provider', 'status'] as const,
+      registers,
+    });
+    this.#upstreamResponses = new LabelledChildren((provider, status) => upstreamResponses.labels(provider, status));
+
+    const tokens = new Counter({
+      name: 'floodgate_tokens_total',
+      help: 'Tokens of completed requests (cache hits excluded), by the provider and model that executed them ("other": a model the provider does not list) and kind.',
+      labelNames: ['provider', 'model', 'kind'] as const,
+      registers,
+    });
+    this.#tokens = new LabelledChildren((provider, model) => ({
+      prompt: tokens.labels(provider, model, 'prompt'),
+      completion: tokens.labels(provider, model, 'completion'),
+    }));
+
+    const decisions = new Counter({
+      name: 'floodgate_rate_limit_decisions_total',
+      help: 'Rate-limit admission checks: refused ones under the scope of the rule that refused, admitted ones under every scope the check covered.',
+      labelNames: ['scope', 'decision'] as const,
+      registers,
+    });
+    const byScope = (decision: string): Record<Scope, Counter.Internal> => ({
+      user_path: zeroed(decisions.labels('user_path', decision)),
+      provider: zeroed(decisions.labels('provider', decision)),
+      model: zeroed(decisions.labels('model', decision)),
+    });
+    this.#admitted = byScope('admitted');
+    this.#refused = byScope('refused');
+
+    const cacheLookups = new Counter({
+      name: 'floodgate_cache_lookups_total',
+      help: 'Response-cache lookups of cacheable requests: hit, miss, or bypass (skipped on the client\'s Cache-Control).',
+      labelNames: ['result'] as const,
+      registers,
+    });
+    this.#cacheLookups = { hit: zeroed(cacheLookups.labels('hit')), miss: zeroed(cacheLookups.labels('miss')), bypass: zeroed(cacheLookups.labels('bypass')) };
+
+    this.#inFlight = new Gauge({
+      name: 'floodgate_rate_limit_in_flight',
+      help: 'Requests holding a slot of each concurrent rule, read at scrape time.',
+      labelNames: ['scope', 'subject'] as const,
+      registers,
+    });
+    this.#remaining = new Gauge({
+      name: 'floodgate_rate_limit_remaining',
+      help: 'What remains of each rule\'s cap (requests or tokens) in its current window, or of its concurrency slots, read at scrape time.',
+      labelNames: ['scope', 'subject', 'period', 'kind'] as const,
+      registers,
+    });
+    this.#limit = new Gauge({
+      name: 'floodgate_rate_limit_limit',
+      help: 'Each rule\'s cap (requests or tokens per period, or concurrency slots).',
+      labelNames: ['scope', 'subject', 'period', 'kind'] as const,
+      registers,
+    });
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  /** A response was sent on the route `endpoint` (the router's pattern; undefined when none matched). */
+  responded(endpoint: string | undefined, status: number): void {
+    this.#responses.get(endpoint ?? UNMATCHED_ENDPOINT, status).inc();
+  }
+
+  /** Runs one upstream call, timing it until its answer's status and counting that status. */
+  async upstream<T extends { readonly status: number }>(provider: string, call: () => Promise<T>): Promise<T> {
+    const startedAt = this.#clock();
+    let status: number | string = NO_UPSTREAM_ANSWER;
+    try {
+      const result = await call();
+      status = result.status;
+      return result;
+    } finally {
+      let duration = this.#upstreamDurationByProvider.get(provider);
+      if (duration === undefined) this.#upstreamDurationByProvider.set(provider, (duration = this.#upstreamDuration.labels(provider)));
+      duration.observe((this.#clock() - startedAt) / 1000);
+      this.#upstreamResponses.get(provider, status).inc();
+    }
+  }
+
+  /**
+   * One admission check of the limiter. `userPath`, `provider` and `model` are what the check
+   * was given: undefined for a scope it did not cover (a failover attempt skips user-path rules,
+   * a batch submission provider and model rules).
+   */
+  admission(result: AdmissionResult, userPath: string | undefined, provider: string | undefined, model: string | undefined): void {
+    if (!result.ok) {
+      this.#refused[result.breach.scope].inc();
+      return;
+    }
+    if (userPath !== undefined) this.#admitted.user_path.inc();
+    if (provider === undefined) return;
+    this.#admitted.provider.inc();
+    if (model !== undefined) this.#admitted.model.inc();
+  }
+
+  /** A completed request's tokens, charged to the provider and model that executed it. */
+  tokens(provider: string, model: string, usage: Usage | undefined): void {
+    if (usage === undefined) return;
+    const served = this.#served.get(provider)?.has(model) === true;
+    const children = this.#tokens.get(provider, served ? model : OTHER_MODEL);
+    if (usage.promptTokens > 0) children.prompt.inc(usage.promptTokens);
+    if (usage.completionTokens > 0) children.completion.inc(usage.completionTokens);
+  }
+
+  /** A cacheable request met the cache: `mode` as the client's Cache-Control set it, and whether it hit. */
+  cacheLookup(mode: CacheMode, hit: boolean): void {
+    (mode !== 'use' ? this.#cacheLookups.bypass : hit ? this.#cacheLookups.hit : this.#cacheLookups.miss).inc();
+  }
+
+  /** The text exposition, with the rule gauges read now. */
+  async exposition(): Promise<string> {
+    await this.#readRuleGauges();
+    return this.registry.metrics();
+  }
+
+  async #readRuleGauges(): Promise<void> {
+    let rules: readonly RuleStatus[] = [];
+    if (this.#rules !== undefined) {
+      try {
+        rules = await this.#rules.status();
+      } catch (err) {
+        this.#onRuleStatusError(err);
+      }
+    }
+    // Reset after the read, so a concurrent scrape never sees the gauges half set; deleted rules drop out.
+    this.#inFlight.reset();
+    this.#remaining.reset();
+    this.#limit.reset();
+    for (const rule of rules) {
+      const { scope, subject, period_label: period } = rule;
+      if (rule.period_seconds === 0) this.#inFlight.labels(scope, subject).set(rule.in_flight);
+      if (rule.max_requests !== undefined) {
+        this.#limit.labels(scope, subject, period, 'requests').set(rule.max_requests);
+        this.#remaining.labels(scope, subject, period, 'requests').set(rule.requests_remaining ?? 0);
+      }
+      if (rule.max_tokens !== undefined) {
+        this.#limit.labels(scope, subject, period, 'tokens').set(rule.max_tokens);
+        this.#remaining.labels(scope, subject, period, 'tokens').set(rule.tokens_remaining ?? 0);
+      }
+    }
+  }
+}
+
+/** A series known in advance is exposed from the start at 0, so rate() and ratios work before its first event. */
+function zeroed(child: Counter.Internal): Counter.Internal {
+  child.inc(0);
+  return child;
+}
