@@ -1,0 +1,207 @@
+/**
+ * End-to-end: `GET /metrics` read with a Prometheus text parser after known traffic. Counts
+ * match the traffic exactly, label values stay bounded (route patterns, configured providers,
+ * listed models, configured rules' subjects: never a raw URL or a caller's user path), and the
+ * endpoint needs the master key when one is set.
+ */
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import WebSocket from 'ws';
+import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.ts';
+import { startTestGateway, type TestGateway, type TestResponse } from '../support/gateway.ts';
+import { assertOpenAiError, openaiProvider } from '../support/e2e.ts';
+import { scrape } from '../support/prometheus.ts';
+import { USER_PATH_HEADER, chat, chatAs } from '../support/rate-limits.ts';
+import { eventually } from '../routing/http-helpers.ts';
+
+/** Inside a minute window, so the user-path rule's sliding estimate is exactly what was counted. */
+const NOW = Date.UTC(2030, 0, 1, 0, 0, 10);
+const CHAT = '/v1/chat/completions';
+
+function tokensOf(responses: readonly TestResponse[]): { prompt: number; completion: number } {
+  let prompt = 0;
+  let completion = 0;
+  for (const res of responses) {
+    const usage = res.json().usage as { prompt_tokens: number; completion_tokens: number };
+    prompt += usage.prompt_tokens;
+    completion += usage.completion_tokens;
+  }
+  return { prompt, completion };
+}
+
+describe('GET /metrics after known traffic', () => {
+  let up: FakeUpstream;
+  /** Answers any model, so a passthrough body can name one the gateway does not list. */
+  let open: FakeUpstream;
+  let gw: TestGateway;
+
+  before(async () => {
+    up = await startFakeUpstream({ name: 'up', models: ['gpt-x'] });
+    open = await startFakeUpstream({ name: 'open' });
+    const yaml = 'providers:\n' + openaiProvider('up', up.url, ['gpt-x']) + openaiProvider('open', open.url, ['fake-model']) + [
+      'rate_limits:',
+      '  user_paths: [ { path: /capped, limits: [ { period: minute, max_requests: 2 } ] } ]',
+      '  providers: [ { name: up, limits: [ { period: concurrent, max_requests: 5 } ] } ]',
+      'cache:',
+      '  response: { enabled: true, ttl_seconds: 600, max_entries: 100 }',
+      '',
+    ].join('\n');
+    gw = await startTestGateway({ yaml, now: () => NOW });
+  });
+  after(async () => {
+    await gw.close();
+    await Promise.all([up.close(), open.close()]);
+  });
+
+  it('counts responses, upstream answers, decisions, tokens and cache lookups exactly', async () => {
+    const N = 3; // distinct chats by /team: admitted, answered upstream
+    const K = 2; // repeats of the first: cache hits
+    const M = 3; // over /capped's 2 a minute: refused by the gateway
+    const served: TestResponse[] = [];
+    for (let i = 0; i < N; i++) served.push(await chatAs(gw, '/team', chat('up/gpt-x', `question number ${i} ${'x'.repeat(i * 9)}`)));
+    for (let i = 0; i < K; i++) {
+      const hit = await chatAs(gw, '/team', chat('up/gpt-x', 'question number 0 '));
+      assert.equal(hit.headers.get('x-floodgate-cache'), 'hit');
+    }
+    for (let i = 0; i < 2; i++) served.push(await chatAs(gw, '/capped', chat('up/gpt-x', `capped ${i}`)));
+    for (let i = 0; i < M; i++) assert.equal((await chatAs(gw, '/capped', chat('up/gpt-x', `refused ${i}`))).status, 429);
+    // The provider's own 429, passed on: told apart from the gateway's by the upstream series.
+    up.failNext(1, { status: 429 });
+    assert.equal((await chatAs(gw, '/team', chat('up/gpt-x', 'provider says no'))).status, 429);
+    // Cache-Control: no-store skips the lookup.
+    served.push(await chatAs(gw, '/team', chat('up/gpt-x', 'not cached'), { 'cache-control': 'no-store' }));
+    for (const res of served) assert.equal(res.status, 200, res.text);
+    assert.equal((await gw.request('GET', '/v1/models')).status, 200);
+
+    const m = await scrape(gw);
+    const upstreamCalls = served.length + 1;
+    assert.equal(m.value('floodgate_requests_total', { endpoint: CHAT, status: '200' }), served.length + K);
+    assert.equal(m.value('floodgate_requests_total', { endpoint: CHAT, status: '429' }), M + 1);
+    assert.equal(m.value('floodgate_requests_total', { endpoint: '/v1/models', status: '200' }), 1);
+
+    assert.equal(m.value('floodgate_upstream_responses_total', { provider: 'up', status: '200' }), served.length);
+    assert.equal(m.value('floodgate_upstream_responses_total', { provider: 'up', status: '429' }), 1);
+    assert.equal(m.families.get('floodgate_upstream_duration_seconds')?.type, 'HISTOGRAM');
+    assert.equal(m.value('floodgate_upstream_duration_seconds_count', { provider: 'up' }), upstreamCalls);
+    assert.equal(m.value('floodgate_upstream_duration_seconds_bucket', { provider: 'up', le: '+Inf' }), upstreamCalls);
+
+    // Every request that reached admission covered the user path, the provider and the model.
+    const admitted = upstreamCalls;
+    assert.equal(m.value('floodgate_rate_limit_decisions_total', { scope: 'user_path', decision: 'admitted' }), admitted);
+    assert.equal(m.value('floodgate_rate_limit_decisions_total', { scope: 'provider', decision: 'admitted' }), admitted);
+    assert.equal(m.value('floodgate_rate_limit_decisions_total', { scope: 'model', decision: 'admitted' }), admitted);
+    assert.equal(m.value('floodgate_rate_limit_decisions_total', { scope: 'user_path', decision: 'refused' }), M);
+    assert.equal(m.value('floodgate_rate_limit_decisions_total', { scope: 'provider', decision: 'refused' }), 0);
+
+    const tokens = tokensOf(served);
+    assert.equal(m.value('floodgate_tokens_total', { provider: 'up', model: 'gpt-x', kind: 'prompt' }), tokens.prompt);
+    assert.equal(m.value('floodgate_tokens_total', { provider: 'up', model: 'gpt-x', kind: 'completion' }), tokens.completion);
+
+    assert.equal(m.value('floodgate_cache_lookups_total', { result: 'hit' }), K);
+    assert.equal(m.value('floodgate_cache_lookups_total', { result: 'miss' }), N + 2 + M + 1);
+    assert.equal(m.value('floodgate_cache_lookups_total', { result: 'bypass' }), 1);
+
+    // What remains of each rule, read at scrape time.
+    assert.equal(m.value('floodgate_rate_limit_remaining', { scope: 'user_path', subject: '/capped', period: 'minute', kind: 'requests' }), 0);
+    assert.equal(m.value('floodgate_rate_limit_limit', { scope: 'user_path', subject: '/capped', period: 'minute', kind: 'requests' }), 2);
+    assert.equal(m.value('floodgate_rate_limit_remaining', { scope: 'provider', subject: 'up', period: 'concurrent', kind: 'requests' }), 5);
+    assert.ok(m.sample('floodgate_rate_limit_in_flight', { scope: 'provider', subject: 'up' }), 'the concurrent rule has its in-flight series');
+    assert.equal(m.value('floodgate_rate_limit_in_flight', { scope: 'provider', subject: 'up' }), 0);
+  });
+
+  it('shows a held stream in its concurrent rule, and the slot back once it ends', async () => {
+    const release = up.holdStreamNext();
+    const streaming = await fetch(`${gw.url}${CHAT}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', [USER_PATH_HEADER]: '/team' },
+      body: JSON.stringify(chat('up/gpt-x', 'a held stream', { stream: true })),
+    });
+    assert.equal(streaming.status, 200);
+    const during = await scrape(gw);
+    assert.equal(during.value('floodgate_rate_limit_in_flight', { scope: 'provider', subject: 'up' }), 1);
+    assert.equal(during.value('floodgate_rate_limit_remaining', { scope: 'provider', subject: 'up', period: 'concurrent', kind: 'requests' }), 4);
+    release();
+    await streaming.text();
+    // The slot goes back when the response closes, just after the client read its end.
+    await eventually(async () => (await scrape(gw)).value('floodgate_rate_limit_in_flight', { scope: 'provider', subject: 'up' }) === 0, 3000, 'the slot released');
+  });
+
+  it('a rule deleted through the admin API leaves the gauges', async () => {
+    const put = await gw.request('PUT', '/admin/rate-limits', { body: { user_path: '/short-lived', limit_key: { period: 'hour' }, max_requests: 7, max_tokens: 900 } });
+    assert.equal(put.status, 200, put.text);
+    const present = await scrape(gw);
+    assert.equal(present.value('floodgate_rate_limit_remaining', { scope: 'user_path', subject: '/short-lived', period: 'hour', kind: 'requests' }), 7);
+    assert.equal(present.value('floodgate_rate_limit_remaining', { scope: 'user_path', subject: '/short-lived', period: 'hour', kind: 'tokens' }), 900);
+    const del = await gw.request('DELETE', '/admin/rate-limits', { body: { user_path: '/short-lived', limit_key: { period: 'hour' } } });
+    assert.equal(del.status, 200, del.text);
+    const gone = await scrape(gw);
+    assert.ok(!gone.labelValues().includes('/short-lived'), 'no series of the deleted rule');
+  });
+
+  it('label values stay bounded: no raw URL, no caller user path, route patterns for parameters', async () => {
+    const secret = randomUUID();
+    assert.equal((await chatAs(gw, `/team/${secret}`, chat('up/gpt-x', `hello ${secret}`))).status, 200);
+    assert.equal((await gw.request('GET', `/no/such/route/${secret}?q=${secret}`)).status, 404);
+    assert.equal((await gw.request('DELETE', `/admin/api-keys/${secret}`)).status, 404);
+    assert.equal((await chatAs(gw, '/team', chat(`up/${secret}`))).status, 404);
+    // A passthrough body may name any model: its tokens count under "other".
+    const passthrough = await gw.request('POST', '/p/open/chat/completions', { body: chat(secret, 'tokens of an unlisted model') });
+    assert.equal(passthrough.status, 200, passthrough.text);
+    const m = await scrape(gw);
+    assert.ok(!m.text.includes(secret), 'the random value appears nowhere in the exposition');
+    assert.ok(m.value('floodgate_requests_total', { endpoint: 'unmatched', status: '404' }) >= 1);
+    assert.ok(m.value('floodgate_requests_total', { endpoint: '/admin/api-keys/:id', status: '404' }) >= 1);
+    for (const value of m.samples('floodgate_requests_total').map((s) => s.labels?.endpoint ?? '')) {
+      assert.ok(value === 'unmatched' || value.startsWith('/'), value);
+      assert.ok(!value.includes('?'), value);
+    }
+    const { prompt_tokens: prompt } = passthrough.json().usage as { prompt_tokens: number };
+    assert.equal(m.value('floodgate_tokens_total', { provider: 'open', model: 'other', kind: 'prompt' }), prompt);
+    const subjects = new Set(m.samples('floodgate_rate_limit_remaining').map((s) => s.labels?.subject));
+    assert.deepEqual([...subjects].sort(), ['/capped', 'up']);
+  });
+});
+
+describe('GET /metrics access', () => {
+  let gw: TestGateway;
+  before(async () => {
+    gw = await startTestGateway({ env: { MASTER_KEY: 'sk-master-metrics' } });
+  });
+  after(() => gw.close());
+
+  it('needs the master key: 401 without it or with a managed key', async () => {
+    assertOpenAiError(await gw.request('GET', '/metrics'), 401, 'authentication_error');
+    const created = await gw.request('POST', '/admin/api-keys', { body: { name: 'reader', user_path: '/team' }, headers: { authorization: 'Bearer sk-master-metrics' } });
+    assert.equal(created.status, 201, created.text);
+    assertOpenAiError(await gw.request('GET', '/metrics', { headers: { authorization: `Bearer ${created.json().key}` } }), 401, 'authentication_error');
+    const m = await scrape(gw, { authorization: 'Bearer sk-master-metrics' });
+    assert.equal(m.value('floodgate_requests_total', { endpoint: '/metrics', status: '401' }), 2);
+  });
+});
+
+describe('GET /metrics with rate limits disabled and a realtime session', () => {
+  let gw: TestGateway;
+  before(async () => {
+    gw = await startTestGateway({ env: { RATE_LIMITS_ENABLED: 'false' } });
+  });
+  after(() => gw.close());
+
+  it('has no rule series and counts no decisions; an upgraded session counts as a 101', async () => {
+    assert.equal((await gw.request('POST', CHAT, { body: chat('mock-1') })).status, 200);
+    const ws = new WebSocket(`${gw.url.replace('http', 'ws')}/v1/realtime?model=mock-1`, ['realtime']);
+    await new Promise<void>((resolve, reject) => {
+      ws.once('open', () => resolve());
+      ws.once('error', reject);
+    });
+    ws.close();
+    await new Promise((r) => ws.once('close', r));
+    const m = await scrape(gw);
+    assert.equal(m.value('floodgate_requests_total', { endpoint: CHAT, status: '200' }), 1);
+    assert.equal(m.value('floodgate_requests_total', { endpoint: '/v1/realtime', status: '101' }), 1);
+    assert.equal(m.value('floodgate_tokens_total', { provider: 'mock', model: 'mock-1', kind: 'prompt' }) > 0, true);
+    assert.deepEqual(m.samples('floodgate_rate_limit_remaining'), []);
+    assert.deepEqual(m.samples('floodgate_rate_limit_in_flight'), []);
+    for (const sample of m.samples('floodgate_rate_limit_decisions_total')) assert.equal(Number(sample.value), 0);
+  });
+});
