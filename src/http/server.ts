@@ -7,6 +7,7 @@ import { GatewayError, dialectOf, sendError } from './errors.ts';
 import { registerAdminKeys } from './routes/admin-keys.ts';
 import { registerAdminRateLimits } from './routes/admin-rate-limits.ts';
 import { countResponses, registerMetrics } from './routes/metrics.ts';
+import { registerOpenApi } from './routes/openapi.ts';
 import { registerModelEndpoints } from './routes/model-endpoints.ts';
 import { registerPassthrough } from './routes/passthrough.ts';
 import { registerRealtime, registerWebSocketUpgrades } from './routes/realtime.ts';
@@ -22,6 +23,7 @@ export function buildServer(services: HttpServices): FastifyInstance {
     forceCloseConnections: false,
   });
 
+  registerOpenApi(app);
   countResponses(app, services.metrics);
   registerWebSocketUpgrades(app, services);
   registerAuth(app, services);

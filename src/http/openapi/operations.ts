@@ -1,0 +1,236 @@
+/**
+ * What the OpenAPI document says about each route, keyed `METHOD /pattern` as the router knows
+ * it. Request bodies and queries are the schemas from src/http/schemas that validate them; the
+ * few inputs a handler reads by hand (multipart forms, realtime and batch-list queries) have a
+ * documentation-only schema here. A route added without an entry still appears in the document,
+ * described by its method and pattern only (test/http/openapi.test.ts asks for an entry).
+ */
+import { z } from 'zod';
+import { createApiKeyBody } from '../schemas/admin-keys.ts';
+import { deleteRateLimitBody, putRateLimitBody, resetOneRateLimitBody, resetRateLimitsBody } from '../schemas/admin-rate-limits.ts';
+import { createBatchBody } from '../schemas/batches.ts';
+import { anthropicMessagesBody, chatCompletionBody, embeddingsBody, responsesBody, speechBody } from '../schemas/model-requests.ts';
+import { usageQuery } from '../schemas/usage.ts';
+import type { ErrorStatus, OperationDoc, OperationTable } from './document.ts';
+import * as responses from './responses.ts';
+
+const uploadedFile = z.string().meta({ contentMediaType: 'application/octet-stream', description: 'The file\'s bytes.' });
+
+/** `multipart/form-data` of `POST /v1/audio/transcriptions` (read by the handler, forwarded to the provider). */
+const transcriptionForm = z.looseObject({ file: uploadedFile, model: z.string() });
+/** `multipart/form-data` of `POST /v1/files`. */
+const fileForm = z.object({ file: uploadedFile, purpose: z.literal('batch') });
+const realtimeQuery = z.object({ model: z.string().meta({ description: 'The model (or alias) of the session.' }) });
+const batchListQuery = z.object({
+  after: z.string().optional().meta({ description: 'A batch id: list the batches after it.' }),
+  limit: z.int().min(1).max(100).optional().meta({ description: 'Page size, 20 by default.' }),
+});
+
+/** Schemas shown under components.schemas, by name. */
+export const OPENAPI_SCHEMAS: Readonly<Record<string, z.ZodType>> = {
+  ChatCompletionRequest: chatCompletionBody,
+  ResponsesRequest: responsesBody,
+  EmbeddingsRequest: embeddingsBody,
+  SpeechRequest: speechBody,
+  AnthropicMessagesRequest: anthropicMessagesBody,
+  TranscriptionForm: transcriptionForm,
+  FileForm: fileForm,
+  CreateBatchRequest: createBatchBody,
+  CreateApiKeyRequest: createApiKeyBody,
+  PutRateLimitRequest: putRateLimitBody,
+  DeleteRateLimitRequest: deleteRateLimitBody,
+  ResetOneRateLimitRequest: resetOneRateLimitBody,
+  ResetRateLimitsRequest: resetRateLimitsBody,
+  ProviderAnswer: responses.providerAnswer,
+  ModelList: responses.modelList,
+  Health: responses.health,
+  StatusOk: responses.statusOk,
+  RuleStatus: responses.ruleStatusRecord,
+  RateLimitList: responses.rateLimitList,
+  ApiKey: responses.apiKeyRecord,
+  ApiKeyCreated: responses.apiKeyCreated,
+  ApiKeyList: responses.apiKeyList,
+  ApiKeyDeleted: responses.apiKeyDeleted,
+  UsageSummary: responses.usageSummary,
+  File: responses.fileObject,
+  Batch: responses.batchObject,
+  BatchList: responses.batchList,
+};
+
+/** What a JSON body can be refused for before its handler runs: malformed, too large. */
+const JSON_BODY_ERRORS: readonly ErrorStatus[] = [400, 413];
+/** A model request: validation, unknown model, rate limits, the provider's failures. */
+const MODEL_ERRORS: readonly ErrorStatus[] = [...JSON_BODY_ERRORS, 404, 429, 502, 503];
+
+function modelEndpoint(operationId: string, summary: string, schema: z.ZodType, extra: Partial<OperationDoc> = {}): OperationDoc {
+  return {
+    operationId,
+    summary,
+    description: 'Rate limited by user-path, provider and model rules; a non-streaming answer may come from the response cache (x-floodgate-cache: hit).',
+    body: { schema },
+    success: { status: 200, description: 'The provider\'s answer.', schema: responses.providerAnswer, rateLimitHeaders: true },
+    errors: MODEL_ERRORS,
+    ...extra,
+  };
+}
+
+const STREAMING = { status: 200, description: 'The provider\'s answer, or its stream.', schema: responses.providerAnswer, streams: true, rateLimitHeaders: true } as const;
+
+const rateLimitAdmin = (operationId: string, summary: string, body: z.ZodType | undefined, errors: readonly ErrorStatus[]): OperationDoc => ({
+  operationId,
+  summary,
+  ...(body !== undefined && { body: { schema: body } }),
+  success: { status: 200, description: 'Every rule with its live counters.', schema: responses.rateLimitList },
+  errors: [...errors, 503],
+});
+
+export const OPENAPI_OPERATIONS: OperationTable = {
+  'GET /health': {
+    operationId: 'getHealth',
+    summary: 'Liveness (no key needed)',
+    success: { status: 200, description: 'The gateway is up; "degraded" while shared rate-limit counters are unreachable.', schema: responses.health },
+    errors: [],
+  },
+  'GET /openapi.json': {
+    operationId: 'getOpenApiDocument',
+    summary: 'This document (no key needed)',
+    success: { status: 200, description: 'The OpenAPI 3.1 document of every route.', contentType: 'application/json' },
+    errors: [],
+  },
+
+  'POST /v1/chat/completions': modelEndpoint('createChatCompletion', 'Chat completion (OpenAI)', chatCompletionBody, { success: STREAMING }),
+  'POST /v1/responses': modelEndpoint('createResponse', 'Response (OpenAI Responses API)', responsesBody, { success: STREAMING }),
+  'POST /v1/embeddings': modelEndpoint('createEmbedding', 'Embeddings', embeddingsBody),
+  'POST /v1/audio/speech': modelEndpoint('createSpeech', 'Text to speech', speechBody, {
+    success: { status: 200, description: 'The audio.', contentType: 'audio/*', rateLimitHeaders: true },
+  }),
+  'POST /v1/audio/transcriptions': modelEndpoint('createTranscription', 'Speech to text', transcriptionForm, {
+    body: { schema: transcriptionForm, contentType: 'multipart/form-data' },
+  }),
+  'POST /v1/messages': modelEndpoint('createMessage', 'Messages (Anthropic)', anthropicMessagesBody, { success: STREAMING, anthropicErrors: true }),
+  'GET /v1/models': {
+    operationId: 'listModels',
+    summary: 'Models and aliases',
+    success: { status: 200, description: 'Every provider model (provider/model) and alias.', schema: responses.modelList },
+    errors: [],
+  },
+  'GET /v1/realtime': {
+    operationId: 'openRealtimeSession',
+    summary: 'Realtime session (WebSocket)',
+    description: 'Upgrade to a WebSocket proxied to the provider\'s realtime socket. The session counts as one request and holds one concurrency slot until it closes.',
+    query: realtimeQuery,
+    success: { status: 101, description: 'Switching protocols: the session is open.' },
+    errors: [400, 404, 426, 429, 502],
+  },
+  'ALL /p/:provider/*': {
+    operationId: 'passthrough',
+    summary: 'Passthrough to a provider',
+    description: 'Forwarded as is to the provider\'s base URL with its credentials; the path may not leave the base path. Rate limited like model requests (model rules when a JSON body names a model).',
+    tag: 'passthrough',
+    params: { provider: 'A configured provider instance.', path: 'The path below the provider\'s base URL.' },
+    body: { schema: z.unknown(), contentType: '*/*', required: false },
+    success: { status: 200, description: 'The provider\'s answer, passed on with its status.', contentType: '*/*', rateLimitHeaders: true },
+    errors: [400, 404, 413, 429, 502],
+  },
+
+  'POST /v1/files': {
+    operationId: 'uploadFile',
+    summary: 'Upload a batch input file (JSONL)',
+    tag: 'batches',
+    body: { schema: fileForm, contentType: 'multipart/form-data' },
+    success: { status: 200, description: 'The stored file.', schema: responses.fileObject },
+    errors: [400, 413],
+  },
+  'GET /v1/files/:id': {
+    operationId: 'getFile',
+    summary: 'A stored file',
+    tag: 'batches',
+    success: { status: 200, description: 'The file.', schema: responses.fileObject },
+    errors: [404],
+  },
+  'GET /v1/files/:id/content': {
+    operationId: 'getFileContent',
+    summary: 'A stored file\'s bytes (batch input, output or errors)',
+    tag: 'batches',
+    success: { status: 200, description: 'The bytes.', contentType: 'application/octet-stream' },
+    errors: [404],
+  },
+  'POST /v1/batches': {
+    operationId: 'createBatch',
+    summary: 'Submit a batch',
+    description: 'Counts as one request against user-path rules and holds no concurrency slot.',
+    tag: 'batches',
+    body: { schema: createBatchBody },
+    success: { status: 200, description: 'The batch.', schema: responses.batchObject, rateLimitHeaders: true },
+    errors: [...JSON_BODY_ERRORS, 404, 429],
+  },
+  'GET /v1/batches': {
+    operationId: 'listBatches',
+    summary: 'The caller\'s batches',
+    tag: 'batches',
+    query: batchListQuery,
+    success: { status: 200, description: 'A page of batches, newest first.', schema: responses.batchList },
+    errors: [400],
+  },
+  'GET /v1/batches/:id': {
+    operationId: 'getBatch',
+    summary: 'A batch',
+    tag: 'batches',
+    success: { status: 200, description: 'The batch.', schema: responses.batchObject },
+    errors: [404],
+  },
+  'POST /v1/batches/:id/cancel': {
+    operationId: 'cancelBatch',
+    summary: 'Cancel a batch',
+    tag: 'batches',
+    success: { status: 200, description: 'The batch, cancelling or cancelled.', schema: responses.batchObject },
+    errors: [400, 404],
+  },
+  'GET /v1/usage': {
+    operationId: 'getOwnUsage',
+    summary: 'The caller\'s own usage and rate limits',
+    tag: 'usage',
+    query: usageQuery,
+    success: { status: 200, description: 'Usage of the caller\'s user path and below, by provider and model, with the user-path rules governing it.', schema: responses.usageSummary },
+    errors: [400],
+  },
+
+  'POST /admin/api-keys': {
+    operationId: 'createApiKey',
+    summary: 'Create a managed key',
+    body: { schema: createApiKeyBody },
+    success: { status: 201, description: 'The key\'s record and its secret in `key`, shown once.', schema: responses.apiKeyCreated },
+    errors: JSON_BODY_ERRORS,
+  },
+  'GET /admin/api-keys': {
+    operationId: 'listApiKeys',
+    summary: 'Managed keys (without secrets)',
+    success: { status: 200, description: 'Every managed key.', schema: responses.apiKeyList },
+    errors: [],
+  },
+  'DELETE /admin/api-keys/:id': {
+    operationId: 'revokeApiKey',
+    summary: 'Revoke a managed key',
+    params: { id: 'The key\'s id.' },
+    success: { status: 200, description: 'Revoked.', schema: responses.apiKeyDeleted },
+    errors: [404],
+  },
+  'GET /admin/rate-limits': rateLimitAdmin('listRateLimits', 'Every rule with its live counters', undefined, []),
+  'PUT /admin/rate-limits': rateLimitAdmin('putRateLimit', 'Create a rule or change its caps (counters kept)', putRateLimitBody, [...JSON_BODY_ERRORS, 409]),
+  'DELETE /admin/rate-limits': rateLimitAdmin('deleteRateLimit', 'Delete a rule and its counters', deleteRateLimitBody, [...JSON_BODY_ERRORS, 404, 409]),
+  'POST /admin/rate-limits/reset-one': rateLimitAdmin('resetRateLimit', 'Reset one rule\'s counters', resetOneRateLimitBody, [...JSON_BODY_ERRORS, 404]),
+  'POST /admin/rate-limits/reset': {
+    operationId: 'resetAllRateLimits',
+    summary: 'Reset every rule\'s counters',
+    body: { schema: resetRateLimitsBody },
+    success: { status: 200, description: 'Every counter is back to zero.', schema: responses.statusOk },
+    errors: [...JSON_BODY_ERRORS, 503],
+  },
+  'GET /metrics': {
+    operationId: 'getMetrics',
+    summary: 'Prometheus metrics',
+    description: 'The Prometheus text exposition format (see docs/operations.md for every series).',
+    success: { status: 200, description: 'The metrics.', contentType: 'text/plain; version=0.0.4' },
+    errors: [],
+  },
+};

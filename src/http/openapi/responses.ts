@@ -1,0 +1,134 @@
+/**
+ * Response bodies as the OpenAPI document shows them. These schemas validate nothing: the
+ * handlers build their answers from the engine's and storage's own types, and the type checks
+ * at the bottom keep the documented shapes in step with those types.
+ */
+import { z } from 'zod';
+import type { ErrorType } from '../../errors/gateway-error.ts';
+import type { RuleStatus, UserPathUsage } from '../../ratelimit/index.ts';
+import { SCOPES } from '../../ratelimit/index.ts';
+
+const ERROR_TYPES = ['provider_error', 'rate_limit_error', 'invalid_request_error', 'authentication_error', 'not_found_error'] as const satisfies readonly ErrorType[];
+
+/** The gateway error record (CONTRACT §4). */
+export const errorRecord = z.object({
+  type: z.enum(ERROR_TYPES),
+  message: z.string().meta({ description: 'What went wrong; a validation message names the field.' }),
+  param: z.string().nullable().meta({ description: 'The offending field, when there is one.' }),
+  code: z.string().nullable().meta({ description: 'A stable code, e.g. rate_limit_exceeded, feature_unavailable, rule_managed_by_config.' }),
+});
+export const errorBody = z.object({ error: errorRecord }).meta({ description: 'Every error on OpenAI-dialect and admin routes.' });
+export const anthropicErrorBody = z
+  .object({ type: z.literal('error'), error: z.object({ type: z.string(), message: z.string() }) })
+  .meta({ description: 'Errors of /v1/messages, in the Anthropic shape.' });
+
+const timestamp = z.string().meta({ description: 'RFC 3339 UTC, e.g. 2025-01-01T00:00:00Z.' });
+
+/** One rule with its live counters (CONTRACT §5, §6). */
+export const ruleStatusRecord = z.object({
+  scope: z.enum(SCOPES),
+  subject: z.string(),
+  user_path: z.string().meta({ description: 'The subject of a user_path rule; empty for provider and model rules.' }),
+  source: z.enum(['manual', 'config']),
+  period_label: z.string().meta({ description: 'minute, hour, day, concurrent, or <n>s for a custom window.' }),
+  period_seconds: z.int().meta({ description: '0 for a concurrent rule.' }),
+  max_requests: z.int().optional(),
+  max_tokens: z.int().optional(),
+  requests_used: z.int().meta({ description: 'The sliding estimate of the window (the slot count on a concurrent rule).' }),
+  requests_remaining: z.int().optional().meta({ description: 'max(max_requests - requests_used, 0); absent without max_requests.' }),
+  tokens_used: z.int(),
+  tokens_remaining: z.int().optional(),
+  in_flight: z.int().meta({ description: 'Live concurrency slots; 0 on a windowed rule.' }),
+  window_start: timestamp.optional().meta({ description: 'The current fixed window; absent on a concurrent rule.' }),
+  window_end: timestamp.optional(),
+  created_at: timestamp,
+  updated_at: timestamp,
+});
+
+export const rateLimitList = z.object({
+  rate_limits: z.array(ruleStatusRecord).meta({ description: 'Sorted by scope, subject, period_seconds.' }),
+  server_time: z.string().meta({ description: 'RFC 3339 UTC with milliseconds.' }),
+});
+
+export const statusOk = z.object({ status: z.literal('ok') });
+
+export const health = z.object({
+  status: z.enum(['ok', 'degraded']),
+  rate_limits: z.string().optional().meta({ description: 'Why the gateway is degraded, e.g. "redis unreachable".' }),
+});
+
+export const apiKeyRecord = z.object({
+  id: z.string(),
+  name: z.string(),
+  user_path: z.string().nullable().meta({ description: 'The user path the key is bound to; null: the user-path header decides.' }),
+  created_at: timestamp,
+});
+export const apiKeyCreated = apiKeyRecord.extend({ key: z.string().meta({ description: 'The secret, shown once.' }) });
+export const apiKeyList = z.object({ api_keys: z.array(apiKeyRecord) });
+export const apiKeyDeleted = z.object({ id: z.string(), deleted: z.literal(true) });
+
+export const modelList = z.object({
+  object: z.literal('list'),
+  data: z.array(z.object({ id: z.string(), object: z.literal('model'), created: z.int(), owned_by: z.string() })),
+});
+
+/** A model endpoint's answer: the provider's, in the endpoint's wire shape. */
+export const providerAnswer = z.looseObject({}).meta({ description: 'The answer in the endpoint\'s OpenAI (or Anthropic, for /v1/messages) shape, as the provider produced it.' });
+
+const usageRow = {
+  requests: z.int(),
+  prompt_tokens: z.int(),
+  completion_tokens: z.int(),
+  total_tokens: z.int(),
+  cached_requests: z.int(),
+};
+export const userPathUsage = ruleStatusRecord.extend({
+  requests_usage_ratio: z.number().optional(),
+  tokens_usage_ratio: z.number().optional(),
+  resets_in_seconds: z.int().optional(),
+  exhausted: z.boolean().meta({ description: 'Whether this rule would refuse a request now.' }),
+});
+export const usageSummary = z.object({
+  user_path: z.string(),
+  from: timestamp,
+  to: timestamp,
+  totals: z.object(usageRow),
+  by_model: z.array(z.object({ provider: z.string(), model: z.string(), ...usageRow })),
+  rate_limits: z.array(userPathUsage).meta({ description: 'The user-path rules governing the caller, with their live counters.' }),
+});
+
+export const fileObject = z.object({
+  id: z.string(),
+  object: z.literal('file'),
+  bytes: z.int(),
+  created_at: z.int(),
+  filename: z.string(),
+  purpose: z.literal('batch'),
+  status: z.string(),
+});
+
+export const batchObject = z.looseObject({
+  id: z.string(),
+  object: z.literal('batch'),
+  endpoint: z.string(),
+  input_file_id: z.string(),
+  completion_window: z.string(),
+  status: z.string(),
+  output_file_id: z.string().nullable(),
+  error_file_id: z.string().nullable(),
+  created_at: z.int(),
+  request_counts: z.object({ total: z.int(), completed: z.int(), failed: z.int() }),
+  metadata: z.record(z.string(), z.string()).nullable(),
+});
+export const batchList = z.object({
+  object: z.literal('list'),
+  data: z.array(batchObject),
+  first_id: z.string().nullable(),
+  last_id: z.string().nullable(),
+  has_more: z.boolean(),
+});
+
+// The documented records accept every record the engine writes: a field added or retyped there fails the typecheck here.
+type Documents<Written, Schema extends z.ZodType> = Written extends z.input<Schema> ? true : false;
+type Holds<Check extends true> = Check;
+export type RecordsInStep = Holds<Documents<RuleStatus, typeof ruleStatusRecord> & Documents<UserPathUsage, typeof userPathUsage>>;
