@@ -5,13 +5,15 @@
 
 import { ruleIdentity } from '../ratelimit/rules.ts';
 import type { RuleDefinition, RuleKey } from '../ratelimit/types.ts';
-import { planConfigReseed, subtreePrefix } from './shared.ts';
+import { planConfigReseed, subtreePrefix, usageGroupKey } from './shared.ts';
 import type {
   ApiKeyRecord,
   BatchListQuery,
   BatchRecord,
   Storage,
   StoredFile,
+  UsageBucket,
+  UsageBucketQuery,
   UsageQuery,
   UsageRecord,
   UsageSummaryRow,
@@ -133,6 +135,30 @@ export class MemoryStorage implements Storage {
       if (r.cached) row.cachedRequests++;
     }
     return [...groups.values()].sort((a, b) => byText(a.provider, b.provider) || byText(a.model, b.model));
+  }
+
+  async bucketUsage(query: UsageBucketQuery): Promise<UsageBucket[]> {
+    const from = query.from.getTime();
+    const to = query.to.getTime();
+    const bucketMs = query.bucketSeconds * 1000;
+    const groups = new Map<string, UsageBucket>();
+    for (const r of this.store.usage) {
+      const ts = r.timestampMs;
+      if (ts < from || ts >= to) continue;
+      const start = Math.floor(ts / bucketMs) * bucketMs;
+      const key = usageGroupKey(query.groupBy, r);
+      const id = `${start}\u0000${key}`;
+      let bucket = groups.get(id);
+      if (!bucket) {
+        bucket = { start: new Date(start), key, requests: 0, promptTokens: 0, completionTokens: 0, cacheHits: 0 };
+        groups.set(id, bucket);
+      }
+      bucket.requests++;
+      bucket.promptTokens += r.promptTokens;
+      bucket.completionTokens += r.completionTokens;
+      if (r.cached) bucket.cacheHits++;
+    }
+    return [...groups.values()].sort((a, b) => a.start.getTime() - b.start.getTime() || byText(a.key, b.key));
   }
 
   async insertFile(file: StoredFile): Promise<void> {

@@ -6,7 +6,7 @@
 
 import pg from 'pg';
 import type { PoolClient } from 'pg';
-import { escapeLike, planConfigReseed, subtreePrefix } from './shared.ts';
+import { USAGE_GROUP_KEY_SQL, escapeLike, planConfigReseed, subtreePrefix } from './shared.ts';
 import { BATCH_COLUMNS, FILE_COLUMNS, batchFromRow, batchParams, fileFromRow, fileParams } from './object-rows.ts';
 import type { BatchRow, FileRow } from './object-rows.ts';
 import type { RuleDefinition, RuleKey, Scope } from '../ratelimit/types.ts';
@@ -16,6 +16,8 @@ import type {
   BatchRecord,
   Storage,
   StoredFile,
+  UsageBucket,
+  UsageBucketQuery,
   UsageQuery,
   UsageRecord,
   UsageSummaryRow,
@@ -129,6 +131,15 @@ interface RuleRow {
   source: 'manual' | 'config';
   created_at: Date;
   updated_at: Date;
+}
+
+interface BucketRow {
+  start_s: string;
+  key: string;
+  requests: string;
+  prompt_tokens: string;
+  completion_tokens: string;
+  cache_hits: string;
 }
 
 interface SummaryRow {
@@ -338,6 +349,27 @@ export class PostgresStorage implements Storage {
       completionTokens: Number(row.completion_tokens ?? 0),
       totalTokens: Number(row.total_tokens ?? 0),
       cachedRequests: Number(row.cached_requests ?? 0),
+    }));
+  }
+
+  async bucketUsage(query: UsageBucketQuery): Promise<UsageBucket[]> {
+    // The key carries COLLATE "C" itself: ordering by it is then byte order, as in SQLite.
+    const res = await this.pool.query<BucketRow>(
+      `SELECT (floor(extract(epoch FROM ts) / $1::integer) * $1::integer)::bigint AS start_s,
+         (${USAGE_GROUP_KEY_SQL[query.groupBy]}) COLLATE "C" AS key,
+         COUNT(*) AS requests, SUM(prompt_tokens) AS prompt_tokens,
+         SUM(completion_tokens) AS completion_tokens, COUNT(*) FILTER (WHERE cached) AS cache_hits
+       FROM usage_records WHERE ts >= $2 AND ts < $3
+       GROUP BY 1, 2 ORDER BY 1, 2`,
+      [query.bucketSeconds, query.from, query.to],
+    );
+    return res.rows.map((row) => ({
+      start: new Date(Number(row.start_s) * 1000),
+      key: row.key,
+      requests: Number(row.requests),
+      promptTokens: Number(row.prompt_tokens),
+      completionTokens: Number(row.completion_tokens),
+      cacheHits: Number(row.cache_hits),
     }));
   }
 

@@ -5,6 +5,7 @@
 
 import { ruleIdentity } from '../ratelimit/rules.ts';
 import type { RuleDefinition, RuleKey } from '../ratelimit/types.ts';
+import type { UsageGroupBy } from './types.ts';
 
 /** Escape character used in every LIKE pattern we build (declared with `ESCAPE '\'`). */
 const LIKE_ESCAPE = '\\';
@@ -21,6 +22,29 @@ export function escapeLike(value: string): string {
 export function subtreePrefix(prefix: string): string | null {
   const trimmed = prefix.trim().replace(/\/+$/, '');
   return trimmed === '' ? null : trimmed;
+}
+
+/**
+ * The SQL expression of a usage group's key in `usage_records`. A fixed whitelist: the group
+ * names the caller passes never reach the SQL text.
+ */
+export const USAGE_GROUP_KEY_SQL: Readonly<Record<UsageGroupBy, string>> = {
+  user_path: 'user_path',
+  provider: 'provider',
+  // Qualified: the same model id on two providers is two different things to an operator.
+  model: "provider || '/' || model",
+};
+
+/** The group key of one record, as USAGE_GROUP_KEY_SQL computes it. */
+export function usageGroupKey(groupBy: UsageGroupBy, record: { userPath: string; provider: string; model: string }): string {
+  switch (groupBy) {
+    case 'user_path':
+      return record.userPath;
+    case 'provider':
+      return record.provider;
+    case 'model':
+      return `${record.provider}/${record.model}`;
+  }
 }
 
 function toRuleKey(rule: RuleDefinition): RuleKey {

@@ -10,7 +10,7 @@ import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import type { Database as Db, Statement } from 'better-sqlite3';
 import type { RuleDefinition, RuleKey, Scope } from '../ratelimit/types.ts';
-import { escapeLike, planConfigReseed, subtreePrefix } from './shared.ts';
+import { USAGE_GROUP_KEY_SQL, escapeLike, planConfigReseed, subtreePrefix } from './shared.ts';
 import { BATCH_COLUMNS, FILE_COLUMNS, batchFromRow, batchParams, fileFromRow, fileParams } from './object-rows.ts';
 import type { BatchRow, FileRow } from './object-rows.ts';
 import type {
@@ -19,6 +19,8 @@ import type {
   BatchRecord,
   Storage,
   StoredFile,
+  UsageBucket,
+  UsageBucketQuery,
   UsageQuery,
   UsageRecord,
   UsageSummaryRow,
@@ -129,6 +131,15 @@ interface RuleRow {
   source: 'manual' | 'config';
   created_at: number;
   updated_at: number;
+}
+
+interface BucketRow {
+  start_ms: number;
+  key: string;
+  requests: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  cache_hits: number;
 }
 
 interface SummaryRow {
@@ -311,6 +322,25 @@ export class SqliteStorage implements Storage {
       completionTokens: row.completion_tokens ?? 0,
       totalTokens: row.total_tokens ?? 0,
       cachedRequests: row.cached_requests ?? 0,
+    }));
+  }
+
+  async bucketUsage(query: UsageBucketQuery): Promise<UsageBucket[]> {
+    const bucketMs = query.bucketSeconds * 1000;
+    const rows = this.cachedStmt(
+      `SELECT CAST(ts / ? AS INTEGER) * ? AS start_ms, ${USAGE_GROUP_KEY_SQL[query.groupBy]} AS key,
+         COUNT(*) AS requests, SUM(prompt_tokens) AS prompt_tokens,
+         SUM(completion_tokens) AS completion_tokens, SUM(cached) AS cache_hits
+       FROM usage_records WHERE ts >= ? AND ts < ?
+       GROUP BY start_ms, key ORDER BY start_ms, key`,
+    ).all(bucketMs, bucketMs, query.from.getTime(), query.to.getTime()) as BucketRow[];
+    return rows.map((row) => ({
+      start: new Date(row.start_ms),
+      key: row.key,
+      requests: row.requests,
+      promptTokens: row.prompt_tokens,
+      completionTokens: row.completion_tokens,
+      cacheHits: row.cache_hits,
     }));
   }
 

@@ -56,6 +56,31 @@ export interface UsageQuery {
   to: Date;
 }
 
+/** What usage buckets are grouped by: the user path, the provider instance, or `provider/model`. */
+export type UsageGroupBy = 'user_path' | 'provider' | 'model';
+
+export interface UsageBucketQuery {
+  from: Date;
+  /** Exclusive. */
+  to: Date;
+  groupBy: UsageGroupBy;
+  /** Bucket length in whole seconds (3600 for hours, 86400 for days), aligned to the Unix epoch, so buckets are UTC hours and days. */
+  bucketSeconds: number;
+}
+
+/** The usage of one group in one time bucket. */
+export interface UsageBucket {
+  /** Start of the bucket. */
+  start: Date;
+  /** The group: a user path as recorded, a provider instance name, or `provider/model`. */
+  key: string;
+  requests: number;
+  promptTokens: number;
+  completionTokens: number;
+  /** Requests answered from the response cache. */
+  cacheHits: number;
+}
+
 /**
  * A file held by the gateway (batch input or output). `content` is null for a file that lives
  * at a provider (a forwarded batch's output): its bytes are fetched from there on demand.
@@ -150,6 +175,8 @@ export interface Storage {
    */
   insertUsage(records: readonly UsageRecord[]): Promise<void>;
   summarizeUsage(query: UsageQuery): Promise<UsageSummaryRow[]>;
+  /** Usage of every user path in time buckets, one row per bucket and group that has records, by start then key (byte order). */
+  bucketUsage(query: UsageBucketQuery): Promise<UsageBucket[]>;
 
   /** Throws on a duplicate id. */
   insertFile(file: StoredFile): Promise<void>;

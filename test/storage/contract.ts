@@ -323,6 +323,44 @@ export function storageContract(name: string, harness: Harness): void {
       });
     });
 
+    it('buckets usage by hour or day, grouped by user path, provider or provider/model', async () => {
+      await withStorage(harness, async (storage) => {
+        const hour = 3600;
+        const records = [
+          usage({ timestampMs: at(10).getTime(), userPath: '/a', cached: true, promptTokens: 0, completionTokens: 0, totalTokens: 0 }),
+          usage({ timestampMs: at(hour - 1).getTime(), userPath: '/b', provider: 'anthropic', model: 'claude' }),
+          usage({ timestampMs: at(hour).getTime(), userPath: '/a', promptTokens: 1, completionTokens: 2, totalTokens: 3 }),
+          usage({ timestampMs: at(hour + 59).getTime(), userPath: '/a', model: 'other' }),
+          usage({ timestampMs: at(26 * hour).getTime(), userPath: '/a' }), // the next day
+          usage({ timestampMs: at(-1).getTime(), userPath: '/a' }), // before the window
+          usage({ timestampMs: at(48 * hour).getTime(), userPath: '/a' }), // `to` is exclusive
+        ];
+        await storage.insertUsage(records);
+        const window = { from: at(0), to: at(48 * hour) };
+        const plain = (buckets: Awaited<ReturnType<Storage['bucketUsage']>>) =>
+          buckets.map((b) => [b.start.toISOString(), b.key, b.requests, b.promptTokens, b.completionTokens, b.cacheHits]);
+
+        assert.deepEqual(plain(await storage.bucketUsage({ ...window, groupBy: 'user_path', bucketSeconds: hour })), [
+          ['2025-01-01T00:00:00.000Z', '/a', 1, 0, 0, 1],
+          ['2025-01-01T00:00:00.000Z', '/b', 1, 10, 5, 0],
+          ['2025-01-01T01:00:00.000Z', '/a', 2, 11, 7, 0],
+          ['2025-01-02T02:00:00.000Z', '/a', 1, 10, 5, 0],
+        ]);
+        assert.deepEqual(plain(await storage.bucketUsage({ ...window, groupBy: 'provider', bucketSeconds: 86_400 })), [
+          ['2025-01-01T00:00:00.000Z', 'anthropic', 1, 10, 5, 0],
+          ['2025-01-01T00:00:00.000Z', 'openai', 3, 11, 7, 1],
+          ['2025-01-02T00:00:00.000Z', 'openai', 1, 10, 5, 0],
+        ]);
+        assert.deepEqual(plain(await storage.bucketUsage({ ...window, groupBy: 'model', bucketSeconds: 86_400 })), [
+          ['2025-01-01T00:00:00.000Z', 'anthropic/claude', 1, 10, 5, 0],
+          ['2025-01-01T00:00:00.000Z', 'openai/gpt-4o-mini', 2, 1, 2, 1],
+          ['2025-01-01T00:00:00.000Z', 'openai/other', 1, 10, 5, 0],
+          ['2025-01-02T00:00:00.000Z', 'openai/gpt-4o-mini', 1, 10, 5, 0],
+        ]);
+        assert.deepEqual(await storage.bucketUsage({ from: at(100 * hour), to: at(200 * hour), groupBy: 'user_path', bucketSeconds: hour }), []);
+      });
+    });
+
     it('inserts a large usage batch', async () => {
       await withStorage(harness, async (storage) => {
         const records = Array.from({ length: 2500 }, (_, i) =>
