@@ -6,6 +6,7 @@ import type { HttpServices } from './context.ts';
 import { GatewayError, dialectOf, sendError } from './errors.ts';
 import { registerAdminKeys } from './routes/admin-keys.ts';
 import { registerAdminRateLimits } from './routes/admin-rate-limits.ts';
+import { registerAdminUsage } from './routes/admin-usage.ts';
 import { countResponses, registerMetrics } from './routes/metrics.ts';
 import { registerOpenApi } from './routes/openapi.ts';
 import { registerModelEndpoints } from './routes/model-endpoints.ts';
@@ -40,6 +41,7 @@ export function buildServer(services: HttpServices): FastifyInstance {
     registerAdminKeys(scope, services);
     registerAdminRateLimits(scope, services);
     registerMetrics(scope, services);
+    registerAdminUsage(scope, services);
   });
 
   app.setNotFoundHandler((request, reply) => {

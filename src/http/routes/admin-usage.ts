@@ -1,0 +1,65 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import type { UsageBucket } from '../../storage/types.ts';
+import type { HttpServices } from '../context.ts';
+import { badRequest } from '../errors.ts';
+import { parseBody } from '../validation.ts';
+
+const DAY_MS = 86_400_000;
+const BUCKET_SECONDS = { hour: 3600, day: 86_400 } as const;
+/**
+ * Longest range a query may cover, in days, per bucket size: enough for a month of hours or a year
+ * of days, and a bound on the answer's size (buckets × groups).
+ */
+const MAX_RANGE_DAYS = { hour: 31, day: 366 } as const;
+const DEFAULT_RANGE_DAYS = 7;
+
+const date = z.iso.date({ error: 'must be a date (YYYY-MM-DD)' });
+const adminUsageQuery = z.strictObject({
+  from: date.optional(),
+  to: date.optional(),
+  group_by: z.enum(['user_path', 'model', 'provider'], { error: 'must be one of user_path, model, provider' }).default('user_path'),
+  bucket: z.enum(['hour', 'day'], { error: 'must be hour or day' }).default('day'),
+});
+
+/**
+ * `GET /admin/usage?from&to&group_by&bucket`: every consumer's usage in UTC hour or day buckets,
+ * for the dashboard's charts. `from` and `to` are whole UTC days, both included; by default the
+ * last seven days up to today.
+ */
+export function registerAdminUsage(app: FastifyInstance, services: HttpServices): void {
+  app.get('/admin/usage', async (request) => {
+    const query = parseBody(adminUsageQuery, request.query);
+    const today = new Date(services.now()).toISOString().slice(0, 10);
+    const to = dayStart(query.to ?? today) + DAY_MS;
+    const from = query.from !== undefined ? dayStart(query.from) : to - DEFAULT_RANGE_DAYS * DAY_MS;
+    if (from >= to) throw badRequest('from: must not be after to', 'from');
+    const maxDays = MAX_RANGE_DAYS[query.bucket];
+    if (to - from > maxDays * DAY_MS) throw badRequest(`from: the range may cover at most ${maxDays} days with bucket=${query.bucket}`, 'from');
+    // Recent records may still sit in the recorder's buffer; a usage query is rare enough to wait for them.
+    await services.usage.flush();
+    const buckets = await services.storage.bucketUsage({
+      from: new Date(from),
+      to: new Date(to),
+      groupBy: query.group_by,
+      bucketSeconds: BUCKET_SECONDS[query.bucket],
+    });
+    return { buckets: buckets.map(present) };
+  });
+}
+
+function dayStart(day: string): number {
+  return Date.parse(`${day}T00:00:00Z`);
+}
+
+function present(bucket: UsageBucket): Record<string, unknown> {
+  return {
+    // RFC 3339 UTC with whole seconds, like every other time the admin API shows.
+    start: bucket.start.toISOString().slice(0, 19) + 'Z',
+    key: bucket.key,
+    requests: bucket.requests,
+    prompt_tokens: bucket.promptTokens,
+    completion_tokens: bucket.completionTokens,
+    cache_hits: bucket.cacheHits,
+  };
+}

@@ -1,0 +1,121 @@
+/**
+ * End-to-end: `GET /admin/usage`, every consumer's usage in hour or day buckets, grouped by user
+ * path, provider or provider/model, for the dashboard's charts. The gateway's clock is injected,
+ * so records land in known buckets.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.ts';
+import { startTestGateway, type TestGateway } from '../support/gateway.ts';
+import { assertOpenAiError, openaiProvider } from '../support/e2e.ts';
+import { MASTER, USER_PATH_HEADER } from '../support/rate-limits.ts';
+
+interface Bucket {
+  start: string;
+  key: string;
+  requests: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  cache_hits: number;
+}
+
+const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
+
+describe('GET /admin/usage', () => {
+  let up: FakeUpstream;
+  let gw: TestGateway;
+  let clock = Date.parse('2030-01-02T10:30:00Z');
+  const tokens = new Map<string, { prompt: number; completion: number }>();
+
+  const chatAt = async (at: string, userPath: string, model: string, content: string): Promise<void> => {
+    clock = Date.parse(at);
+    const res = await gw.request('POST', '/v1/chat/completions', {
+      body: { model, messages: [{ role: 'user', content }] },
+      headers: { ...bearer(MASTER), [USER_PATH_HEADER]: userPath },
+    });
+    assert.equal(res.status, 200, res.text);
+    const usage = res.json().usage as { prompt_tokens: number; completion_tokens: number };
+    tokens.set(`${at} ${userPath} ${content}`, { prompt: usage.prompt_tokens, completion: usage.completion_tokens });
+  };
+  const usageOf = (at: string, userPath: string, content: string) => tokens.get(`${at} ${userPath} ${content}`)!;
+  const buckets = async (query: string): Promise<Bucket[]> => {
+    const res = await gw.request('GET', `/admin/usage${query}`, { headers: bearer(MASTER) });
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(Object.keys(res.json()), ['buckets']);
+    return res.json().buckets;
+  };
+
+  before(async () => {
+    up = await startFakeUpstream({ name: 'up', models: ['gpt-x', 'gpt-y'] });
+    const yaml = 'providers:\n' + openaiProvider('up', up.url, ['gpt-x', 'gpt-y']) + 'cache:\n  response: { enabled: true }\n';
+    gw = await startTestGateway({ yaml, env: { MASTER_KEY: MASTER }, now: () => clock });
+    await chatAt('2030-01-02T10:30:00Z', '/team/a', 'up/gpt-x', 'one two');
+    await chatAt('2030-01-02T10:31:00Z', '/team/a', 'up/gpt-x', 'one two'); // a cache hit: same body, within the cache's TTL
+    await chatAt('2030-01-02T10:50:00Z', '/team/b', 'up/gpt-y', 'three');
+    await chatAt('2030-01-02T11:05:00Z', '/team/a', 'up/gpt-y', 'four five six');
+    await chatAt('2030-01-04T09:00:00Z', '/team/b', 'up/gpt-x', 'seven');
+  });
+  after(async () => {
+    await gw?.close();
+    await up?.close();
+  });
+
+  it('buckets by hour and user path, with tokens and cache hits, right after the requests (no wait for the recorder)', async () => {
+    const first = usageOf('2030-01-02T10:30:00Z', '/team/a', 'one two');
+    const b = usageOf('2030-01-02T10:50:00Z', '/team/b', 'three');
+    const a2 = usageOf('2030-01-02T11:05:00Z', '/team/a', 'four five six');
+    assert.deepEqual(await buckets('?from=2030-01-02&to=2030-01-02&group_by=user_path&bucket=hour'), [
+      // The cache hit counts as a request and a cache hit, and adds no tokens.
+      { start: '2030-01-02T10:00:00Z', key: '/team/a', requests: 2, prompt_tokens: first.prompt, completion_tokens: first.completion, cache_hits: 1 },
+      { start: '2030-01-02T10:00:00Z', key: '/team/b', requests: 1, prompt_tokens: b.prompt, completion_tokens: b.completion, cache_hits: 0 },
+      { start: '2030-01-02T11:00:00Z', key: '/team/a', requests: 1, prompt_tokens: a2.prompt, completion_tokens: a2.completion, cache_hits: 0 },
+    ]);
+  });
+
+  it('groups by provider/model and by provider, in day buckets; `to` includes its whole day', async () => {
+    const byModel = await buckets('?from=2030-01-01&to=2030-01-04&group_by=model&bucket=day');
+    assert.deepEqual(byModel.map((x) => [x.start, x.key, x.requests, x.cache_hits]), [
+      ['2030-01-02T00:00:00Z', 'up/gpt-x', 2, 1],
+      ['2030-01-02T00:00:00Z', 'up/gpt-y', 2, 0],
+      ['2030-01-04T00:00:00Z', 'up/gpt-x', 1, 0],
+    ]);
+    const byProvider = await buckets('?from=2030-01-02&to=2030-01-03&group_by=provider&bucket=day');
+    assert.deepEqual(byProvider.map((x) => [x.start, x.key, x.requests]), [['2030-01-02T00:00:00Z', 'up', 4]]);
+  });
+
+  it('defaults to day buckets by user path over the last seven days up to today', async () => {
+    clock = Date.parse('2030-01-08T12:00:00Z');
+    const week = await buckets('');
+    assert.deepEqual(week.map((x) => [x.start, x.key, x.requests]), [
+      ['2030-01-02T00:00:00Z', '/team/a', 3],
+      ['2030-01-02T00:00:00Z', '/team/b', 1],
+      ['2030-01-04T00:00:00Z', '/team/b', 1],
+    ]);
+    clock = Date.parse('2030-01-09T00:00:00Z'); // Jan 2 has left the seven days
+    assert.deepEqual((await buckets('')).map((x) => x.start), ['2030-01-04T00:00:00Z']);
+  });
+
+  it('answers 400 naming the field for a bad query', async () => {
+    const bad = async (query: string, param: string): Promise<void> => {
+      const res = await gw.request('GET', `/admin/usage${query}`, { headers: bearer(MASTER) });
+      const error = assertOpenAiError(res, 400, 'invalid_request_error');
+      assert.equal(error.param, param, res.text);
+      assert.match(error.message, new RegExp(`^${param}: `), res.text);
+    };
+    await bad('?group_by=team', 'group_by');
+    await bad('?bucket=week', 'bucket');
+    await bad('?from=2030-02-31', 'from');
+    await bad('?to=yesterday', 'to');
+    await bad('?from=2030-01-05&to=2030-01-04', 'from');
+    await bad('?from=2030-01-01&to=2030-03-01&bucket=hour', 'from');
+    await bad('?from=2029-01-01&to=2030-03-01', 'from');
+    await bad('?user=me', 'user');
+  });
+
+  it('needs the master key', async () => {
+    const res = await gw.request('POST', '/admin/api-keys', { body: { name: 'k', user_path: '/team/a' }, headers: bearer(MASTER) });
+    const managed = res.json().key as string;
+    assertOpenAiError(await gw.request('GET', '/admin/usage', { headers: bearer(managed) }), 401, 'authentication_error');
+    assertOpenAiError(await gw.request('GET', '/admin/usage'), 401, 'authentication_error');
+  });
+});
