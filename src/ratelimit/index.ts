@@ -7,6 +7,7 @@ export type { RateLimitHeaderData, RateLimitTriple } from './headers.ts';
 export type { RuleStatus, UserPathUsage } from './status.ts';
 export type { CounterHandle, CounterRule, CounterStore } from './store.ts';
 export type {
+  AdmissionPreview,
   AdmissionRefusal,
   AdmissionResult,
   AdmissionTarget,

@@ -79,6 +79,14 @@ export interface AdmissionRefusal {
 
 export type AdmissionResult = AdmissionTicket | AdmissionRefusal;
 
+/** What admit() would decide now, read without counting anything (see RateLimiter.explain). */
+export interface AdmissionPreview {
+  /** Every rule admit() would check, with its live counters, in matching order (user path root first). */
+  readonly rules: RuleStatus[];
+  /** The refusal admit() would answer; undefined when it would admit. */
+  readonly refusal: AdmissionRefusal | undefined;
+}
+
 /** Returned whenever no rule applies: nothing to release, no headers, no allocation. */
 const NO_OP_TICKET: AdmissionTicket = Object.freeze({ ok: true as const, headers: undefined, holdsSlots: false, release(): void {}, releaseTargetSlots(): void {} });
 
@@ -227,6 +235,23 @@ export class RateLimiter {
     const headers = successHeaders(rules, snapshot, now);
     if (plan.firstSlot < 0) return headers === undefined ? NO_OP_TICKET : new HeldTicket(this.store, plan.slots, 0, headers);
     return new HeldTicket(this.store, plan.slots, snapshot.rows[plan.firstSlot]!.generation, headers);
+  }
+
+  /**
+   * A dry run of admit(): the rules it would check with their counters, and the refusal it
+   * would answer. Counts nothing and takes no slot. Async because a shared counter store
+   * reads over the network.
+   */
+  async explain(target: AdmissionTarget, options?: AdmitOptions): Promise<AdmissionPreview> {
+    if (this.index.size === 0) return { rules: [], refusal: undefined };
+    const set = this.matchSet(target.userPath, target.provider, target.model);
+    const rules = (options !== undefined && options.holdSlot === false ? set.withoutSlots : set.admission).rules;
+    const now = this.nowSeconds();
+    // A snapshot of its own: admissions reuse this.snapshot while the read may be awaited.
+    const snapshot = new CounterSnapshot(rules.length);
+    await this.store.read(rules, now, snapshot);
+    const found = this.findBreach(rules, snapshot, now);
+    return { rules: rules.map((rule, i) => ruleStatus(rule, snapshot.rows[i]!)), refusal: found === undefined ? undefined : refusalOf(found) };
   }
 
   /**
@@ -392,11 +417,7 @@ export class RateLimiter {
       // The store refused but the engine sees no breach: the two disagree on the arithmetic.
       throw new Error('rate-limit store refused a request without a breached rule');
     }
-    const { breach, retryAfterSeconds: retryAfter, userPathBreached } = found;
-    const triple = { limit: breach.cap, remaining: 0, reset: retryAfter };
-    const headers: RateLimitHeaderData | undefined =
-      breach.kind === 'requests' ? { requests: triple } : breach.kind === 'tokens' ? { tokens: triple } : undefined;
-    return { ok: false, breach, retryAfterSeconds: retryAfter, message: breach.message, headers, userPathBreached };
+    return refusalOf(found);
   }
 
   /** Every breached limit in the snapshot; the one with the longest Retry-After wins (first on a tie). */
@@ -446,6 +467,14 @@ export class RateLimiter {
     }
     return worst === undefined ? undefined : { breach: worst, retryAfterSeconds: worstRetry, userPathBreached };
   }
+}
+
+function refusalOf(found: FoundBreach): AdmissionRefusal {
+  const { breach, retryAfterSeconds: retryAfter, userPathBreached } = found;
+  const triple = { limit: breach.cap, remaining: 0, reset: retryAfter };
+  const headers: RateLimitHeaderData | undefined =
+    breach.kind === 'requests' ? { requests: triple } : breach.kind === 'tokens' ? { tokens: triple } : undefined;
+  return { ok: false, breach, retryAfterSeconds: retryAfter, message: breach.message, headers, userPathBreached };
 }
 
 function validated(rule: RuleDefinition): RuleDefinition {

@@ -42,6 +42,24 @@ export class AliasBalancer {
     return this.#routes[this.#pick()]!;
   }
 
+  /** The route next() would return, without taking the turn (a dry run must not move the rotation). */
+  peek(): Route {
+    switch (this.#strategy) {
+      case 'first':
+        return this.#routes[0]!;
+      case 'round_robin':
+        return this.#routes[this.#cursor]!;
+      case 'weighted': {
+        // #pick adds every weight, then takes the largest: the same choice, without the writes.
+        let best = 0;
+        for (let i = 1; i < this.#current.length; i++) {
+          if (this.#current[i]! + this.#weights[i]! > this.#current[best]! + this.#weights[best]!) best = i;
+        }
+        return this.#routes[best]!;
+      }
+    }
+  }
+
   #pick(): number {
     switch (this.#strategy) {
       case 'first':

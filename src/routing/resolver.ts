@@ -93,6 +93,12 @@ export class Resolver {
     return target ? this.#directRoute(target, name) : undefined;
   }
 
+  /** What resolve() would return now, without taking an alias's turn (for a dry run). */
+  preview(name: string): Route | undefined {
+    const alias = this.#direct.has(name) ? undefined : this.#aliases.get(name);
+    return alias !== undefined ? alias.peek() : this.resolve(name);
+  }
+
   /**
    * The cache key model of a name without resolving it: a cache hit must not take an alias's
    * round-robin or weighted turn. Undefined for an unknown name.

@@ -94,4 +94,28 @@ describe('AliasBalancer', () => {
     const first = (name: string): string => r.resolve(name)!.primary[0]!.provider.name;
     assert.deepEqual([first('x'), first('y'), first('x'), first('y'), first('x')], ['a', 'a', 'b', 'b', 'a']);
   });
+
+  it('peek shows the route next() would return, without taking the turn, for every strategy', () => {
+    for (const [strategy, weights] of [['round_robin', undefined], ['weighted', [3, 1, 2]], ['first', undefined]] as const) {
+      const bal = balancer(strategy, [a, b, c], weights ? [...weights] : undefined);
+      for (let i = 0; i < 7; i++) {
+        const peeked = bal.peek();
+        assert.equal(bal.peek(), peeked, `${strategy}: peeking twice moves nothing`);
+        assert.equal(bal.next(), peeked, `${strategy}: pick ${i}`);
+      }
+    }
+  });
+
+  it('Resolver.preview resolves like resolve() without moving an alias', () => {
+    const w = world({ a: ['m1'], b: ['m1'] });
+    const resolver = new Resolver(w.providers, w.models, {
+      aliases: { fast: { strategy: 'round_robin', targets: [{ model: 'a/m1', weight: 1 }, { model: 'b/m1', weight: 1 }] } },
+    });
+    assert.equal(resolver.preview('fast')?.primary[0]?.provider.name, 'a');
+    assert.equal(resolver.preview('fast')?.primary[0]?.provider.name, 'a');
+    assert.equal(resolver.resolve('fast')?.primary[0]?.provider.name, 'a');
+    assert.equal(resolver.preview('fast')?.primary[0]?.provider.name, 'b');
+    assert.equal(resolver.preview('a/m1'), resolver.resolve('a/m1'));
+    assert.equal(resolver.preview('nope'), undefined);
+  });
 });
