@@ -4,6 +4,7 @@ import { registerJsonBody } from './json-body.ts';
 import { registerBatches } from './routes/batches.ts';
 import type { HttpServices } from './context.ts';
 import { GatewayError, dialectOf, sendError } from './errors.ts';
+import { registerAdminExplain } from './routes/admin-explain.ts';
 import { registerAdminKeys } from './routes/admin-keys.ts';
 import { registerAdminRateLimits } from './routes/admin-rate-limits.ts';
 import { registerAdminUsage } from './routes/admin-usage.ts';
@@ -42,6 +43,7 @@ export function buildServer(services: HttpServices): FastifyInstance {
     registerAdminRateLimits(scope, services);
     registerMetrics(scope, services);
     registerAdminUsage(scope, services);
+    registerAdminExplain(scope, services);
   });
 
   app.setNotFoundHandler((request, reply) => {

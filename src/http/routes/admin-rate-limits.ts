@@ -43,7 +43,8 @@ export function registerAdminRateLimits(app: FastifyInstance, services: HttpServ
   });
 }
 
-function enabled(services: HttpServices): { limiter: RateLimiter; rules: RuleManager } {
+/** The engine and rule manager, or the 503 every rate-limit admin route answers when rate limits are disabled. */
+export function enabled(services: HttpServices): { limiter: RateLimiter; rules: RuleManager } {
   if (services.limiter === undefined || services.rules === undefined) {
     throw new GatewayError({ status: 503, type: 'invalid_request_error', message: 'rate limits are disabled on this gateway (RATE_LIMITS_ENABLED=false)', code: 'feature_unavailable' });
   }
