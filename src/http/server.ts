@@ -8,6 +8,7 @@ import { registerAdminExplain } from './routes/admin-explain.ts';
 import { registerAdminKeys } from './routes/admin-keys.ts';
 import { registerAdminRateLimits } from './routes/admin-rate-limits.ts';
 import { registerAdminUsage } from './routes/admin-usage.ts';
+import { registerDashboard } from './routes/dashboard.ts';
 import { countResponses, registerMetrics } from './routes/metrics.ts';
 import { registerOpenApi } from './routes/openapi.ts';
 import { registerModelEndpoints } from './routes/model-endpoints.ts';
@@ -31,6 +32,7 @@ export function buildServer(services: HttpServices): FastifyInstance {
   registerAuth(app, services);
   registerJsonBody(app);
   app.get('/health', { config: { access: 'public' } }, async () => ({ status: 'ok' }));
+  registerWithAccess(app, 'public', (scope) => registerDashboard(scope));
   registerWithAccess(app, 'model', (scope) => {
     registerModelEndpoints(scope, services);
     registerPassthrough(scope, services);

@@ -1,0 +1,109 @@
+/** Form controls, dialogs and meters shared by the pages, accessible by construction. */
+import type { ComponentChildren } from 'preact';
+import { useEffect, useRef } from 'preact/hooks';
+import { ApiError } from '../api.ts';
+import { formatNumber } from '../format.ts';
+
+/** Errors of one form, by field name; `form` holds what belongs to no single field. */
+export type FieldErrors = Record<string, string | undefined>;
+
+/**
+ * Where an API error goes: beside the field its `param` names (`fields` maps the API's parameter
+ * names to the form's fields), else at the top of the form.
+ */
+export function fieldErrors(err: unknown, fields: Readonly<Record<string, string>>): FieldErrors {
+  if (!(err instanceof ApiError)) return { form: err instanceof Error ? err.message : String(err) };
+  const field = err.param === null ? undefined : fields[err.param];
+  return field !== undefined ? { [field]: err.message } : { form: err.message };
+}
+
+interface FieldProps {
+  /** The form's id prefix plus the field name make the input's id, so labels and errors are tied to it. */
+  id: string;
+  label: string;
+  error?: string | undefined;
+  hint?: string;
+  children: (props: { id: string; 'aria-invalid': boolean; 'aria-describedby': string | undefined }) => ComponentChildren;
+}
+
+/**
+ * A labelled control with its error message right beside it: the message is tied to the control
+ * (aria-describedby) and announced when it appears.
+ */
+export function Field({ id, label, error, hint, children }: FieldProps) {
+  const described = [hint ? `${id}-hint` : '', error ? `${id}-error` : ''].filter(Boolean).join(' ') || undefined;
+  return (
+    <div class={error ? 'field invalid' : 'field'}>
+      <label for={id}>{label}</label>
+      {children({ id, 'aria-invalid': error !== undefined, 'aria-describedby': described })}
+      {hint && <small id={`${id}-hint`} class="hint">{hint}</small>}
+      <span id={`${id}-error`} class="field-error" role="alert">
+        {error ?? ''}
+      </span>
+    </div>
+  );
+}
+
+/** A form-level message (errors no field owns, or a success note). */
+export function FormMessage({ error }: { error: string | undefined }) {
+  return (
+    <p class="form-error" role="alert">
+      {error ?? ''}
+    </p>
+  );
+}
+
+interface DialogProps {
+  title: string;
+  onClose: () => void;
+  children: ComponentChildren;
+}
+
+/** A modal dialog (native <dialog>: focus stays inside, Escape closes it). */
+export function Dialog({ title, onClose, children }: DialogProps) {
+  const ref = useRef<HTMLDialogElement>(null);
+  useEffect(() => {
+    const dialog = ref.current;
+    if (dialog && !dialog.open) dialog.showModal();
+    return () => dialog?.close();
+  }, []);
+  const titleId = `dialog-${title.replace(/\W+/g, '-').toLowerCase()}`;
+  return (
+    <dialog ref={ref} aria-labelledby={titleId} onClose={onClose} onCancel={onClose}>
+      <h2 id={titleId}>{title}</h2>
+      {children}
+    </dialog>
+  );
+}
+
+interface UsageBarProps {
+  label: string;
+  used: number;
+  cap: number | undefined;
+}
+
+/** used / cap as a bar with the numbers written out (colour is never the only signal). */
+export function UsageBar({ label, used, cap }: UsageBarProps) {
+  if (cap === undefined) return <span class="muted">—</span>;
+  const ratio = cap > 0 ? used / cap : 0;
+  const level = ratio >= 1 ? 'full' : ratio >= 0.75 ? 'high' : 'ok';
+  const remaining = Math.max(cap - used, 0);
+  return (
+    <div class="usage">
+      <div
+        class={`bar ${level}`}
+        role="meter"
+        aria-label={label}
+        aria-valuemin={0}
+        aria-valuemax={cap}
+        aria-valuenow={Math.min(used, cap)}
+        aria-valuetext={`${formatNumber(used)} of ${formatNumber(cap)} used, ${formatNumber(remaining)} left`}
+      >
+        <span style={{ width: `${Math.min(ratio, 1) * 100}%` }} />
+      </div>
+      <span class="usage-numbers">
+        {formatNumber(used)} / {formatNumber(cap)} <span class="muted">· {formatNumber(remaining)} left</span>
+      </span>
+    </div>
+  );
+}

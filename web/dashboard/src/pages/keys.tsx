@@ -1,0 +1,193 @@
+/** Managed API keys: create one bound to a user path (its secret shown once), list, revoke. */
+import { useEffect, useState } from 'preact/hooks';
+import { api, type ApiKey } from '../api.ts';
+import { Dialog, Field, FormMessage, fieldErrors, type FieldErrors } from '../components/controls.tsx';
+import { formatUtc } from '../format.ts';
+
+interface CreatedKey extends ApiKey {
+  key: string;
+}
+
+export function KeysPage() {
+  const [keys, setKeys] = useState<ApiKey[] | undefined>(undefined);
+  const [loadError, setLoadError] = useState<string | undefined>(undefined);
+  const [created, setCreated] = useState<CreatedKey | undefined>(undefined);
+  const [revoking, setRevoking] = useState<ApiKey | undefined>(undefined);
+  const [notice, setNotice] = useState<string | undefined>(undefined);
+
+  const load = async () => {
+    try {
+      setKeys((await api<{ api_keys: ApiKey[] }>('GET', '/admin/api-keys')).api_keys);
+      setLoadError(undefined);
+    } catch (err) {
+      setLoadError(err instanceof Error ? err.message : String(err));
+    }
+  };
+  useEffect(() => void load(), []);
+
+  return (
+    <section aria-labelledby="keys-title">
+      <div class="page-head">
+        <h1 id="keys-title">API keys</h1>
+        <p class="muted">Managed keys call the model routes. A key bound to a user path is counted and limited as that path.</p>
+      </div>
+      <p class="notice" role="status">
+        {notice ?? ''}
+      </p>
+      {created && <NewSecret created={created} onDismiss={() => setCreated(undefined)} />}
+      <CreateKey
+        onCreated={(key) => {
+          setCreated(key);
+          setNotice(undefined);
+          void load();
+        }}
+      />
+      {loadError && <p class="form-error" role="alert">Could not load the keys: {loadError}</p>}
+      <KeyTable keys={keys} onRevoke={setRevoking} />
+      {revoking && (
+        <RevokeDialog
+          apiKey={revoking}
+          onClose={() => setRevoking(undefined)}
+          onDone={() => {
+            setNotice(`Revoked the key "${revoking.name}".`);
+            setRevoking(undefined);
+            void load();
+          }}
+        />
+      )}
+    </section>
+  );
+}
+
+function CreateKey({ onCreated }: { onCreated: (key: CreatedKey) => void }) {
+  const [name, setName] = useState('');
+  const [userPath, setUserPath] = useState('');
+  const [errors, setErrors] = useState<FieldErrors>({});
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    try {
+      const body = { name, ...(userPath.trim() !== '' && { user_path: userPath }) };
+      onCreated(await api<CreatedKey>('POST', '/admin/api-keys', body));
+      setName('');
+      setUserPath('');
+      setErrors({});
+    } catch (err) {
+      setErrors(fieldErrors(err, { name: 'name', user_path: 'userPath' }));
+    }
+  };
+  return (
+    <form class="card" aria-labelledby="create-key-title" onSubmit={submit} noValidate>
+      <h2 id="create-key-title">Create a key</h2>
+      <div class="rule-fields">
+        <Field id="key-name" label="Name" error={errors.name}>
+          {(a11y) => <input {...a11y} type="text" value={name} autocomplete="off" onInput={(e) => setName(e.currentTarget.value)} />}
+        </Field>
+        <Field id="key-user-path" label="User path (optional)" error={errors.userPath} hint="Requests with this key count as this path; the header is then ignored.">
+          {(a11y) => <input {...a11y} type="text" value={userPath} autocomplete="off" spellcheck={false} placeholder="/team/a" onInput={(e) => setUserPath(e.currentTarget.value)} />}
+        </Field>
+      </div>
+      <FormMessage error={errors.form} />
+      <button type="submit" class="primary">
+        Create key
+      </button>
+    </form>
+  );
+}
+
+/** The secret, once: the gateway keeps only its hash, so this is the only time it can be seen. */
+function NewSecret({ created, onDismiss }: { created: CreatedKey; onDismiss: () => void }) {
+  const [copied, setCopied] = useState<'yes' | 'failed' | undefined>(undefined);
+  const copy = async () => {
+    try {
+      await navigator.clipboard.writeText(created.key);
+      setCopied('yes');
+    } catch {
+      setCopied('failed');
+    }
+  };
+  return (
+    <div class="card secret" role="region" aria-labelledby="secret-title">
+      <h2 id="secret-title">Key "{created.name}" created</h2>
+      <p>
+        <strong>Copy the secret now: it is shown only once.</strong> The gateway stores only its hash.
+      </p>
+      <p class="secret-row">
+        <code id="new-secret" class="secret-value">
+          {created.key}
+        </code>
+        <button type="button" onClick={copy} aria-describedby="new-secret">
+          {copied === 'yes' ? 'Copied' : 'Copy'}
+        </button>
+      </p>
+      <p class="muted" role="status">
+        {copied === 'failed' ? 'The browser refused the clipboard: select the secret and copy it by hand.' : ''}
+      </p>
+      <button type="button" onClick={onDismiss}>
+        I have copied it
+      </button>
+    </div>
+  );
+}
+
+function KeyTable({ keys, onRevoke }: { keys: ApiKey[] | undefined; onRevoke: (key: ApiKey) => void }) {
+  if (keys === undefined) return <p class="muted">Loading…</p>;
+  if (keys.length === 0) return <p class="empty">No managed keys yet.</p>;
+  return (
+    <div class="table-wrap">
+      <table>
+        <caption class="visually-hidden">Managed API keys</caption>
+        <thead>
+          <tr>
+            <th scope="col">Name</th>
+            <th scope="col">User path</th>
+            <th scope="col">Created</th>
+            <th scope="col">ID</th>
+            <th scope="col">Actions</th>
+          </tr>
+        </thead>
+        <tbody>
+          {keys.map((key) => (
+            <tr key={key.id} data-key={key.id}>
+              <th scope="row">{key.name}</th>
+              <td>{key.user_path ?? <span class="muted">unbound</span>}</td>
+              <td>{formatUtc(key.created_at)}</td>
+              <td>
+                <code>{key.id}</code>
+              </td>
+              <td class="actions">
+                <button type="button" class="danger" aria-label={`Revoke ${key.name}`} onClick={() => onRevoke(key)}>
+                  Revoke
+                </button>
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+function RevokeDialog({ apiKey, onClose, onDone }: { apiKey: ApiKey; onClose: () => void; onDone: () => void }) {
+  const [error, setError] = useState<string | undefined>(undefined);
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    try {
+      await api('DELETE', `/admin/api-keys/${encodeURIComponent(apiKey.id)}`);
+      onDone();
+    } catch (err) {
+      setError(err instanceof Error ? err.message : String(err));
+    }
+  };
+  return (
+    <Dialog title="Revoke key" onClose={onClose}>
+      <form onSubmit={submit}>
+        <p>Revoke the key "{apiKey.name}"? Requests with it are refused from now on. This cannot be undone.</p>
+        <FormMessage error={error} />
+        <div class="dialog-buttons">
+          <button type="button" onClick={onClose}>Cancel</button>
+          <button type="submit" class="danger">Revoke key</button>
+        </div>
+      </form>
+    </Dialog>
+  );
+}

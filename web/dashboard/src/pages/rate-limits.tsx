@@ -1,0 +1,399 @@
+/**
+ * Rate limits: every rule with its live counters (polled every two seconds, countdowns ticking
+ * every second), and every change the admin API offers: create, edit caps, move, delete, reset
+ * one, reset all.
+ */
+import type { ComponentChildren } from 'preact';
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { ApiError, api, type RuleList, type RuleStatus } from '../api.ts';
+import { Dialog, Field, FormMessage, UsageBar, fieldErrors, type FieldErrors } from '../components/controls.tsx';
+import { EMPTY_DRAFT, RULE_PARAMS, RuleFields, draftOf, draftPeriodSeconds, putBody, type RuleDraft } from '../components/rule-fields.tsx';
+import { SCOPE_LABELS, formatCountdown, ruleIdentity } from '../format.ts';
+
+const POLL_MS = 2000;
+
+type Action =
+  | { kind: 'edit' | 'move' | 'delete' | 'reset'; rule: RuleStatus }
+  | { kind: 'reset-all' };
+
+/** The body fields that name one rule, for DELETE and reset-one. */
+function keyOf(rule: RuleStatus): { scope: string; subject: string } {
+  return { scope: rule.scope, subject: rule.subject };
+}
+
+function ruleName(rule: RuleStatus): string {
+  return `${SCOPE_LABELS[rule.scope].toLowerCase()} ${rule.subject} (${rule.period_label})`;
+}
+
+export function RateLimitsPage({ onDisabled }: { onDisabled: () => void }) {
+  const [list, setList] = useState<RuleList | undefined>(undefined);
+  const [loadError, setLoadError] = useState<string | undefined>(undefined);
+  /** Server clock minus this browser's, so countdowns follow the gateway's windows. */
+  const [offsetMs, setOffsetMs] = useState(0);
+  /** Ticks every second to re-render the countdowns. */
+  const [, setTick] = useState(0);
+  const [action, setAction] = useState<Action | undefined>(undefined);
+  const [notice, setNotice] = useState<string | undefined>(undefined);
+  const loading = useRef(false);
+
+  const show = (next: RuleList) => {
+    setList(next);
+    setOffsetMs(Date.parse(next.server_time) - Date.now());
+    setLoadError(undefined);
+  };
+
+  const refresh = async () => {
+    if (loading.current || document.hidden) return;
+    loading.current = true;
+    try {
+      show(await api<RuleList>('GET', '/admin/rate-limits'));
+    } catch (err) {
+      if (err instanceof ApiError && err.featureUnavailable) onDisabled();
+      else setLoadError(err instanceof Error ? err.message : String(err));
+    } finally {
+      loading.current = false;
+    }
+  };
+
+  useEffect(() => {
+    void refresh();
+    const poll = setInterval(() => void refresh(), POLL_MS);
+    const tick = setInterval(() => setTick((n) => n + 1), 1000);
+    return () => {
+      clearInterval(poll);
+      clearInterval(tick);
+    };
+  }, []);
+
+  const done = (next: RuleList, message: string) => {
+    show(next);
+    setAction(undefined);
+    setNotice(message);
+  };
+
+  return (
+    <section aria-labelledby="rate-limits-title">
+      <div class="page-head">
+        <h1 id="rate-limits-title">Rate limits</h1>
+        <p class="muted live">
+          Live: counters refresh every {POLL_MS / 1000} s{list && <> · server time {list.server_time.slice(11, 19)} UTC</>}
+        </p>
+      </div>
+      <p class="notice" role="status">
+        {notice ?? ''}
+      </p>
+      {loadError && <p class="form-error" role="alert">Could not load the rules: {loadError}</p>}
+      <RuleTable rules={list?.rate_limits} nowMs={Date.now() + offsetMs} onAction={setAction} />
+      <div class="toolbar">
+        <button type="button" class="danger" onClick={() => setAction({ kind: 'reset-all' })} disabled={!list || list.rate_limits.length === 0}>
+          Reset all counters…
+        </button>
+      </div>
+      <CreateRule onCreated={(next) => done(next, 'Rule saved.')} />
+      {action?.kind === 'edit' && <EditDialog rule={action.rule} onClose={() => setAction(undefined)} onDone={(next) => done(next, `Caps of ${ruleName(action.rule)} updated; its counters were kept.`)} />}
+      {action?.kind === 'move' && <MoveDialog rule={action.rule} onClose={() => setAction(undefined)} onDone={(next, message) => done(next, message)} />}
+      {action?.kind === 'delete' && (
+        <ConfirmDialog
+          title="Delete rule"
+          confirm="Delete rule"
+          onClose={() => setAction(undefined)}
+          run={() => api<RuleList>('DELETE', '/admin/rate-limits', { ...keyOf(action.rule), limit_key: { period_seconds: action.rule.period_seconds } })}
+          onDone={(next) => done(next, `Deleted ${ruleName(action.rule)}.`)}
+        >
+          <p>
+            Delete the {ruleName(action.rule)} rule? Its limit stops applying at once and its counters are discarded.
+          </p>
+        </ConfirmDialog>
+      )}
+      {action?.kind === 'reset' && (
+        <ConfirmDialog
+          title="Reset counters"
+          confirm="Reset counters"
+          onClose={() => setAction(undefined)}
+          run={() => api<RuleList>('POST', '/admin/rate-limits/reset-one', { ...keyOf(action.rule), period_seconds: action.rule.period_seconds })}
+          onDone={(next) => done(next, `Counters of ${ruleName(action.rule)} reset.`)}
+        >
+          <p>Set the counters of the {ruleName(action.rule)} rule back to zero? The rule itself stays.</p>
+        </ConfirmDialog>
+      )}
+      {action?.kind === 'reset-all' && (
+        <ResetAllDialog
+          onClose={() => setAction(undefined)}
+          onDone={async () => {
+            setAction(undefined);
+            setNotice('Every counter was reset.');
+            await refresh();
+          }}
+        />
+      )}
+    </section>
+  );
+}
+
+interface RuleTableProps {
+  rules: RuleStatus[] | undefined;
+  /** The gateway's clock, in ms. */
+  nowMs: number;
+  onAction: (action: Action) => void;
+}
+
+function RuleTable({ rules, nowMs, onAction }: RuleTableProps) {
+  if (rules === undefined) return <p class="muted">Loading…</p>;
+  if (rules.length === 0) return <p class="empty">No rules yet: create one below.</p>;
+  return (
+    <div class="table-wrap">
+      <table class="rules">
+        <caption class="visually-hidden">Rate-limit rules and their live counters</caption>
+        <thead>
+          <tr>
+            <th scope="col">Scope</th>
+            <th scope="col">Subject</th>
+            <th scope="col">Period</th>
+            <th scope="col">Source</th>
+            <th scope="col">Requests</th>
+            <th scope="col">Tokens</th>
+            <th scope="col">In flight</th>
+            <th scope="col">Window ends in</th>
+            <th scope="col">Actions</th>
+          </tr>
+        </thead>
+        <tbody>
+          {rules.map((rule) => (
+            <RuleRow key={ruleIdentity(rule.scope, rule.subject, rule.period_seconds)} rule={rule} nowMs={nowMs} onAction={onAction} />
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+function RuleRow({ rule, nowMs, onAction }: { rule: RuleStatus; nowMs: number; onAction: (action: Action) => void }) {
+  const concurrent = rule.period_seconds === 0;
+  const fromConfig = rule.source === 'config';
+  const name = ruleName(rule);
+  const locked = fromConfig ? 'Declared in the configuration: change it there' : undefined;
+  const secondsLeft = rule.window_end === undefined ? undefined : (Date.parse(rule.window_end) - nowMs) / 1000;
+  return (
+    <tr data-rule={`${rule.scope} ${rule.subject} ${rule.period_label}`} class={fromConfig ? 'from-config' : undefined}>
+      <td>{SCOPE_LABELS[rule.scope]}</td>
+      <th scope="row" class="subject">{rule.subject}</th>
+      <td>{rule.period_label}</td>
+      <td>
+        {fromConfig ? (
+          <span class="badge config" title="Declared in the configuration file or SET_*RATE_LIMIT_* variables; re-seeded at every start">
+            config · read-only
+          </span>
+        ) : (
+          <span class="badge">manual</span>
+        )}
+      </td>
+      <td>{concurrent ? <span class="muted">—</span> : <UsageBar label={`Requests used, ${name}`} used={rule.requests_used} cap={rule.max_requests} />}</td>
+      <td>{concurrent ? <span class="muted">—</span> : <UsageBar label={`Tokens used, ${name}`} used={rule.tokens_used} cap={rule.max_tokens} />}</td>
+      <td>{concurrent ? <UsageBar label={`In flight, ${name}`} used={rule.in_flight} cap={rule.max_requests} /> : <span class="muted">—</span>}</td>
+      <td class="countdown">{secondsLeft === undefined ? <span class="muted">—</span> : <time dateTime={rule.window_end}>{formatCountdown(secondsLeft)}</time>}</td>
+      <td class="actions">
+        <button type="button" disabled={fromConfig} title={locked} aria-label={`Edit caps of ${name}`} onClick={() => onAction({ kind: 'edit', rule })}>
+          Edit
+        </button>
+        <button type="button" disabled={fromConfig} title={locked} aria-label={`Move ${name}`} onClick={() => onAction({ kind: 'move', rule })}>
+          Move
+        </button>
+        <button type="button" aria-label={`Reset counters of ${name}`} onClick={() => onAction({ kind: 'reset', rule })}>
+          Reset
+        </button>
+        <button type="button" class="danger" disabled={fromConfig} title={locked} aria-label={`Delete ${name}`} onClick={() => onAction({ kind: 'delete', rule })}>
+          Delete
+        </button>
+      </td>
+    </tr>
+  );
+}
+
+function CreateRule({ onCreated }: { onCreated: (next: RuleList) => void }) {
+  const [draft, setDraft] = useState<RuleDraft>(EMPTY_DRAFT);
+  const [errors, setErrors] = useState<FieldErrors>({});
+  const [busy, setBusy] = useState(false);
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    setBusy(true);
+    try {
+      onCreated(await api<RuleList>('PUT', '/admin/rate-limits', putBody(draft)));
+      setErrors({});
+      setDraft({ ...EMPTY_DRAFT, scope: draft.scope, period: draft.period });
+    } catch (err) {
+      setErrors(fieldErrors(err, RULE_PARAMS));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <form class="card" aria-labelledby="create-rule-title" onSubmit={submit} noValidate>
+      <h2 id="create-rule-title">Create a rule</h2>
+      <p class="muted">Writing a rule whose scope, subject and period already exist updates that rule's caps.</p>
+      <RuleFields id="create" draft={draft} errors={errors} onChange={setDraft} />
+      <FormMessage error={errors.form} />
+      <button type="submit" class="primary" disabled={busy}>
+        Create rule
+      </button>
+    </form>
+  );
+}
+
+interface RuleDialogProps {
+  rule: RuleStatus;
+  onClose: () => void;
+  onDone: (next: RuleList, message: string) => void;
+}
+
+function EditDialog({ rule, onClose, onDone }: RuleDialogProps) {
+  const [draft, setDraft] = useState<RuleDraft>(draftOf(rule));
+  const [errors, setErrors] = useState<FieldErrors>({});
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    try {
+      onDone(await api<RuleList>('PUT', '/admin/rate-limits', putBody(draft)), '');
+    } catch (err) {
+      setErrors(fieldErrors(err, RULE_PARAMS));
+    }
+  };
+  return (
+    <Dialog title="Edit caps" onClose={onClose}>
+      <form onSubmit={submit} noValidate>
+        <p>New caps apply at once; the rule keeps its counters. Leave a cap empty to remove it.</p>
+        <RuleFields id="edit" draft={draft} errors={errors} onChange={setDraft} capsOnly />
+        <FormMessage error={errors.form} />
+        <div class="dialog-buttons">
+          <button type="button" onClick={onClose}>Cancel</button>
+          <button type="submit" class="primary">Save caps</button>
+        </div>
+      </form>
+    </Dialog>
+  );
+}
+
+/**
+ * A move is a PUT of the new key, then a DELETE of the old one: the rule under its new key starts
+ * with fresh counters. When the "new" key is the same rule (a respelling), it is only a PUT.
+ */
+function MoveDialog({ rule, onClose, onDone }: RuleDialogProps) {
+  const [draft, setDraft] = useState<RuleDraft>(draftOf(rule));
+  const [errors, setErrors] = useState<FieldErrors>({});
+  const sameRule = ruleIdentity(draft.scope, draft.subject, draftPeriodSeconds(draft)) === ruleIdentity(rule.scope, rule.subject, rule.period_seconds);
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    let written: RuleList;
+    try {
+      written = await api<RuleList>('PUT', '/admin/rate-limits', putBody(draft));
+    } catch (err) {
+      setErrors(fieldErrors(err, RULE_PARAMS));
+      return;
+    }
+    if (sameRule) return onDone(written, `Updated ${ruleName(rule)}; its counters were kept.`);
+    try {
+      const next = await api<RuleList>('DELETE', '/admin/rate-limits', { ...keyOf(rule), limit_key: { period_seconds: rule.period_seconds } });
+      onDone(next, `Moved ${ruleName(rule)}: the rule under its new key starts with fresh counters.`);
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      setErrors({ form: `The new rule was written, but deleting the old one failed (${message}): both now exist.` });
+    }
+  };
+  return (
+    <Dialog title="Move rule" onClose={onClose}>
+      <form onSubmit={submit} noValidate>
+        <p>Change the scope, subject or period of {ruleName(rule)}.</p>
+        <RuleFields id="move" draft={draft} errors={errors} onChange={setDraft} />
+        <p class="warning" id="move-warning">
+          {sameRule
+            ? 'This is the same rule (same scope, subject and period): saving keeps its counters.'
+            : 'Moving writes a new rule under the new key and then deletes the old one: the counters restart at zero, and the traffic counted so far is forgotten.'}
+        </p>
+        <FormMessage error={errors.form} />
+        <div class="dialog-buttons">
+          <button type="button" onClick={onClose}>Cancel</button>
+          <button type="submit" class="primary" aria-describedby="move-warning">
+            {sameRule ? 'Save' : 'Move rule (counters restart)'}
+          </button>
+        </div>
+      </form>
+    </Dialog>
+  );
+}
+
+interface ConfirmDialogProps {
+  title: string;
+  confirm: string;
+  children: ComponentChildren;
+  run: () => Promise<RuleList>;
+  onClose: () => void;
+  onDone: (next: RuleList) => void;
+}
+
+function ConfirmDialog({ title, confirm, children, run, onClose, onDone }: ConfirmDialogProps) {
+  const [error, setError] = useState<string | undefined>(undefined);
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    try {
+      onDone(await run());
+    } catch (err) {
+      setError(err instanceof Error ? err.message : String(err));
+    }
+  };
+  return (
+    <Dialog title={title} onClose={onClose}>
+      <form onSubmit={submit}>
+        {children}
+        <FormMessage error={error} />
+        <div class="dialog-buttons">
+          <button type="button" onClick={onClose}>Cancel</button>
+          <button type="submit" class="danger">{confirm}</button>
+        </div>
+      </form>
+    </Dialog>
+  );
+}
+
+function ResetAllDialog({ onClose, onDone }: { onClose: () => void; onDone: () => void }) {
+  const [typed, setTyped] = useState('');
+  const [errors, setErrors] = useState<FieldErrors>({});
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    try {
+      await api('POST', '/admin/rate-limits/reset', { confirmation: typed });
+      onDone();
+    } catch (err) {
+      setErrors(fieldErrors(err, { confirmation: 'confirmation' }));
+    }
+  };
+  return (
+    <Dialog title="Reset every counter" onClose={onClose}>
+      <form onSubmit={submit} noValidate>
+        <p>
+          This sets the counters of <strong>every</strong> rule back to zero, config rules included. The rules stay. Type <code>reset</code> to confirm.
+        </p>
+        <Field id="reset-all-confirmation" label="Type reset to confirm" error={errors.confirmation}>
+          {(a11y) => <input {...a11y} type="text" value={typed} autocomplete="off" spellcheck={false} onInput={(e) => setTyped(e.currentTarget.value)} />}
+        </Field>
+        <FormMessage error={errors.form} />
+        <div class="dialog-buttons">
+          <button type="button" onClick={onClose}>Cancel</button>
+          <button type="submit" class="danger" disabled={typed.trim() !== 'reset'}>
+            Reset all counters
+          </button>
+        </div>
+      </form>
+    </Dialog>
+  );
+}
+
+/** Shown in place of the page when the gateway answers 503 feature_unavailable. */
+export function RateLimitsDisabled() {
+  return (
+    <section aria-labelledby="rate-limits-off-title">
+      <h1 id="rate-limits-off-title">Rate limits are disabled</h1>
+      <p>
+        This gateway runs with rate limits switched off (<code>RATE_LIMITS_ENABLED=false</code>), so there are no rules or counters to show. Enable them in
+        the configuration and restart the gateway to manage them here.
+      </p>
+    </section>
+  );
+}
