@@ -32,6 +32,8 @@ const ROUTES: RouteCase[] = [
   { method: 'DELETE', path: '/admin/rate-limits', admin: true, body: JSON.stringify({ user_path: '/spelled', limit_key: { period: 'minute' } }) },
   { method: 'POST', path: '/admin/rate-limits/reset-one', admin: true, body: JSON.stringify({ user_path: '/guarded', period: 'minute' }) },
   { method: 'POST', path: '/admin/rate-limits/reset', admin: true, body: JSON.stringify({ confirmation: 'reset' }) },
+  { method: 'GET', path: '/admin/rate-limits/explain', admin: true },
+  { method: 'GET', path: '/admin/usage', admin: true },
   { method: 'POST', path: '/v1/chat/completions', admin: false, body: chatBody },
   { method: 'POST', path: '/v1/responses', admin: false, body: JSON.stringify({ model: 'mock-1', input: 'hi' }) },
   { method: 'POST', path: '/v1/embeddings', admin: false, body: JSON.stringify({ model: 'mock-1', input: 'hi' }) },
