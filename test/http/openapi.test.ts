@@ -100,7 +100,7 @@ describe('GET /openapi.json', () => {
         const where = `${method} ${path}`;
         if (path.startsWith('/admin/') || path === '/metrics') assert.deepEqual(op.tags, ['admin'], where);
         else assert.ok(!op.tags.includes('admin'), where);
-        const isPublic = path === '/health' || path === '/openapi.json';
+        const isPublic = path === '/health' || path === '/openapi.json' || path === '/dashboard' || path.startsWith('/dashboard/');
         assert.deepEqual(op.security, isPublic ? [] : undefined, where);
         if (isPublic) assert.equal(op.responses['401'], undefined, where);
         else {

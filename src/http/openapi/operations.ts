@@ -6,8 +6,10 @@
  * described by its method and pattern only (test/http/openapi.test.ts asks for an entry).
  */
 import { z } from 'zod';
+import { explainQuery } from '../schemas/admin-explain.ts';
 import { createApiKeyBody } from '../schemas/admin-keys.ts';
 import { deleteRateLimitBody, putRateLimitBody, resetOneRateLimitBody, resetRateLimitsBody } from '../schemas/admin-rate-limits.ts';
+import { adminUsageQuery } from '../schemas/admin-usage.ts';
 import { createBatchBody } from '../schemas/batches.ts';
 import { anthropicMessagesBody, chatCompletionBody, embeddingsBody, responsesBody, speechBody } from '../schemas/model-requests.ts';
 import { usageQuery } from '../schemas/usage.ts';
@@ -52,6 +54,8 @@ export const OPENAPI_SCHEMAS: Readonly<Record<string, z.ZodType>> = {
   ApiKeyList: responses.apiKeyList,
   ApiKeyDeleted: responses.apiKeyDeleted,
   UsageSummary: responses.usageSummary,
+  UsageBuckets: responses.usageBuckets,
+  Explanation: responses.explanation,
   File: responses.fileObject,
   Batch: responses.batchObject,
   BatchList: responses.batchList,
@@ -84,12 +88,32 @@ const rateLimitAdmin = (operationId: string, summary: string, body: z.ZodType | 
   errors: [...errors, 503],
 });
 
+function dashboardPage(operationId: string): OperationDoc {
+  return {
+    operationId,
+    summary: 'The operator dashboard (no key needed: it asks for the master key)',
+    tag: 'dashboard',
+    success: { status: 200, description: 'The page; 503 with a page saying how to build it when it is not built.', contentType: 'text/html' },
+    errors: [],
+  };
+}
+
 export const OPENAPI_OPERATIONS: OperationTable = {
   'GET /health': {
     operationId: 'getHealth',
     summary: 'Liveness (no key needed)',
     success: { status: 200, description: 'The gateway is up; "degraded" while shared rate-limit counters are unreachable.', schema: responses.health },
     errors: [],
+  },
+  'GET /dashboard': dashboardPage('getDashboard'),
+  'GET /dashboard/': dashboardPage('getDashboardSlash'),
+  'GET /dashboard/assets/*': {
+    operationId: 'getDashboardAsset',
+    summary: 'The dashboard\'s scripts and styles (no key needed)',
+    tag: 'dashboard',
+    params: { path: 'The asset\'s file name (content-hashed).' },
+    success: { status: 200, description: 'The file, cacheable for good.', contentType: '*/*' },
+    errors: [404],
   },
   'GET /openapi.json': {
     operationId: 'getOpenApiDocument',
@@ -225,6 +249,21 @@ export const OPENAPI_OPERATIONS: OperationTable = {
     body: { schema: resetRateLimitsBody },
     success: { status: 200, description: 'Every counter is back to zero.', schema: responses.statusOk },
     errors: [...JSON_BODY_ERRORS, 503],
+  },
+  'GET /admin/rate-limits/explain': {
+    operationId: 'explainRequest',
+    summary: 'Dry run: what a request would meet now',
+    description: 'The targets the model resolves to and whether each has capacity, every rule that would apply with its counters, and the decision and breach a real request would get. Counts nothing and leaves an alias\'s rotation alone.',
+    query: explainQuery,
+    success: { status: 200, description: 'The explanation.', schema: responses.explanation },
+    errors: [400, 404, 503],
+  },
+  'GET /admin/usage': {
+    operationId: 'getUsageBuckets',
+    summary: 'Everyone\'s usage in hour or day buckets',
+    query: adminUsageQuery,
+    success: { status: 200, description: 'Requests, tokens and cache hits per bucket and group.', schema: responses.usageBuckets },
+    errors: [400],
   },
   'GET /metrics': {
     operationId: 'getMetrics',

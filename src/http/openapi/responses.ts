@@ -7,6 +7,7 @@ import { z } from 'zod';
 import type { ErrorType } from '../../errors/gateway-error.ts';
 import type { RuleStatus, UserPathUsage } from '../../ratelimit/index.ts';
 import { SCOPES } from '../../ratelimit/index.ts';
+import { EXPLAIN_ENDPOINTS } from '../schemas/admin-explain.ts';
 
 const ERROR_TYPES = ['provider_error', 'rate_limit_error', 'invalid_request_error', 'authentication_error', 'not_found_error'] as const satisfies readonly ErrorType[];
 
@@ -95,6 +96,47 @@ export const usageSummary = z.object({
   totals: z.object(usageRow),
   by_model: z.array(z.object({ provider: z.string(), model: z.string(), ...usageRow })),
   rate_limits: z.array(userPathUsage).meta({ description: 'The user-path rules governing the caller, with their live counters.' }),
+});
+
+export const usageBuckets = z.object({
+  buckets: z
+    .array(
+      z.object({
+        start: timestamp.meta({ description: 'Start of the UTC hour or day.' }),
+        key: z.string().meta({ description: 'The user path as recorded, provider/model, or the provider.' }),
+        requests: z.int(),
+        prompt_tokens: z.int(),
+        completion_tokens: z.int(),
+        cache_hits: z.int().meta({ description: 'Requests answered from the response cache.' }),
+      }),
+    )
+    .meta({ description: 'One entry per bucket and group with records, by start then key.' }),
+});
+
+const breachRecord = z.object({
+  scope: z.enum(SCOPES),
+  subject: z.string(),
+  period_label: z.string(),
+  retry_after_seconds: z.int().meta({ description: 'The Retry-After the 429 would carry.' }),
+  message: z.string().meta({ description: 'The 429\'s message.' }),
+});
+export const explanation = z.object({
+  model: z.string(),
+  user_path: z.string(),
+  endpoint: z.enum(EXPLAIN_ENDPOINTS),
+  decision: z.enum(['admitted', 'refused']),
+  target: z.object({ provider: z.string(), model: z.string() }).optional().meta({ description: 'Where an admitted request would be sent.' }),
+  targets: z.array(
+    z.object({
+      provider: z.string(),
+      model: z.string(),
+      failover: z.boolean(),
+      has_capacity: z.boolean().meta({ description: 'Whether its own provider and model rules would admit a request.' }),
+      breach: breachRecord.optional(),
+    }),
+  ),
+  rules: z.array(ruleStatusRecord).meta({ description: 'Every rule that would apply, with its live counters.' }),
+  breach: breachRecord.optional().meta({ description: 'The refusal a request would get.' }),
 });
 
 export const fileObject = z.object({

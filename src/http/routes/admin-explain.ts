@@ -1,9 +1,9 @@
 import type { FastifyInstance } from 'fastify';
-import { z } from 'zod';
 import { normalizeUserPath, type AdmissionRefusal, type RateLimiter, type RuleStatus } from '../../ratelimit/index.ts';
 import type { Route, Target } from '../../routing/resolver.ts';
 import type { HttpServices } from '../context.ts';
 import { badRequest, notFound } from '../errors.ts';
+import { explainQuery, type ExplainEndpoint } from '../schemas/admin-explain.ts';
 import { parseBody } from '../validation.ts';
 import { enabled } from './admin-rate-limits.ts';
 
@@ -12,7 +12,8 @@ import { enabled } from './admin-rate-limits.ts';
  * failover candidates, saturated ones skipped), `session` a realtime session (the route's
  * primary targets only), `user_path_only` a batch submission (user-path rules, no slot).
  */
-const ADMISSION = {
+type Admission = 'dispatch' | 'session' | 'user_path_only';
+const ADMISSION: Readonly<Record<ExplainEndpoint, Admission>> = {
   chat: 'dispatch',
   responses: 'dispatch',
   embeddings: 'dispatch',
@@ -21,15 +22,7 @@ const ADMISSION = {
   messages: 'dispatch',
   realtime: 'session',
   batches: 'user_path_only',
-} as const;
-type Admission = (typeof ADMISSION)[keyof typeof ADMISSION];
-const ENDPOINTS = Object.keys(ADMISSION) as Array<keyof typeof ADMISSION>;
-
-const explainQuery = z.strictObject({
-  model: z.string({ error: 'must be a string' }).trim().min(1, { error: 'must not be empty' }),
-  user_path: z.string({ error: 'must be a string' }).optional(),
-  endpoint: z.enum(ENDPOINTS, { error: `must be one of ${ENDPOINTS.join(', ')}` }).default('chat'),
-});
+};
 
 interface Breach {
   scope: string;

@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify';
-import { z } from 'zod';
 import type { UsageBucket } from '../../storage/types.ts';
 import type { HttpServices } from '../context.ts';
 import { badRequest } from '../errors.ts';
+import { adminUsageQuery } from '../schemas/admin-usage.ts';
 import { parseBody } from '../validation.ts';
 
 const DAY_MS = 86_400_000;
@@ -13,14 +13,6 @@ const BUCKET_SECONDS = { hour: 3600, day: 86_400 } as const;
  */
 const MAX_RANGE_DAYS = { hour: 31, day: 366 } as const;
 const DEFAULT_RANGE_DAYS = 7;
-
-const date = z.iso.date({ error: 'must be a date (YYYY-MM-DD)' });
-const adminUsageQuery = z.strictObject({
-  from: date.optional(),
-  to: date.optional(),
-  group_by: z.enum(['user_path', 'model', 'provider'], { error: 'must be one of user_path, model, provider' }).default('user_path'),
-  bucket: z.enum(['hour', 'day'], { error: 'must be hour or day' }).default('day'),
-});
 
 /**
  * `GET /admin/usage?from&to&group_by&bucket`: every consumer's usage in UTC hour or day buckets,
