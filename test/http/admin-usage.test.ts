@@ -5,19 +5,15 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import type { z } from 'zod';
+import type { usageBuckets } from '../../src/http/openapi/responses.ts';
 import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
 import { assertOpenAiError, openaiProvider } from '../support/e2e.ts';
 import { MASTER, USER_PATH_HEADER } from '../support/rate-limits.ts';
 
-interface Bucket {
-  start: string;
-  key: string;
-  requests: number;
-  prompt_tokens: number;
-  completion_tokens: number;
-  cache_hits: number;
-}
+/** One bucket as the OpenAPI document describes it. */
+type Bucket = z.infer<typeof usageBuckets>['buckets'][number];
 
 const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
 

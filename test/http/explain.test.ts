@@ -6,29 +6,15 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import type { z } from 'zod';
+import type { explanation } from '../../src/http/openapi/responses.ts';
 import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
 import { assertOpenAiError, openaiProvider } from '../support/e2e.ts';
 import { MASTER, USER_PATH_HEADER, admin, chat, listRules } from '../support/rate-limits.ts';
 
-interface Explanation {
-  model: string;
-  user_path: string;
-  endpoint: string;
-  decision: 'admitted' | 'refused';
-  target?: { provider: string; model: string };
-  targets: Array<{ provider: string; model: string; failover: boolean; has_capacity: boolean; breach?: Breach }>;
-  rules: Array<{ scope: string; subject: string; period_seconds: number; requests_used: number; in_flight: number }>;
-  breach?: Breach;
-}
-
-interface Breach {
-  scope: string;
-  subject: string;
-  period_label: string;
-  retry_after_seconds: number;
-  message: string;
-}
+/** The answer as the OpenAPI document describes it. */
+type Explanation = z.infer<typeof explanation>;
 
 const CONFIG = `
 aliases:

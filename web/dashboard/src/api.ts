@@ -3,6 +3,9 @@
  * token. The key lives in sessionStorage, so it is asked once per tab and gone when the tab closes.
  */
 
+import type { z } from 'zod';
+import type * as responses from '../../../src/http/openapi/responses.ts';
+
 const KEY_STORAGE = 'floodgate.masterKey';
 
 /** An error answer of the admin API (`{"error": {type, message, param, code}}`), or a network failure (status 0). */
@@ -76,65 +79,11 @@ function parse(text: string): unknown {
 
 // ------------------------------------------------------------------ wire types
 
-export type Scope = 'user_path' | 'provider' | 'model';
-
-/** A rule with its live counters, as `GET /admin/rate-limits` lists it. */
-export interface RuleStatus {
-  scope: Scope;
-  subject: string;
-  user_path: string;
-  source: 'manual' | 'config';
-  period_label: string;
-  period_seconds: number;
-  max_requests?: number;
-  max_tokens?: number;
-  requests_used: number;
-  requests_remaining?: number;
-  tokens_used: number;
-  tokens_remaining?: number;
-  in_flight: number;
-  window_start?: string;
-  window_end?: string;
-  created_at: string;
-  updated_at: string;
-}
-
-export interface RuleList {
-  rate_limits: RuleStatus[];
-  server_time: string;
-}
-
-export interface ApiKey {
-  id: string;
-  name: string;
-  user_path: string | null;
-  created_at: string;
-}
-
-export interface UsageBucket {
-  start: string;
-  key: string;
-  requests: number;
-  prompt_tokens: number;
-  completion_tokens: number;
-  cache_hits: number;
-}
-
-export interface Breach {
-  scope: Scope;
-  subject: string;
-  period_label: string;
-  retry_after_seconds: number;
-  message: string;
-}
-
-export interface Explanation {
-  model: string;
-  user_path: string;
-  endpoint: string;
-  decision: 'admitted' | 'refused';
-  target?: { provider: string; model: string };
-  targets: Array<{ provider: string; model: string; failover: boolean; has_capacity: boolean; breach?: Breach }>;
-  rules: RuleStatus[];
-  breach?: Breach;
-}
+// The admin API's answers as its OpenAPI document describes them (types only: nothing of the
+// server ends up in the bundle).
+export type Scope = RuleStatus['scope'];
+export type RuleStatus = z.infer<typeof responses.ruleStatusRecord>;
+export type RuleList = z.infer<typeof responses.rateLimitList>;
+export type ApiKey = z.infer<typeof responses.apiKeyRecord>;
+export type UsageBucket = z.infer<typeof responses.usageBuckets>['buckets'][number];
+export type Explanation = z.infer<typeof responses.explanation>;

@@ -1,6 +1,6 @@
 /** Form controls, dialogs and meters shared by the pages, accessible by construction. */
 import type { ComponentChildren } from 'preact';
-import { useEffect, useRef } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError } from '../api.ts';
 import { formatNumber } from '../format.ts';
 
@@ -73,6 +73,42 @@ export function Dialog({ title, onClose, children }: DialogProps) {
       <h2 id={titleId}>{title}</h2>
       {children}
     </dialog>
+  );
+}
+
+interface ConfirmDialogProps<T> {
+  title: string;
+  /** The confirming button's label. */
+  confirm: string;
+  /** What is about to happen, in words. */
+  children: ComponentChildren;
+  run: () => Promise<T>;
+  onClose: () => void;
+  onDone: (result: T) => void;
+}
+
+/** Asks before a destructive action; the API's error, if any, is shown in the dialog. */
+export function ConfirmDialog<T>({ title, confirm, children, run, onClose, onDone }: ConfirmDialogProps<T>) {
+  const [error, setError] = useState<string | undefined>(undefined);
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    try {
+      onDone(await run());
+    } catch (err) {
+      setError(err instanceof Error ? err.message : String(err));
+    }
+  };
+  return (
+    <Dialog title={title} onClose={onClose}>
+      <form onSubmit={submit}>
+        {children}
+        <FormMessage error={error} />
+        <div class="dialog-buttons">
+          <button type="button" onClick={onClose}>Cancel</button>
+          <button type="submit" class="danger">{confirm}</button>
+        </div>
+      </form>
+    </Dialog>
   );
 }
 

@@ -1,7 +1,7 @@
 /** Managed API keys: create one bound to a user path (its secret shown once), list, revoke. */
 import { useEffect, useState } from 'preact/hooks';
 import { api, type ApiKey } from '../api.ts';
-import { Dialog, Field, FormMessage, fieldErrors, type FieldErrors } from '../components/controls.tsx';
+import { ConfirmDialog, Field, FormMessage, fieldErrors, type FieldErrors } from '../components/controls.tsx';
 import { formatUtc } from '../format.ts';
 
 interface CreatedKey extends ApiKey {
@@ -45,15 +45,19 @@ export function KeysPage() {
       {loadError && <p class="form-error" role="alert">Could not load the keys: {loadError}</p>}
       <KeyTable keys={keys} onRevoke={setRevoking} />
       {revoking && (
-        <RevokeDialog
-          apiKey={revoking}
+        <ConfirmDialog
+          title="Revoke key"
+          confirm="Revoke key"
           onClose={() => setRevoking(undefined)}
+          run={() => api('DELETE', `/admin/api-keys/${encodeURIComponent(revoking.id)}`)}
           onDone={() => {
             setNotice(`Revoked the key "${revoking.name}".`);
             setRevoking(undefined);
             void load();
           }}
-        />
+        >
+          <p>Revoke the key "{revoking.name}"? Requests with it are refused from now on. This cannot be undone.</p>
+        </ConfirmDialog>
       )}
     </section>
   );
@@ -164,30 +168,5 @@ function KeyTable({ keys, onRevoke }: { keys: ApiKey[] | undefined; onRevoke: (k
         </tbody>
       </table>
     </div>
-  );
-}
-
-function RevokeDialog({ apiKey, onClose, onDone }: { apiKey: ApiKey; onClose: () => void; onDone: () => void }) {
-  const [error, setError] = useState<string | undefined>(undefined);
-  const submit = async (event: Event) => {
-    event.preventDefault();
-    try {
-      await api('DELETE', `/admin/api-keys/${encodeURIComponent(apiKey.id)}`);
-      onDone();
-    } catch (err) {
-      setError(err instanceof Error ? err.message : String(err));
-    }
-  };
-  return (
-    <Dialog title="Revoke key" onClose={onClose}>
-      <form onSubmit={submit}>
-        <p>Revoke the key "{apiKey.name}"? Requests with it are refused from now on. This cannot be undone.</p>
-        <FormMessage error={error} />
-        <div class="dialog-buttons">
-          <button type="button" onClick={onClose}>Cancel</button>
-          <button type="submit" class="danger">Revoke key</button>
-        </div>
-      </form>
-    </Dialog>
   );
 }

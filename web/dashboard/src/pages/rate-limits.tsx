@@ -3,10 +3,9 @@
  * every second), and every change the admin API offers: create, edit caps, move, delete, reset
  * one, reset all.
  */
-import type { ComponentChildren } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, api, type RuleList, type RuleStatus } from '../api.ts';
-import { Dialog, Field, FormMessage, UsageBar, fieldErrors, type FieldErrors } from '../components/controls.tsx';
+import { ConfirmDialog, Dialog, Field, FormMessage, UsageBar, fieldErrors, type FieldErrors } from '../components/controls.tsx';
 import { EMPTY_DRAFT, RULE_PARAMS, RuleFields, draftOf, draftPeriodSeconds, putBody, type RuleDraft } from '../components/rule-fields.tsx';
 import { SCOPE_LABELS, formatCountdown, ruleIdentity } from '../format.ts';
 
@@ -313,39 +312,6 @@ function MoveDialog({ rule, onClose, onDone }: RuleDialogProps) {
           <button type="submit" class="primary" aria-describedby="move-warning">
             {sameRule ? 'Save' : 'Move rule (counters restart)'}
           </button>
-        </div>
-      </form>
-    </Dialog>
-  );
-}
-
-interface ConfirmDialogProps {
-  title: string;
-  confirm: string;
-  children: ComponentChildren;
-  run: () => Promise<RuleList>;
-  onClose: () => void;
-  onDone: (next: RuleList) => void;
-}
-
-function ConfirmDialog({ title, confirm, children, run, onClose, onDone }: ConfirmDialogProps) {
-  const [error, setError] = useState<string | undefined>(undefined);
-  const submit = async (event: Event) => {
-    event.preventDefault();
-    try {
-      onDone(await run());
-    } catch (err) {
-      setError(err instanceof Error ? err.message : String(err));
-    }
-  };
-  return (
-    <Dialog title={title} onClose={onClose}>
-      <form onSubmit={submit}>
-        {children}
-        <FormMessage error={error} />
-        <div class="dialog-buttons">
-          <button type="button" onClick={onClose}>Cancel</button>
-          <button type="submit" class="danger">{confirm}</button>
         </div>
       </form>
     </Dialog>
