@@ -1,7 +1,7 @@
 import type { Cancellation } from '../providers/cancellation.ts';
 import type { Target } from '../routing/resolver.ts';
 import { readBody } from '../providers/results.ts';
-import type { Endpoint } from '../providers/types.ts';
+import type { Endpoint, Usage } from '../providers/types.ts';
 import type { BatchRecord } from '../storage/types.ts';
 import type { BatchLine } from './jsonl.ts';
 
@@ -9,7 +9,7 @@ export interface LineOutcome {
   customId: string;
   status: number;
   body: unknown;
-  usage: { promptTokens: number; completionTokens: number; totalTokens: number } | undefined;
+  usage: Usage | undefined;
   latencyMs: number;
 }
 

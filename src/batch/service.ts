@@ -292,6 +292,7 @@ export class BatchService {
       promptTokens: usage?.promptTokens ?? 0,
       completionTokens: usage?.completionTokens ?? 0,
       totalTokens: usage?.totalTokens ?? 0,
+      cachedPromptTokens: usage?.cachedPromptTokens ?? 0,
       cached: false,
       status: outcome.status,
       latencyMs: outcome.latencyMs,

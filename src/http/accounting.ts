@@ -30,6 +30,7 @@ export function accountCompleted(services: HttpServices, identity: Identity, don
     promptTokens: usage?.promptTokens ?? 0,
     completionTokens: usage?.completionTokens ?? 0,
     totalTokens: usage?.totalTokens ?? 0,
+    cachedPromptTokens: usage?.cachedPromptTokens ?? 0,
     cached: done.cached,
     status: done.status,
     latencyMs: services.now() - done.startedAt,

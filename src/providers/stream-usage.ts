@@ -14,6 +14,7 @@ export class UsageAccumulator {
   private prompt: number | undefined;
   private completion: number | undefined;
   private total: number | undefined;
+  private cached: number | undefined;
 
   observe(o: Record<string, unknown>): void {
     if (o.type === 'message_start') {
@@ -38,7 +39,9 @@ export class UsageAccumulator {
     if (this.prompt === undefined && this.completion === undefined) return undefined;
     const promptTokens = this.prompt ?? 0;
     const completionTokens = this.completion ?? 0;
-    return { promptTokens, completionTokens, totalTokens: this.total ?? promptTokens + completionTokens };
+    const usage: Usage = { promptTokens, completionTokens, totalTokens: this.total ?? promptTokens + completionTokens };
+    if (this.cached !== undefined) usage.cachedPromptTokens = this.cached;
+    return usage;
   }
 
   /** Replaces what was seen so far: a usage report is cumulative. */
@@ -46,6 +49,7 @@ export class UsageAccumulator {
     this.prompt = u.promptTokens;
     this.completion = u.completionTokens;
     this.total = u.totalTokens;
+    this.cached = u.cachedPromptTokens;
   }
 }
 

@@ -15,6 +15,8 @@ export interface Usage {
   promptTokens: number;
   completionTokens: number;
   totalTokens: number;
+  /** Prompt tokens read from the provider's prompt cache (included in `promptTokens`), when reported. */
+  cachedPromptTokens?: number;
 }
 
 /** One call to one provider instance, already resolved to the provider's own model id. */

@@ -4,12 +4,24 @@ function num(v: unknown): number | undefined {
   return typeof v === 'number' && Number.isFinite(v) ? v : undefined;
 }
 
+/** `details.cached_tokens` of an OpenAI usage object (`prompt_tokens_details`, `input_tokens_details`). */
+function cachedOf(details: unknown): number | undefined {
+  return details !== null && typeof details === 'object' ? num((details as Record<string, unknown>).cached_tokens) : undefined;
+}
+
+/** Sets `cachedPromptTokens` only when the provider reported it. */
+function withCached(usage: Usage, cached: number | undefined): Usage {
+  if (cached !== undefined) usage.cachedPromptTokens = cached;
+  return usage;
+}
+
 /**
  * Normalises any usage object the supported dialects produce:
  * chat/embeddings (`prompt_tokens`, `completion_tokens`, `total_tokens`),
  * Responses and Anthropic (`input_tokens`, `output_tokens`, optional `total_tokens`).
  * Anthropic's cache read/creation tokens are not part of `input_tokens`, but they are
- * tokens the request consumed, so they are counted as prompt tokens.
+ * tokens the request consumed, so they are counted as prompt tokens. Cached prompt tokens (priced
+ * lower) come from OpenAI's `*_tokens_details.cached_tokens` and Anthropic's `cache_read_input_tokens`.
  */
 export function normalizeUsage(u: unknown): Usage | undefined {
   if (u === null || typeof u !== 'object') return undefined;
@@ -17,7 +29,8 @@ export function normalizeUsage(u: unknown): Usage | undefined {
   const prompt = num(o.prompt_tokens);
   if (prompt !== undefined) {
     const completion = num(o.completion_tokens) ?? 0;
-    return { promptTokens: prompt, completionTokens: completion, totalTokens: num(o.total_tokens) ?? prompt + completion };
+    const usage = { promptTokens: prompt, completionTokens: completion, totalTokens: num(o.total_tokens) ?? prompt + completion };
+    return withCached(usage, cachedOf(o.prompt_tokens_details));
   }
   const input = num(o.input_tokens);
   const output = num(o.output_tokens);
@@ -25,10 +38,11 @@ export function normalizeUsage(u: unknown): Usage | undefined {
     const total = num(o.total_tokens);
     return total === undefined ? undefined : { promptTokens: total, completionTokens: 0, totalTokens: total };
   }
-  const cached = (num(o.cache_creation_input_tokens) ?? 0) + (num(o.cache_read_input_tokens) ?? 0);
-  const promptTokens = (input ?? 0) + cached;
+  const cacheRead = num(o.cache_read_input_tokens);
+  const promptTokens = (input ?? 0) + (num(o.cache_creation_input_tokens) ?? 0) + (cacheRead ?? 0);
   const completionTokens = output ?? 0;
-  return { promptTokens, completionTokens, totalTokens: num(o.total_tokens) ?? promptTokens + completionTokens };
+  const usage = { promptTokens, completionTokens, totalTokens: num(o.total_tokens) ?? promptTokens + completionTokens };
+  return withCached(usage, cacheRead ?? cachedOf(o.input_tokens_details));
 }
 
 /** Usage of a whole JSON response body (chat, responses, embeddings, messages, transcriptions). */

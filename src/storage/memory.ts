@@ -3,9 +3,10 @@
  * databases, so code tested against it behaves the same on SQLite and PostgreSQL.
  */
 
+import { budgetIdentity, type BudgetDefinition, type BudgetKey } from '../budgets/types.ts';
 import { ruleIdentity } from '../ratelimit/rules.ts';
 import type { RuleDefinition, RuleKey } from '../ratelimit/types.ts';
-import { planConfigReseed, subtreePrefix, usageGroupKey } from './shared.ts';
+import { compareBudgets, planBudgetReseed, planConfigReseed, subtreePrefix, usageGroupKey } from './shared.ts';
 import type {
   ApiKeyRecord,
   BatchListQuery,
@@ -23,6 +24,7 @@ import type {
 export class MemoryStore {
   readonly keys = new Map<string, ApiKeyRecord>();
   readonly rules = new Map<string, RuleDefinition>();
+  readonly budgets = new Map<string, BudgetDefinition>();
   readonly usage: UsageRecord[] = [];
   readonly files = new Map<string, StoredFile>();
   /** Insertion order is the listing order (newest last). */
@@ -105,15 +107,8 @@ export class MemoryStorage implements Storage {
   }
 
   async summarizeUsage(query: UsageQuery): Promise<UsageSummaryRow[]> {
-    const prefix = subtreePrefix(query.userPathPrefix)?.toLowerCase() ?? null;
-    const from = query.from.getTime();
-    const to = query.to.getTime();
     const groups = new Map<string, UsageSummaryRow>();
-    for (const r of this.store.usage) {
-      const ts = r.timestampMs;
-      if (ts < from || ts >= to) continue;
-      const path = r.userPath.toLowerCase();
-      if (prefix !== null && path !== prefix && !path.startsWith(`${prefix}/`)) continue;
+    for (const r of this.selectUsage(query)) {
       const id = `${r.provider}\u0000${r.model}`;
       let row = groups.get(id);
       if (!row) {
@@ -124,6 +119,8 @@ export class MemoryStorage implements Storage {
           promptTokens: 0,
           completionTokens: 0,
           totalTokens: 0,
+          cachedPromptTokens: 0,
+          costUsd: 0,
           cachedRequests: 0,
         };
         groups.set(id, row);
@@ -132,6 +129,8 @@ export class MemoryStorage implements Storage {
       row.promptTokens += r.promptTokens;
       row.completionTokens += r.completionTokens;
       row.totalTokens += r.totalTokens;
+      row.cachedPromptTokens += r.cachedPromptTokens;
+      row.costUsd += r.costUsd;
       if (r.cached) row.cachedRequests++;
     }
     return [...groups.values()].sort((a, b) => byText(a.provider, b.provider) || byText(a.model, b.model));
@@ -159,6 +158,50 @@ export class MemoryStorage implements Storage {
       if (r.cached) bucket.cacheHits++;
     }
     return [...groups.values()].sort((a, b) => a.start.getTime() - b.start.getTime() || byText(a.key, b.key));
+  }
+
+  async sumCost(queries: readonly UsageQuery[]): Promise<number[]> {
+    return queries.map((query) => {
+      let cost = 0;
+      for (const r of this.selectUsage(query)) cost += r.costUsd;
+      return cost;
+    });
+  }
+
+  async listBudgets(): Promise<BudgetDefinition[]> {
+    return [...this.store.budgets.values()].map(copyBudget).sort(compareBudgets);
+  }
+
+  async upsertBudget(budget: BudgetDefinition): Promise<void> {
+    const key = budgetIdentity(budget);
+    const prev = this.store.budgets.get(key);
+    this.store.budgets.set(key, { ...copyBudget(budget), createdAt: prev ? prev.createdAt : budget.createdAt });
+  }
+
+  async deleteBudget(key: BudgetKey): Promise<boolean> {
+    return this.store.budgets.delete(budgetIdentity(key));
+  }
+
+  async replaceConfigBudgets(budgets: readonly BudgetDefinition[]): Promise<BudgetKey[]> {
+    const plan = planBudgetReseed([...this.store.budgets.values()], budgets);
+    for (const [key, budget] of this.store.budgets) {
+      if (budget.source === 'config') this.store.budgets.delete(key);
+    }
+    for (const budget of plan.inserts) this.store.budgets.set(budgetIdentity(budget), copyBudget(budget));
+    return plan.skipped;
+  }
+
+  /** The records of the query's subtree and time window. */
+  private *selectUsage(query: UsageQuery): Iterable<UsageRecord> {
+    const prefix = subtreePrefix(query.userPathPrefix)?.toLowerCase() ?? null;
+    const from = query.from.getTime();
+    const to = query.to.getTime();
+    for (const r of this.store.usage) {
+      if (r.timestampMs < from || r.timestampMs >= to) continue;
+      const path = r.userPath.toLowerCase();
+      if (prefix !== null && path !== prefix && !path.startsWith(`${prefix}/`)) continue;
+      yield r;
+    }
   }
 
   async insertFile(file: StoredFile): Promise<void> {
@@ -219,6 +262,18 @@ function copyRule(rule: RuleDefinition): RuleDefinition {
     source: rule.source,
     createdAt: rule.createdAt,
     updatedAt: rule.updatedAt,
+  };
+}
+
+/** Every field present, as a database row gives it back. */
+function copyBudget(budget: BudgetDefinition): BudgetDefinition {
+  return {
+    userPath: budget.userPath,
+    period: budget.period,
+    maxUsd: budget.maxUsd,
+    source: budget.source,
+    createdAt: budget.createdAt,
+    updatedAt: budget.updatedAt,
   };
 }
 

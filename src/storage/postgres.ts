@@ -6,7 +6,8 @@
 
 import pg from 'pg';
 import type { PoolClient } from 'pg';
-import { USAGE_GROUP_KEY_SQL, escapeLike, planConfigReseed, subtreePrefix } from './shared.ts';
+import type { BudgetDefinition, BudgetKey } from '../budgets/types.ts';
+import { USAGE_GROUP_KEY_SQL, escapeLike, planBudgetReseed, planConfigReseed, subtreePrefix } from './shared.ts';
 import { BATCH_COLUMNS, FILE_COLUMNS, batchFromRow, batchParams, fileFromRow, fileParams } from './object-rows.ts';
 import type { BatchRow, FileRow } from './object-rows.ts';
 import type { RuleDefinition, RuleKey, Scope } from '../ratelimit/types.ts';
@@ -109,6 +110,26 @@ const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX batches_user_path ON batches (user_path);
     `,
   },
+  {
+    // Budgets: request costs on usage records, and the budgets themselves. The (ts) index
+    // covers the budget refresh's sums over a period (read every few seconds).
+    version: 3,
+    sql: `
+      ALTER TABLE usage_records ADD COLUMN cached_prompt_tokens bigint NOT NULL DEFAULT 0;
+      ALTER TABLE usage_records ADD COLUMN cost_usd double precision NOT NULL DEFAULT 0;
+      CREATE INDEX usage_records_ts_cost ON usage_records (ts) INCLUDE (user_path, cost_usd);
+      CREATE TABLE budgets (
+        user_path text NOT NULL,
+        path_key text NOT NULL,
+        period text NOT NULL,
+        max_usd double precision NOT NULL,
+        source text NOT NULL CHECK (source IN ('manual', 'config')),
+        created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL,
+        PRIMARY KEY (path_key, period)
+      );
+    `,
+  },
 ];
 
 /** Arbitrary constant for pg_advisory_xact_lock: serialises migrations across processes. */
@@ -149,7 +170,18 @@ interface SummaryRow {
   prompt_tokens: string | null;
   completion_tokens: string | null;
   total_tokens: string | null;
+  cached_prompt_tokens: string | null;
+  cost_usd: number | null;
   cached_requests: string | null;
+}
+
+interface BudgetRow {
+  user_path: string;
+  period: string;
+  max_usd: number;
+  source: 'manual' | 'config';
+  created_at: Date;
+  updated_at: Date;
 }
 
 export interface PostgresStorageOptions {
@@ -186,8 +218,31 @@ const SUMMARY_SELECT = `
     SUM(prompt_tokens) AS prompt_tokens,
     SUM(completion_tokens) AS completion_tokens,
     SUM(total_tokens) AS total_tokens,
+    SUM(cached_prompt_tokens) AS cached_prompt_tokens,
+    SUM(cost_usd) AS cost_usd,
     COUNT(*) FILTER (WHERE cached) AS cached_requests
   FROM usage_records`;
+
+// ILIKE/lower(): case-insensitive like rule matching and like the SQLite implementation. A null
+// prefix covers every path.
+const SUM_COST = `
+  SELECT q.i, COALESCE(SUM(u.cost_usd), 0) AS cost
+  FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) WITH ORDINALITY AS q(prefix, pattern, from_ts, to_ts, i)
+  LEFT JOIN usage_records u
+    ON u.ts >= q.from_ts AND u.ts < q.to_ts
+   AND (q.prefix IS NULL OR lower(u.user_path) = lower(q.prefix) OR u.user_path ILIKE q.pattern ESCAPE '\\')
+  GROUP BY q.i ORDER BY q.i`;
+
+const BUDGET_COLUMNS = 'user_path, period, max_usd, source, created_at, updated_at';
+// created_at is left alone on conflict: the budget's history starts at its first write.
+const UPSERT_BUDGET = `
+  INSERT INTO budgets (user_path, path_key, period, max_usd, source, created_at, updated_at)
+  VALUES ($1, $2, $3, $4, $5, $6, $7)
+  ON CONFLICT (path_key, period) DO UPDATE SET
+    user_path = excluded.user_path,
+    max_usd = excluded.max_usd,
+    source = excluded.source,
+    updated_at = excluded.updated_at`;
 
 export class PostgresStorage implements Storage {
   private readonly pool: pg.Pool;
@@ -303,10 +358,11 @@ export class PostgresStorage implements Storage {
     await this.pool.query(
       `INSERT INTO usage_records
          (ts, user_path, provider, model, endpoint, prompt_tokens, completion_tokens, total_tokens,
-          cached, status, latency_ms, api_key_id)
+          cached_prompt_tokens, cost_usd, cached, status, latency_ms, api_key_id)
        SELECT * FROM unnest(
          $1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[],
-         $7::bigint[], $8::bigint[], $9::boolean[], $10::integer[], $11::integer[], $12::text[])`,
+         $7::bigint[], $8::bigint[], $9::bigint[], $10::double precision[], $11::boolean[],
+         $12::integer[], $13::integer[], $14::text[])`,
       [
         column((r) => new Date(r.timestampMs)),
         column((r) => r.userPath),
@@ -316,6 +372,8 @@ export class PostgresStorage implements Storage {
         column((r) => r.promptTokens),
         column((r) => r.completionTokens),
         column((r) => r.totalTokens),
+        column((r) => r.cachedPromptTokens),
+        column((r) => r.costUsd),
         column((r) => r.cached),
         column((r) => r.status),
         column((r) => Math.round(r.latencyMs)),
@@ -348,6 +406,8 @@ export class PostgresStorage implements Storage {
       promptTokens: Number(row.prompt_tokens ?? 0),
       completionTokens: Number(row.completion_tokens ?? 0),
       totalTokens: Number(row.total_tokens ?? 0),
+      cachedPromptTokens: Number(row.cached_prompt_tokens ?? 0),
+      costUsd: row.cost_usd ?? 0,
       cachedRequests: Number(row.cached_requests ?? 0),
     }));
   }
@@ -371,6 +431,42 @@ export class PostgresStorage implements Storage {
       completionTokens: Number(row.completion_tokens),
       cacheHits: Number(row.cache_hits),
     }));
+  }
+
+  async sumCost(queries: readonly UsageQuery[]): Promise<number[]> {
+    if (queries.length === 0) return [];
+    const prefixes = queries.map((q) => subtreePrefix(q.userPathPrefix));
+    const res = await this.pool.query<{ cost: number }>(SUM_COST, [
+      prefixes,
+      prefixes.map((p) => (p === null ? null : `${escapeLike(p)}/%`)),
+      queries.map((q) => q.from),
+      queries.map((q) => q.to),
+    ]);
+    return res.rows.map((row) => row.cost);
+  }
+
+  async listBudgets(): Promise<BudgetDefinition[]> {
+    return listBudgetsWith(this.pool);
+  }
+
+  async upsertBudget(budget: BudgetDefinition): Promise<void> {
+    await this.pool.query(UPSERT_BUDGET, budgetParams(budget));
+  }
+
+  async deleteBudget(key: BudgetKey): Promise<boolean> {
+    const res = await this.pool.query('DELETE FROM budgets WHERE path_key = $1 AND period = $2', [key.userPath.toLowerCase(), key.period]);
+    return (res.rowCount ?? 0) > 0;
+  }
+
+  async replaceConfigBudgets(budgets: readonly BudgetDefinition[]): Promise<BudgetKey[]> {
+    return this.transaction(async (client) => {
+      // As for rules: no admin write may slip between the read and the writes.
+      await client.query('LOCK TABLE budgets IN SHARE ROW EXCLUSIVE MODE');
+      const plan = planBudgetReseed(await listBudgetsWith(client), budgets);
+      await client.query("DELETE FROM budgets WHERE source = 'config'");
+      for (const budget of plan.inserts) await client.query(UPSERT_BUDGET, budgetParams(budget));
+      return plan.skipped;
+    });
   }
 
   async insertFile(file: StoredFile): Promise<void> {
@@ -463,6 +559,22 @@ async function listRulesWith(db: Queryable): Promise<RuleDefinition[]> {
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   }));
+}
+
+async function listBudgetsWith(db: Queryable): Promise<BudgetDefinition[]> {
+  const res = await db.query<BudgetRow>(`SELECT ${BUDGET_COLUMNS} FROM budgets ORDER BY path_key COLLATE "C", period COLLATE "C"`);
+  return res.rows.map((row) => ({
+    userPath: row.user_path,
+    period: row.period,
+    maxUsd: row.max_usd,
+    source: row.source,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  }));
+}
+
+function budgetParams(b: BudgetDefinition): unknown[] {
+  return [b.userPath, b.userPath.toLowerCase(), b.period, b.maxUsd, b.source, b.createdAt, b.updatedAt];
 }
 
 function ruleParams(rule: RuleDefinition): unknown[] {

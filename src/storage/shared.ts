@@ -3,6 +3,7 @@
  * semantics the contract tests pin down.
  */
 
+import { budgetIdentity, type BudgetDefinition, type BudgetKey } from '../budgets/types.ts';
 import { ruleIdentity } from '../ratelimit/rules.ts';
 import type { RuleDefinition, RuleKey } from '../ratelimit/types.ts';
 import type { UsageGroupBy } from './types.ts';
@@ -60,43 +61,85 @@ function sameRuleContent(prev: RuleDefinition, next: RuleDefinition): boolean {
   );
 }
 
-export interface ReseedPlan {
-  /** Config rules to insert after every existing config rule has been deleted. */
-  inserts: RuleDefinition[];
-  /** Keys that were not written because a manual rule holds them. */
-  skipped: RuleKey[];
+function toBudgetKey(budget: BudgetDefinition): BudgetKey {
+  return { userPath: budget.userPath, period: budget.period };
+}
+
+function sameBudgetContent(prev: BudgetDefinition, next: BudgetDefinition): boolean {
+  return prev.userPath === next.userPath && prev.maxUsd === next.maxUsd;
+}
+
+/** What a config re-seed writes: stored rows and seeds share these fields. */
+interface Seeded {
+  readonly source: 'manual' | 'config';
+  readonly createdAt: Date;
+  readonly updatedAt: Date;
+}
+
+export interface ReseedPlan<T, K> {
+  /** Config rows to insert after every existing config row has been deleted. */
+  inserts: T[];
+  /** Keys that were not written because a manual row holds them. */
+  skipped: K[];
+}
+
+interface ReseedKind<T, K> {
+  identity(row: T): string;
+  key(row: T): K;
+  sameContent(prev: T, next: T): boolean;
 }
 
 /**
- * Decides what `replaceConfigRules` writes, given the rules currently stored. Pure, so both
- * implementations run it inside their own transaction and agree exactly.
+ * Decides what a config re-seed writes, given the rows currently stored. Pure, so every
+ * implementation runs it inside its own transaction and they agree exactly.
  */
-export function planConfigReseed(existing: readonly RuleDefinition[], rules: readonly RuleDefinition[]): ReseedPlan {
+function planReseed<T extends Seeded, K>(kind: ReseedKind<T, K>, existing: readonly T[], seeds: readonly T[]): ReseedPlan<T, K> {
   const manual = new Set<string>();
-  const oldConfig = new Map<string, RuleDefinition>();
-  for (const rule of existing) {
-    const key = ruleIdentity(rule);
-    if (rule.source === 'manual') manual.add(key);
-    else oldConfig.set(key, rule);
+  const oldConfig = new Map<string, T>();
+  for (const row of existing) {
+    const key = kind.identity(row);
+    if (row.source === 'manual') manual.add(key);
+    else oldConfig.set(key, row);
   }
   // Last declaration of a key wins, mirroring an upsert applied in order.
-  const wanted = new Map<string, RuleDefinition>();
-  for (const rule of rules) wanted.set(ruleIdentity(rule), rule);
+  const wanted = new Map<string, T>();
+  for (const seed of seeds) wanted.set(kind.identity(seed), seed);
 
-  const inserts: RuleDefinition[] = [];
-  const skipped: RuleKey[] = [];
-  for (const [key, rule] of wanted) {
+  const inserts: T[] = [];
+  const skipped: K[] = [];
+  for (const [key, seed] of wanted) {
     if (manual.has(key)) {
-      skipped.push(toRuleKey(rule));
+      skipped.push(kind.key(seed));
       continue;
     }
     const prev = oldConfig.get(key);
     inserts.push({
-      ...rule,
+      ...seed,
       source: 'config',
-      createdAt: prev ? prev.createdAt : rule.createdAt,
-      updatedAt: prev && sameRuleContent(prev, rule) ? prev.updatedAt : rule.updatedAt,
+      createdAt: prev ? prev.createdAt : seed.createdAt,
+      updatedAt: prev && kind.sameContent(prev, seed) ? prev.updatedAt : seed.updatedAt,
     });
   }
   return { inserts, skipped };
+}
+
+const RULES: ReseedKind<RuleDefinition, RuleKey> = { identity: ruleIdentity, key: toRuleKey, sameContent: sameRuleContent };
+const BUDGETS: ReseedKind<BudgetDefinition, BudgetKey> = { identity: budgetIdentity, key: toBudgetKey, sameContent: sameBudgetContent };
+
+/** What `replaceConfigRules` writes. */
+export function planConfigReseed(existing: readonly RuleDefinition[], rules: readonly RuleDefinition[]): ReseedPlan<RuleDefinition, RuleKey> {
+  return planReseed(RULES, existing, rules);
+}
+
+/** What `replaceConfigBudgets` writes. */
+export function planBudgetReseed(existing: readonly BudgetDefinition[], budgets: readonly BudgetDefinition[]): ReseedPlan<BudgetDefinition, BudgetKey> {
+  return planReseed(BUDGETS, existing, budgets);
+}
+
+/** Sort order of budget listings: lower(user path), then period label (byte order). */
+export function compareBudgets(a: BudgetDefinition, b: BudgetDefinition): number {
+  const pa = a.userPath.toLowerCase();
+  const pb = b.userPath.toLowerCase();
+  if (pa !== pb) return pa < pb ? -1 : 1;
+  return a.period < b.period ? -1 : a.period > b.period ? 1 : 0;
 }

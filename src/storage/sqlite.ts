@@ -10,7 +10,8 @@ import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import type { Database as Db, Statement } from 'better-sqlite3';
 import type { RuleDefinition, RuleKey, Scope } from '../ratelimit/types.ts';
-import { USAGE_GROUP_KEY_SQL, escapeLike, planConfigReseed, subtreePrefix } from './shared.ts';
+import type { BudgetDefinition, BudgetKey } from '../budgets/types.ts';
+import { USAGE_GROUP_KEY_SQL, escapeLike, planBudgetReseed, planConfigReseed, subtreePrefix } from './shared.ts';
 import { BATCH_COLUMNS, FILE_COLUMNS, batchFromRow, batchParams, fileFromRow, fileParams } from './object-rows.ts';
 import type { BatchRow, FileRow } from './object-rows.ts';
 import type {
@@ -112,6 +113,26 @@ const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX batches_user_path ON batches (user_path);
     `,
   },
+  {
+    // Budgets: request costs on usage records, and the budgets themselves. The (ts, ...) index
+    // covers the budget refresh's sums over a period (read every few seconds).
+    version: 3,
+    sql: `
+      ALTER TABLE usage_records ADD COLUMN cached_prompt_tokens INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE usage_records ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0;
+      CREATE INDEX usage_records_ts_cost ON usage_records (ts, user_path, cost_usd);
+      CREATE TABLE budgets (
+        user_path TEXT NOT NULL,
+        path_key TEXT NOT NULL,
+        period TEXT NOT NULL,
+        max_usd REAL NOT NULL,
+        source TEXT NOT NULL CHECK (source IN ('manual', 'config')),
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (path_key, period)
+      );
+    `,
+  },
 ];
 
 interface KeyRow {
@@ -149,7 +170,18 @@ interface SummaryRow {
   prompt_tokens: number | null;
   completion_tokens: number | null;
   total_tokens: number | null;
+  cached_prompt_tokens: number | null;
+  cost_usd: number | null;
   cached_requests: number | null;
+}
+
+interface BudgetRow {
+  user_path: string;
+  period: string;
+  max_usd: number;
+  source: 'manual' | 'config';
+  created_at: number;
+  updated_at: number;
 }
 
 interface Statements {
@@ -172,7 +204,7 @@ export interface SqliteStorageOptions {
 }
 
 const USAGE_COLUMNS =
-  'ts, user_path, provider, model, endpoint, prompt_tokens, completion_tokens, total_tokens, cached, status, latency_ms, api_key_id';
+  'ts, user_path, provider, model, endpoint, prompt_tokens, completion_tokens, total_tokens, cached_prompt_tokens, cost_usd, cached, status, latency_ms, api_key_id';
 /** Rows per INSERT statement: a multi-row statement is bound and stepped once for many rows. */
 const USAGE_ROWS_PER_STATEMENT = 32;
 
@@ -182,7 +214,24 @@ const SUMMARY_COLUMNS = `
   SUM(prompt_tokens) AS prompt_tokens,
   SUM(completion_tokens) AS completion_tokens,
   SUM(total_tokens) AS total_tokens,
+  SUM(cached_prompt_tokens) AS cached_prompt_tokens,
+  SUM(cost_usd) AS cost_usd,
   SUM(cached) AS cached_requests`;
+
+// SQLite's = is case-sensitive but LIKE folds ASCII case; lower() on both sides of = keeps
+// the two halves consistent (rule matching is case-insensitive too).
+const SUBTREE = `(lower(user_path) = lower(?) OR user_path LIKE ? ESCAPE '\\')`;
+
+const BUDGET_COLUMNS = 'user_path, period, max_usd, source, created_at, updated_at';
+// created_at is left alone on conflict: the budget's history starts at its first write.
+const UPSERT_BUDGET = `
+  INSERT INTO budgets (user_path, path_key, period, max_usd, source, created_at, updated_at)
+  VALUES (?, ?, ?, ?, ?, ?, ?)
+  ON CONFLICT (path_key, period) DO UPDATE SET
+    user_path = excluded.user_path,
+    max_usd = excluded.max_usd,
+    source = excluded.source,
+    updated_at = excluded.updated_at`;
 
 export class SqliteStorage implements Storage {
   private readonly db: Db;
@@ -321,6 +370,8 @@ export class SqliteStorage implements Storage {
       promptTokens: row.prompt_tokens ?? 0,
       completionTokens: row.completion_tokens ?? 0,
       totalTokens: row.total_tokens ?? 0,
+      cachedPromptTokens: row.cached_prompt_tokens ?? 0,
+      costUsd: row.cost_usd ?? 0,
       cachedRequests: row.cached_requests ?? 0,
     }));
   }
@@ -342,6 +393,44 @@ export class SqliteStorage implements Storage {
       completionTokens: row.completion_tokens,
       cacheHits: row.cache_hits,
     }));
+  }
+
+  async sumCost(queries: readonly UsageQuery[]): Promise<number[]> {
+    const all = this.cachedStmt('SELECT COALESCE(SUM(cost_usd), 0) AS cost FROM usage_records WHERE ts >= ? AND ts < ?');
+    const subtree = this.cachedStmt(`SELECT COALESCE(SUM(cost_usd), 0) AS cost FROM usage_records WHERE ts >= ? AND ts < ? AND ${SUBTREE}`);
+    // One read transaction: every sum sees the same snapshot.
+    return this.db.transaction(() =>
+      queries.map((query) => {
+        const prefix = subtreePrefix(query.userPathPrefix);
+        const window = [query.from.getTime(), query.to.getTime()];
+        const row = (prefix === null ? all.get(...window) : subtree.get(...window, prefix, `${escapeLike(prefix)}/%`)) as { cost: number };
+        return row.cost;
+      }),
+    )();
+  }
+
+  async listBudgets(): Promise<BudgetDefinition[]> {
+    return this.listBudgetRows();
+  }
+
+  async upsertBudget(budget: BudgetDefinition): Promise<void> {
+    this.cachedStmt(UPSERT_BUDGET).run(...budgetParams(budget));
+  }
+
+  async deleteBudget(key: BudgetKey): Promise<boolean> {
+    return this.cachedStmt('DELETE FROM budgets WHERE path_key = ? AND period = ?').run(key.userPath.toLowerCase(), key.period).changes > 0;
+  }
+
+  async replaceConfigBudgets(budgets: readonly BudgetDefinition[]): Promise<BudgetKey[]> {
+    this.s();
+    return this.db
+      .transaction(() => {
+        const plan = planBudgetReseed(this.listBudgetRows(), budgets);
+        this.cachedStmt("DELETE FROM budgets WHERE source = 'config'").run();
+        for (const budget of plan.inserts) this.cachedStmt(UPSERT_BUDGET).run(...budgetParams(budget));
+        return plan.skipped;
+      })
+      .immediate();
   }
 
   async insertFile(file: StoredFile): Promise<void> {
@@ -374,7 +463,7 @@ export class SqliteStorage implements Storage {
     const where: string[] = [];
     const params: unknown[] = [];
     if (prefix !== null) {
-      where.push(`(lower(user_path) = lower(?) OR user_path LIKE ? ESCAPE '\\')`);
+      where.push(SUBTREE);
       params.push(prefix, `${escapeLike(prefix)}/%`);
     }
     if (query.after !== undefined) {
@@ -390,6 +479,18 @@ export class SqliteStorage implements Storage {
   /** Idempotent. */
   async close(): Promise<void> {
     if (this.db.open) this.db.close();
+  }
+
+  private listBudgetRows(): BudgetDefinition[] {
+    const rows = this.cachedStmt(`SELECT ${BUDGET_COLUMNS} FROM budgets ORDER BY path_key, period`).all() as BudgetRow[];
+    return rows.map((row) => ({
+      userPath: row.user_path,
+      period: row.period,
+      maxUsd: row.max_usd,
+      source: row.source,
+      createdAt: new Date(row.created_at),
+      updatedAt: new Date(row.updated_at),
+    }));
   }
 
   private cachedStmt(sql: string): Statement {
@@ -463,11 +564,9 @@ export class SqliteStorage implements Storage {
          WHERE ts >= ? AND ts < ?
          GROUP BY provider, model ORDER BY provider, model`,
       ),
-      // SQLite's = is case-sensitive but LIKE folds ASCII case; lower() on both sides of = keeps
-      // the two halves consistent (rule matching is case-insensitive too).
       summarizeSubtree: db.prepare(
         `SELECT ${SUMMARY_COLUMNS} FROM usage_records
-         WHERE (lower(user_path) = lower(?) OR user_path LIKE ? ESCAPE '\\')
+         WHERE ${SUBTREE}
            AND ts >= ? AND ts < ?
          GROUP BY provider, model ORDER BY provider, model`,
       ),
@@ -482,8 +581,12 @@ const fromEpochMs = (ms: number): Date => new Date(ms);
 function usageParams(r: UsageRecord): Array<string | number | null> {
   return [
     r.timestampMs, r.userPath, r.provider, r.model, r.endpoint, r.promptTokens, r.completionTokens,
-    r.totalTokens, r.cached ? 1 : 0, r.status, Math.round(r.latencyMs), r.apiKeyId,
+    r.totalTokens, r.cachedPromptTokens, r.costUsd, r.cached ? 1 : 0, r.status, Math.round(r.latencyMs), r.apiKeyId,
   ];
+}
+
+function budgetParams(b: BudgetDefinition): Array<string | number> {
+  return [b.userPath, b.userPath.toLowerCase(), b.period, b.maxUsd, b.source, b.createdAt.getTime(), b.updatedAt.getTime()];
 }
 
 function ruleFromRow(row: RuleRow): RuleDefinition {

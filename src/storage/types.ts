@@ -4,6 +4,7 @@
  * storage: keys and rules are loaded into memory at start-up, usage is written in batches.
  */
 
+import type { BudgetDefinition, BudgetKey } from '../budgets/types.ts';
 import type { RuleDefinition, RuleKey } from '../ratelimit/types.ts';
 
 export interface ApiKeyRecord {
@@ -29,6 +30,10 @@ export interface UsageRecord {
   promptTokens: number;
   completionTokens: number;
   totalTokens: number;
+  /** Prompt tokens the provider served from its prompt cache (part of `promptTokens`). */
+  cachedPromptTokens: number;
+  /** What the request cost in US dollars (0 when its model has no price). */
+  costUsd: number;
   cached: boolean;
   status: number;
   latencyMs: number;
@@ -42,6 +47,8 @@ export interface UsageSummaryRow {
   promptTokens: number;
   completionTokens: number;
   totalTokens: number;
+  cachedPromptTokens: number;
+  costUsd: number;
   cachedRequests: number;
 }
 
@@ -177,6 +184,17 @@ export interface Storage {
   summarizeUsage(query: UsageQuery): Promise<UsageSummaryRow[]>;
   /** Usage of every user path in time buckets, one row per bucket and group that has records, by start then key (byte order). */
   bucketUsage(query: UsageBucketQuery): Promise<UsageBucket[]>;
+  /** The summed `costUsd` of the records each query selects, in query order (one read for all). */
+  sumCost(queries: readonly UsageQuery[]): Promise<number[]>;
+
+  /** Sorted by lower(user path), then period. */
+  listBudgets(): Promise<BudgetDefinition[]>;
+  /** Inserts or updates by key (lower(userPath), period); keeps createdAt on update. */
+  upsertBudget(budget: BudgetDefinition): Promise<void>;
+  /** Returns false when no such budget exists. */
+  deleteBudget(key: BudgetKey): Promise<boolean>;
+  /** `replaceConfigRules` for budgets: config budgets replaced, manual ones kept and winning. */
+  replaceConfigBudgets(budgets: readonly BudgetDefinition[]): Promise<BudgetKey[]>;
 
   /** Throws on a duplicate id. */
   insertFile(file: StoredFile): Promise<void>;

@@ -6,6 +6,9 @@
 
 import type { Storage, UsageRecord } from '../storage/types.ts';
 
+/** A usage record as its producer knows it: the recorder prices it unless it carries a cost. */
+export type UsageEntry = Omit<UsageRecord, 'costUsd'> & { costUsd?: number };
+
 export interface UsageRecorderOptions {
   /** False (USAGE_ENABLED=false): `record` is a no-op and nothing is written. Default true. */
   enabled?: boolean;
@@ -17,6 +20,10 @@ export interface UsageRecorderOptions {
   maxBuffered?: number;
   /** Write failures and overflow drops; the recorder never logs by itself. */
   onError?: (err: Error) => void;
+  /** The cost of an entry in US dollars; default 0. Must not throw. */
+  price?: (entry: UsageEntry) => number;
+  /** Sees every record as it is queued (budgets count spend from it). Must not throw. */
+  onRecord?: (record: UsageRecord) => void;
 }
 
 /** Reported through `onError` when the buffer overflowed and the oldest records were dropped. */
@@ -44,6 +51,8 @@ export class UsageRecorder {
   private readonly batchSize: number;
   private readonly maxBuffered: number;
   private readonly onError: (err: Error) => void;
+  private readonly price: (entry: UsageEntry) => number;
+  private readonly onRecord: ((record: UsageRecord) => void) | undefined;
   /** Records not yet taken by a flush, oldest first. */
   private buffer: UsageRecord[] = [];
   /** Records taken by the flush in progress (counted against the bound). */
@@ -56,7 +65,7 @@ export class UsageRecorder {
   /** Drops not yet reported: reported once per flush, not once per record, to bound log noise. */
   private unreportedDrops = 0;
   /** Set while storage is failing: then only the timer retries, not every record() call. */
-  private failing = false;
+  private isFailing = false;
 
   constructor(storage: UsageSink, options: UsageRecorderOptions = {}) {
     this.storage = storage;
@@ -64,6 +73,8 @@ export class UsageRecorder {
     this.batchSize = Math.max(1, Math.trunc(options.batchSize ?? 500));
     this.maxBuffered = Math.max(this.batchSize, Math.trunc(options.maxBuffered ?? 100_000));
     this.onError = options.onError ?? (() => {});
+    this.price = options.price ?? (() => 0);
+    this.onRecord = options.onRecord;
     if (this.enabled) {
       this.timer = setInterval(() => this.backgroundFlush(true), options.flushIntervalMs ?? 1000);
       // A pending flush must not keep the process alive; shutdown calls close() explicitly.
@@ -72,19 +83,25 @@ export class UsageRecorder {
   }
 
   /**
-   * Queues a record; the object is kept until written, so the caller must not change it later.
-   * Never awaits, never throws, does no I/O.
+   * Prices and queues a record. Never awaits, never throws, does no I/O.
    */
-  record(r: UsageRecord): void {
+  record(entry: UsageEntry): void {
     if (!this.enabled) return;
+    const r: UsageRecord = { ...entry, costUsd: entry.costUsd ?? this.price(entry) };
     this.buffer.push(r);
+    this.onRecord?.(r);
     if (this.pending > this.maxBuffered) this.enforceBound();
-    if (this.buffer.length >= this.batchSize && !this.failing) this.backgroundFlush(false);
+    if (this.buffer.length >= this.batchSize && !this.isFailing) this.backgroundFlush(false);
   }
 
   /** Records waiting to be written (including those being written right now). */
   get pending(): number {
     return this.buffer.length + this.inFlight;
+  }
+
+  /** True from a failed write until the next successful one. */
+  get failing(): boolean {
+    return this.isFailing;
   }
 
   /** Records dropped because the buffer overflowed. */
@@ -144,9 +161,9 @@ export class UsageRecorder {
         // when a backlog is written after an outage.
         if (done < taken.length) await new Promise<void>((resolve) => setImmediate(resolve));
       }
-      this.failing = false;
+      this.isFailing = false;
     } catch (err) {
-      this.failing = true;
+      this.isFailing = true;
       // Put the unwritten rest back in front of newer records, preserving order.
       this.buffer = taken.slice(done).concat(this.buffer);
       this.report(toError(err, 'usage write failed; records kept for retry'));

@@ -5,6 +5,7 @@
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import type { BudgetDefinition } from '../../src/budgets/types.ts';
 import type { RuleDefinition } from '../../src/ratelimit/types.ts';
 import type { ApiKeyRecord, BatchRecord, Storage, StoredFile, UsageRecord } from '../../src/storage/types.ts';
 
@@ -53,10 +54,24 @@ export function usage(overrides: Partial<UsageRecord> = {}): UsageRecord {
     promptTokens: 10,
     completionTokens: 5,
     totalTokens: 15,
+    cachedPromptTokens: 0,
+    costUsd: 0,
     cached: false,
     status: 200,
     latencyMs: 12,
     apiKeyId: null,
+    ...overrides,
+  };
+}
+
+function budget(overrides: Partial<BudgetDefinition> = {}): BudgetDefinition {
+  return {
+    userPath: '/team',
+    period: 'day',
+    maxUsd: 10,
+    source: 'manual',
+    createdAt: at(0),
+    updatedAt: at(0),
     ...overrides,
   };
 }
@@ -265,9 +280,9 @@ export function storageContract(name: string, harness: Harness): void {
       await withStorage(harness, async (storage) => {
         await storage.insertUsage([]);
         await storage.insertUsage([
-          usage({ userPath: '/a' }),
+          usage({ userPath: '/a', cachedPromptTokens: 4, costUsd: 0.25 }),
           usage({ userPath: '/a/b', promptTokens: 1, completionTokens: 2, totalTokens: 3, cached: true }),
-          usage({ userPath: '/A/c', model: 'other' }),
+          usage({ userPath: '/A/c', model: 'other', costUsd: 0.000123456789 }),
           usage({ userPath: '/ab' }),
           usage({ userPath: '/', provider: 'anthropic', model: 'claude' }),
           usage({ userPath: '/a', timestampMs: at(1000).getTime() }), // outside the window
@@ -285,6 +300,8 @@ export function storageContract(name: string, harness: Harness): void {
             promptTokens: 11,
             completionTokens: 7,
             totalTokens: 18,
+            cachedPromptTokens: 4,
+            costUsd: 0.25,
             cachedRequests: 1,
           },
           {
@@ -294,6 +311,8 @@ export function storageContract(name: string, harness: Harness): void {
             promptTokens: 10,
             completionTokens: 5,
             totalTokens: 15,
+            cachedPromptTokens: 0,
+            costUsd: 0.000123456789,
             cachedRequests: 0,
           },
         ]);
@@ -358,6 +377,77 @@ export function storageContract(name: string, harness: Harness): void {
           ['2025-01-02T00:00:00.000Z', 'openai/gpt-4o-mini', 1, 10, 5, 0],
         ]);
         assert.deepEqual(await storage.bucketUsage({ from: at(100 * hour), to: at(200 * hour), groupBy: 'user_path', bucketSeconds: hour }), []);
+      });
+    });
+
+    it('sums costs per subtree and window, one result per query in query order', async () => {
+      await withStorage(harness, async (storage) => {
+        assert.deepEqual(await storage.sumCost([]), []);
+        await storage.insertUsage([
+          usage({ userPath: '/team', costUsd: 1.5 }),
+          usage({ userPath: '/Team/a', costUsd: 0.25, timestampMs: at(20).getTime() }),
+          usage({ userPath: '/team/a/x', costUsd: 0.125 }),
+          usage({ userPath: '/teams', costUsd: 100 }),
+          usage({ userPath: '/team_', costUsd: 1000 }),
+          usage({ userPath: '/team', costUsd: 10_000, timestampMs: at(60).getTime() }), // after every window below
+          usage({ userPath: '/other', costUsd: 0.0000001 }),
+        ]);
+        const window = { from: at(0), to: at(60) }; // `to` is exclusive
+        assert.deepEqual(
+          await storage.sumCost([
+            { userPathPrefix: '/team', ...window },
+            { userPathPrefix: '/TEAM/A', ...window },
+            { userPathPrefix: '/team/a', from: at(15), to: at(60) },
+            { userPathPrefix: '/nobody', ...window },
+            { userPathPrefix: '/team', from: at(0), to: at(61) },
+          ]),
+          [1.875, 0.375, 0.25, 0, 10_001.875],
+        );
+        const [all] = await storage.sumCost([{ userPathPrefix: '/', ...window }]);
+        assert.equal(Math.round((all ?? 0) * 1e9), 1101875000100);
+      });
+    });
+
+    it('upserts budgets by case-insensitive key, keeping createdAt, and deletes them', async () => {
+      await withStorage(harness, async (storage) => {
+        assert.deepEqual(await storage.listBudgets(), []);
+        await storage.upsertBudget(budget({ userPath: '/Team' }));
+        await storage.upsertBudget(budget({ userPath: '/TEAM', maxUsd: 12.5, updatedAt: at(50), createdAt: at(50) }));
+        await storage.upsertBudget(budget({ period: 'month', maxUsd: 200 }));
+        await storage.upsertBudget(budget({ userPath: '/a', period: '3600s', maxUsd: 0.01, source: 'config' }));
+        assert.deepEqual(await storage.listBudgets(), [
+          budget({ userPath: '/a', period: '3600s', maxUsd: 0.01, source: 'config' }),
+          budget({ userPath: '/TEAM', maxUsd: 12.5, updatedAt: at(50) }), // spelling of the latest write
+          budget({ period: 'month', maxUsd: 200 }),
+        ]);
+        assert.equal(await storage.deleteBudget({ userPath: '/team', period: 'week' }), false);
+        assert.equal(await storage.deleteBudget({ userPath: '/team', period: 'DAY' }), false);
+        assert.equal(await storage.deleteBudget({ userPath: '/tEaM', period: 'day' }), true);
+        assert.equal(await storage.deleteBudget({ userPath: '/team', period: 'day' }), false);
+        assert.deepEqual((await storage.listBudgets()).map((b) => [b.userPath, b.period]), [['/a', '3600s'], ['/team', 'month']]);
+      });
+    });
+
+    it('replaceConfigBudgets replaces config budgets, keeps manual ones and reports skipped keys', async () => {
+      await withStorage(harness, async (storage) => {
+        await storage.upsertBudget(budget({ userPath: '/manual', maxUsd: 7 }));
+        await storage.upsertBudget(budget({ userPath: '/Clash', maxUsd: 8 }));
+        const config = (userPath: string, maxUsd: number, seconds: number): BudgetDefinition =>
+          budget({ userPath, maxUsd, source: 'config', createdAt: at(seconds), updatedAt: at(seconds) });
+        const first = await storage.replaceConfigBudgets([config('/old', 1, 1), config('/kept', 1, 1), config('/changed', 1, 1), config('/clash', 1, 1)]);
+        assert.deepEqual(first, [{ userPath: '/clash', period: 'day' }]);
+
+        const second = await storage.replaceConfigBudgets([config('/kept', 1, 99), config('/changed', 2, 99), config('/new', 1, 99)]);
+        assert.deepEqual(second, []);
+        const byPath = new Map((await storage.listBudgets()).map((b) => [b.userPath, b]));
+        assert.deepEqual([...byPath.keys()], ['/changed', '/Clash', '/kept', '/manual', '/new']);
+        assert.deepEqual(byPath.get('/kept'), config('/kept', 1, 1));
+        assert.deepEqual(byPath.get('/changed'), { ...config('/changed', 2, 1), updatedAt: at(99) });
+        assert.deepEqual(byPath.get('/Clash'), budget({ userPath: '/Clash', maxUsd: 8 }));
+        assert.deepEqual(byPath.get('/new'), config('/new', 1, 99));
+
+        assert.deepEqual(await storage.replaceConfigBudgets([]), []);
+        assert.deepEqual((await storage.listBudgets()).map((b) => b.userPath), ['/Clash', '/manual']);
       });
     });
 
@@ -431,15 +521,20 @@ export function storageContract(name: string, harness: Harness): void {
       const first = await store.open();
       await first.insertApiKey(key('k1'));
       await first.upsertRule(rule());
-      await first.insertUsage([usage()]);
+      await first.upsertBudget(budget());
+      await first.insertUsage([usage({ costUsd: 0.5, cachedPromptTokens: 3 })]);
       await first.close();
 
       const second = await store.open();
       try {
         assert.deepEqual(await second.listApiKeys(), [key('k1')]);
         assert.deepEqual(await second.listRules(), [rule()]);
+        assert.deepEqual(await second.listBudgets(), [budget()]);
         const rows = await second.summarizeUsage({ userPathPrefix: '/', from: at(0), to: at(100) });
         assert.equal(rows[0]?.requests, 1);
+        assert.equal(rows[0]?.costUsd, 0.5);
+        assert.equal(rows[0]?.cachedPromptTokens, 3);
+        assert.deepEqual(await second.sumCost([{ userPathPrefix: '/a', from: at(0), to: at(100) }]), [0.5]);
       } finally {
         await second.close();
       }

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it, mock } from 'node:test';
-import { UsageBufferOverflowError, UsageRecorder } from '../../src/usage/recorder.ts';
+import { UsageBufferOverflowError, UsageRecorder, type UsageEntry } from '../../src/usage/recorder.ts';
 import type { UsageRecord } from '../../src/storage/types.ts';
 
-function rec(n: number): UsageRecord {
+function rec(n: number): UsageEntry {
   return {
     timestampMs: 1_700_000_000_000 + n,
     userPath: '/t',
@@ -13,6 +13,7 @@ function rec(n: number): UsageRecord {
     promptTokens: n,
     completionTokens: 0,
     totalTokens: n,
+    cachedPromptTokens: 0,
     cached: false,
     status: 200,
     latencyMs: 1,
@@ -213,6 +214,36 @@ describe('UsageRecorder', () => {
     recorder.record(rec(0));
     await recorder.flush();
     await recorder.flush();
+    assert.deepEqual(sink.written, [0]);
+    await recorder.close();
+  });
+
+  it('prices each record, keeps a cost a record carries, and shows every record to onRecord', async () => {
+    const sink = new FakeSink();
+    const seen: UsageRecord[] = [];
+    const recorder = new UsageRecorder(sink, {
+      flushIntervalMs: 60_000,
+      price: (entry) => entry.promptTokens / 100,
+      onRecord: (record) => seen.push(record),
+    });
+    recorder.record(rec(3));
+    recorder.record({ ...rec(4), costUsd: 9 });
+    assert.deepEqual(seen.map((r) => r.costUsd), [0.03, 9]);
+    await recorder.flush();
+    assert.deepEqual(sink.batches.flat().map((r) => r.costUsd), [0.03, 9]);
+    await recorder.close();
+  });
+
+  it('says it is failing from a failed write until the next successful one', async () => {
+    const sink = new FakeSink();
+    const recorder = new UsageRecorder(sink, { flushIntervalMs: 60_000 });
+    assert.equal(recorder.failing, false);
+    sink.failNext = 1;
+    recorder.record(rec(0));
+    await recorder.flush();
+    assert.equal(recorder.failing, true);
+    await recorder.flush();
+    assert.equal(recorder.failing, false);
     assert.deepEqual(sink.written, [0]);
     await recorder.close();
   });
