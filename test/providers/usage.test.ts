@@ -7,10 +7,20 @@ const of = (value: unknown, space?: number): ReturnType<typeof usageFromJsonBuff
 describe('usageFromJsonBuffer', () => {
   it('reads chat, embeddings, Responses and Messages usage', () => {
     const chat = { id: 'c', choices: [{ index: 0, message: { role: 'assistant', content: 'hi' } }], usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5, prompt_tokens_details: { cached_tokens: 0 } } };
-    assert.deepEqual(of(chat), { promptTokens: 3, completionTokens: 2, totalTokens: 5 });
+    assert.deepEqual(of(chat), { promptTokens: 3, completionTokens: 2, totalTokens: 5, cachedPromptTokens: 0 });
     assert.deepEqual(of({ object: 'list', data: [{ embedding: [0.1] }], usage: { prompt_tokens: 4, total_tokens: 4 } }), { promptTokens: 4, completionTokens: 0, totalTokens: 4 });
     assert.deepEqual(of({ object: 'response', output: [{ type: 'message', content: [{ type: 'output_text', text: 'x' }] }], usage: { input_tokens: 7, output_tokens: 1, total_tokens: 8 } }), { promptTokens: 7, completionTokens: 1, totalTokens: 8 });
-    assert.deepEqual(of({ type: 'message', content: [], usage: { input_tokens: 2, output_tokens: 3, cache_read_input_tokens: 5 } }), { promptTokens: 7, completionTokens: 3, totalTokens: 10 });
+    assert.deepEqual(of({ type: 'message', content: [], usage: { input_tokens: 2, output_tokens: 3, cache_read_input_tokens: 5 } }), { promptTokens: 7, completionTokens: 3, totalTokens: 10, cachedPromptTokens: 5 });
+  });
+
+  it('reads cached prompt tokens: OpenAI chat and Responses details, Anthropic cache reads (writes are prompt tokens only)', () => {
+    const chat = { choices: [], usage: { prompt_tokens: 1200, completion_tokens: 80, total_tokens: 1280, prompt_tokens_details: { cached_tokens: 1024, audio_tokens: 0 } } };
+    assert.deepEqual(of(chat), { promptTokens: 1200, completionTokens: 80, totalTokens: 1280, cachedPromptTokens: 1024 });
+    const responses = { object: 'response', usage: { input_tokens: 900, input_tokens_details: { cached_tokens: 512 }, output_tokens: 10, total_tokens: 910 } };
+    assert.deepEqual(of(responses), { promptTokens: 900, completionTokens: 10, totalTokens: 910, cachedPromptTokens: 512 });
+    const messages = { type: 'message', usage: { input_tokens: 20, cache_creation_input_tokens: 300, cache_read_input_tokens: 4000, output_tokens: 50 } };
+    assert.deepEqual(of(messages), { promptTokens: 4320, completionTokens: 50, totalTokens: 4370, cachedPromptTokens: 4000 });
+    assert.equal(of({ usage: { prompt_tokens: 3, completion_tokens: 1 } })?.cachedPromptTokens, undefined);
   });
 
   it('agrees with a full parse when usage is not last, is pretty-printed, or text mentions "usage"', () => {
