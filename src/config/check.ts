@@ -5,6 +5,7 @@
 import { ConfigError } from './errors.ts';
 import { loadConfig } from './load.ts';
 import { periodLabel } from '../ratelimit/normalize.ts';
+import { formatUsd } from '../shared/money.ts';
 
 export interface CheckResult {
   ok: boolean;
@@ -22,7 +23,7 @@ export function checkConfigFile(file: string, env: NodeJS.ProcessEnv, cwd?: stri
     }
     throw err;
   }
-  const { config, rateLimitSeeds, warnings } = loaded;
+  const { config, rateLimitSeeds, budgetSeeds, warnings } = loaded;
   const lines = [`${file}: OK`];
 
   const providers = Object.entries(config.providers);
@@ -48,6 +49,10 @@ export function checkConfigFile(file: string, env: NodeJS.ProcessEnv, cwd?: stri
       .join(', ');
     lines.push(`    ${s.scope} ${s.subject} ${periodLabel(s.periodSeconds)}: ${caps}  [${s.origin}]`);
   }
+  lines.push(`  budgets: ${config.budgets.enabled ? 'enabled' : 'disabled'}; ${budgetSeeds.length} budget(s)`);
+  for (const b of budgetSeeds) lines.push(`    ${b.userPath} ${b.period}: ${formatUsd(b.maxUsd)}  [${b.origin}]`);
+  const prices = Object.keys(config.pricing).length;
+  if (prices > 0) lines.push(`  pricing: ${prices} model price override(s)`);
   lines.push(`  storage: ${config.storage.type}; usage tracking ${config.usage.enabled ? 'on' : 'off'}`);
   for (const w of warnings) lines.push(`  warning: ${w}`);
   return { ok: true, lines };

@@ -8,7 +8,8 @@
 import type { Env } from './interpolate.ts';
 import { formatIssues } from './issues.ts';
 import { normalizeUserPath, validateProviderSubject } from '../ratelimit/normalize.ts';
-import { limitsSchema, parseBoolean, type LimitConfig, type PeriodName } from './schema.ts';
+import type { z } from 'zod';
+import { budgetLimitsSchema, limitsSchema, parseBoolean, type BudgetLimitConfig, type LimitConfig, type PeriodName } from './schema.ts';
 
 type Kind = 'string' | 'boolean' | 'port' | 'storage_type' | 'header' | 'postgres_url';
 
@@ -30,6 +31,9 @@ const ENV_OVERRIDES: readonly Override[] = [
   { variable: 'POSTGRES_URL', path: ['storage', 'postgres', 'url'], kind: 'postgres_url' },
   { variable: 'USAGE_ENABLED', path: ['usage', 'enabled'], kind: 'boolean' },
   { variable: 'RATE_LIMITS_ENABLED', path: ['rate_limits', 'enabled'], kind: 'boolean' },
+  { variable: 'BUDGETS_ENABLED', path: ['budgets', 'enabled'], kind: 'boolean' },
+  // Validated by the schema, which names the key.
+  { variable: 'BUDGETS_REFRESH_SECONDS', path: ['budgets', 'refresh_seconds'], kind: 'string' },
 ];
 
 /** Parses a port: an integer 0..65535; undefined when malformed. */
@@ -155,6 +159,11 @@ function parseLimitValue(variable: string, raw: string): { limits: LimitConfig[]
 }
 
 function parseJsonLimits(variable: string, value: string): { limits: LimitConfig[]; errors: string[] } {
+  return parseJsonArray(variable, value, limitsSchema, '[{"period_seconds":300,"max_requests":10}]');
+}
+
+/** A JSON array of limit objects, validated by `schema` exactly like the YAML list. */
+function parseJsonArray<T>(variable: string, value: string, schema: z.ZodType<T[]>, example: string): { limits: T[]; errors: string[] } {
   let parsed: unknown;
   try {
     parsed = JSON.parse(value);
@@ -162,9 +171,9 @@ function parseJsonLimits(variable: string, value: string): { limits: LimitConfig
     return { limits: [], errors: [`${variable}: invalid JSON: ${(err as Error).message}`] };
   }
   if (!Array.isArray(parsed)) {
-    return { limits: [], errors: [`${variable}: expected a JSON array of limits, e.g. [{"period_seconds":300,"max_requests":10}]`] };
+    return { limits: [], errors: [`${variable}: expected a JSON array of limits, e.g. ${example}`] };
   }
-  const result = limitsSchema.safeParse(parsed);
+  const result = schema.safeParse(parsed);
   if (!result.success) return { limits: [], errors: formatIssues(result.error.issues, [variable]) };
   return { limits: result.data, errors: [] };
 }
@@ -241,4 +250,77 @@ export function parseRateLimitEnv(env: Env): {
     }
   }
   return { userPaths, providers, errors };
+}
+
+// ---- budget seeds ---------------------------------------------------------------------------
+
+const BUDGET_PREFIX = 'SET_BUDGET_';
+const BUDGET_NAMES = ['day', 'week', 'month'] as const;
+
+export interface EnvBudgetEntry {
+  /** The variable that declared it, e.g. `SET_BUDGET_TEAM__ALICE`. */
+  variable: string;
+  /** Normalised user path. */
+  userPath: string;
+  limits: BudgetLimitConfig[];
+}
+
+/**
+ * Reads every `SET_BUDGET_<SUFFIX>` variable (suffix → user path as for `SET_RATE_LIMIT_*`),
+ * sorted by name. Values: compact `day=10,week=50,month=200` (dollars) or a JSON array of budget
+ * limit objects validated exactly like YAML limits.
+ */
+export function parseBudgetEnv(env: Env): { userPaths: EnvBudgetEntry[]; errors: string[] } {
+  const userPaths: EnvBudgetEntry[] = [];
+  const errors: string[] = [];
+  for (const variable of Object.keys(env).sort()) {
+    const raw = env[variable];
+    if (raw === undefined || !variable.startsWith(BUDGET_PREFIX)) continue;
+    const path = userPathFromSuffix(variable.slice(BUDGET_PREFIX.length));
+    if (!path.ok) {
+      errors.push(`${variable}: ${path.error}`);
+      continue;
+    }
+    const value = raw.trim();
+    const parsed =
+      value === ''
+        ? { limits: [], errors: [`${variable}: empty value (expected e.g. day=10,month=200 or a JSON array of budget limits)`] }
+        : value.startsWith('[') || value.startsWith('{')
+          ? parseJsonArray(variable, value, budgetLimitsSchema, '[{"period_seconds":3600,"max_usd":5}]')
+          : parseCompactBudgets(variable, value);
+    errors.push(...parsed.errors);
+    if (parsed.errors.length === 0) userPaths.push({ variable, userPath: path.value, limits: parsed.limits });
+  }
+  return { userPaths, errors };
+}
+
+function parseCompactBudgets(variable: string, value: string): { limits: BudgetLimitConfig[]; errors: string[] } {
+  const errors: string[] = [];
+  const limits = new Map<string, BudgetLimitConfig>();
+  for (const rawItem of value.split(',')) {
+    const item = rawItem.trim();
+    const eq = item.indexOf('=');
+    if (eq === -1) {
+      errors.push(`${variable}: malformed item "${item}" (expected name=dollars separated by commas, e.g. day=10,month=200)`);
+      continue;
+    }
+    const name = item.slice(0, eq).trim().toLowerCase();
+    const amount = item.slice(eq + 1).trim();
+    const period = BUDGET_NAMES.find((n) => n === name);
+    if (period === undefined) {
+      errors.push(`${variable}: unknown budget period "${name}" (expected ${BUDGET_NAMES.join(', ')}; use a JSON array for period_seconds)`);
+      continue;
+    }
+    if (limits.has(period)) {
+      errors.push(`${variable}: duplicate budget period "${period}"`);
+      continue;
+    }
+    const result = budgetLimitsSchema.safeParse([{ period, max_usd: /^\d+(\.\d+)?$/.test(amount) ? Number(amount) : amount }]);
+    if (!result.success) {
+      errors.push(`${variable}: ${period} ${result.error.issues[0]?.message ?? 'is invalid'}, got "${amount}"`);
+      continue;
+    }
+    limits.set(period, result.data[0]!);
+  }
+  return errors.length > 0 ? { limits: [], errors } : { limits: [...limits.values()], errors };
 }

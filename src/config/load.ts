@@ -6,15 +6,15 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, relative, resolve } from 'node:path';
 import { LineCounter, parseDocument } from 'yaml';
-import { applyEnvOverrides, parsePort, parseRateLimitEnv, type EnvRuleEntry } from './env.ts';
+import { applyEnvOverrides, parseBudgetEnv, parsePort, parseRateLimitEnv, type EnvBudgetEntry, type EnvRuleEntry } from './env.ts';
 import { ConfigError, formatPath } from './errors.ts';
 import { interpolate, type Env } from './interpolate.ts';
 import { formatIssues } from './issues.ts';
-import { configSchema, type GatewayConfig, type LimitConfig } from './schema.ts';
-import { buildSeeds, type RuleEntry, type RuleSeed } from './seeds.ts';
+import { configSchema, type BudgetLimitConfig, type GatewayConfig, type LimitConfig } from './schema.ts';
+import { buildBudgetSeeds, buildSeeds, type BudgetEntry, type BudgetSeed, type RuleEntry, type RuleSeed } from './seeds.ts';
 
 export type { GatewayConfig } from './schema.ts';
-export type { RuleSeed } from './seeds.ts';
+export type { BudgetSeed, RuleSeed } from './seeds.ts';
 export { ConfigError } from './errors.ts';
 
 const BUILT_IN_DEFAULTS = 'built-in defaults';
@@ -24,6 +24,9 @@ const BUILT_IN_MOCK_PROVIDER = 'mock';
 
 export const TOKEN_RULES_WITHOUT_USAGE_WARNING =
   'token limits are configured but usage tracking is off (USAGE_ENABLED=false); they will not be enforced';
+
+export const BUDGETS_WITHOUT_USAGE_WARNING =
+  'budgets are configured but usage tracking is off (USAGE_ENABLED=false): no spend is recorded, so they will not be reached';
 
 export interface LoadOptions {
   /** Explicit config file (`--config`); relative paths resolve against `cwd`. */
@@ -37,6 +40,7 @@ export interface LoadOptions {
 export interface LoadedConfig {
   config: GatewayConfig;
   rateLimitSeeds: RuleSeed[];
+  budgetSeeds: BudgetSeed[];
   /** Absolute path of the file read, or 'built-in defaults'. */
   source: string;
   warnings: string[];
@@ -85,6 +89,8 @@ export function loadConfig(options: LoadOptions): LoadedConfig {
   }
   const envRules = parseRateLimitEnv(env);
   envErrors.push(...envRules.errors);
+  const envBudgets = parseBudgetEnv(env);
+  envErrors.push(...envBudgets.errors);
 
   // 4. Schema. Cross-reference checks below need a valid tree, so they only run when it is.
   if (!fileOk) throw new ConfigError([...errors, ...envErrors]);
@@ -99,15 +105,18 @@ export function loadConfig(options: LoadOptions): LoadedConfig {
   const entries = mergeRuleEntries(config, envRules.userPaths, envRules.providers, fileLabel);
   const seeds = buildSeeds(entries);
   errors.push(...seeds.errors);
+  const budgets = buildBudgetSeeds(mergeBudgetEntries(config, envBudgets.userPaths, fileLabel));
+  errors.push(...budgets.errors);
 
   // 6. Cross references.
   checkReferences(config, entries, errors, warnings);
   if (!config.usage.enabled && seeds.seeds.some((s) => s.maxTokens !== undefined)) {
     warnings.push(TOKEN_RULES_WITHOUT_USAGE_WARNING);
   }
+  if (!config.usage.enabled && config.budgets.enabled && budgets.seeds.length > 0) warnings.push(BUDGETS_WITHOUT_USAGE_WARNING);
 
   if (errors.length > 0) throw new ConfigError(errors);
-  return { config, rateLimitSeeds: seeds.seeds, source: resolved?.path ?? BUILT_IN_DEFAULTS, warnings };
+  return { config, rateLimitSeeds: seeds.seeds, budgetSeeds: budgets.seeds, source: resolved?.path ?? BUILT_IN_DEFAULTS, warnings };
 }
 
 // ---- file -----------------------------------------------------------------------------------
@@ -220,6 +229,25 @@ function mergeRuleEntries(
   return entries;
 }
 
+/** Budget declarations: an env variable replaces the YAML entry for the same path. */
+function mergeBudgetEntries(config: GatewayConfig, envUserPaths: readonly EnvBudgetEntry[], fileLabel: string): BudgetEntry[] {
+  const envPathKeys = new Set(envUserPaths.map((e) => e.userPath.toLowerCase()));
+  const entries: BudgetEntry[] = [];
+  const kept: { path: string; limits: BudgetLimitConfig[] }[] = [];
+  config.budgets.user_paths.forEach((item, i) => {
+    if (envPathKeys.has(item.path.toLowerCase())) return;
+    kept.push(item);
+    entries.push({ userPath: item.path, limits: item.limits, origin: `${fileLabel} budgets.user_paths[${i}]`, indexLimits: true });
+  });
+  for (const e of envUserPaths) {
+    kept.push({ path: e.userPath, limits: e.limits });
+    entries.push({ userPath: e.userPath, limits: e.limits, origin: `env ${e.variable}`, indexLimits: false });
+  }
+  // The resolved config shows the effective budgets, env replacements included.
+  config.budgets.user_paths = kept;
+  return entries;
+}
+
 function yamlEntry(
   scope: RuleEntry['scope'],
   subject: string,
@@ -254,6 +282,7 @@ function checkReferences(config: GatewayConfig, entries: readonly RuleEntry[], e
     }
   };
 
+  for (const key of Object.keys(config.pricing)) checkModelRef(key, formatPath(['pricing', key]));
   for (const [alias, def] of Object.entries(config.aliases)) {
     def.targets.forEach((t, i) => checkModelRef(t.model, formatPath(['aliases', alias, 'targets', i])));
   }

@@ -7,6 +7,8 @@
  * optional fields mean "absent": `master_key: ${MASTER_KEY}` with MASTER_KEY unset is no master key.
  */
 import { z } from 'zod';
+import { BUDGET_PERIOD_NAMES, periodFromSeconds } from '../budgets/periods.ts';
+import { MAX_USD } from '../budgets/types.ts';
 import { PROVIDER_TYPES, type ProviderConfig } from '../providers/registry.ts';
 import { MAX_CAP, MAX_PERIOD_SECONDS, normalizeUserPath, validateModelSubject, validateProviderSubject } from '../ratelimit/normalize.ts';
 import { coerceString, isAbsent, str } from '../shared/config-fields.ts';
@@ -46,6 +48,11 @@ const absentToUndefined = (v: unknown): unknown => (isAbsent(v) ? undefined : v)
 function coerceInt(v: unknown): unknown {
   if (isAbsent(v)) return undefined;
   return typeof v === 'string' && /^\s*[+-]?\d+\s*$/.test(v) ? Number(v) : v;
+}
+
+function coerceNumber(v: unknown): unknown {
+  if (isAbsent(v)) return undefined;
+  return typeof v === 'string' && /^\s*[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?\s*$/i.test(v) ? Number(v) : v;
 }
 
 function coerceBool(v: unknown): unknown {
@@ -302,6 +309,72 @@ const rateLimitsSchema = z.strictObject({
   models: section(z.array(z.strictObject({ model: modelName, limits: limitsSchema })).default([])),
 });
 
+// ---- pricing and budgets --------------------------------------------------------------------
+
+const PRICE_ERROR = 'must be a number of US dollars per million tokens (>= 0)';
+const pricePerMtok = () => z.preprocess(coerceNumber, z.number({ error: PRICE_ERROR }).min(0, { error: PRICE_ERROR }));
+
+/** `pricing."<provider>/<model>"`: an operator's price, which wins over the price table. */
+const priceSchema = z.strictObject(
+  {
+    input_per_mtok: pricePerMtok(),
+    output_per_mtok: pricePerMtok(),
+    // Absent: cached prompt tokens cost the input price.
+    cached_input_per_mtok: pricePerMtok().optional(),
+  },
+  { error: 'expected a mapping such as { input_per_mtok: 0.15, output_per_mtok: 0.6 }' },
+);
+
+const pricingKey = z.string().superRefine((v, ctx) => {
+  const r = validateModelSubject(v, `"${v}"`);
+  if (!r.ok) ctx.addIssue({ code: 'custom', message: r.error });
+  else if (!v.includes('/')) ctx.addIssue({ code: 'custom', message: `"${v}" must be "<provider>/<model>"` });
+});
+
+const MAX_USD_ERROR = `must be a number of US dollars greater than 0 and at most ${MAX_USD}`;
+
+/** One budget limit, as written in YAML or in a JSON env value. */
+const budgetLimitSchema = z
+  .strictObject(
+    {
+      period: z.preprocess(
+        absentToUndefined,
+        z.enum(BUDGET_PERIOD_NAMES, { error: 'must be one of day, week, month (use period_seconds for a custom window)' }).optional(),
+      ),
+      period_seconds: optInt(1, MAX_PERIOD_SECONDS),
+      max_usd: z.preprocess(
+        coerceNumber,
+        z.number({ error: (iss) => (iss.input === undefined ? 'required' : MAX_USD_ERROR) }).gt(0, { error: MAX_USD_ERROR }).max(MAX_USD, { error: MAX_USD_ERROR }),
+      ),
+    },
+    { error: 'expected a mapping such as { period: month, max_usd: 200 }' },
+  )
+  .superRefine((v, ctx) => {
+    if (v.period !== undefined && v.period_seconds !== undefined) {
+      ctx.addIssue({ code: 'custom', message: 'set either period or period_seconds, not both' });
+    } else if (v.period === undefined && v.period_seconds === undefined) {
+      ctx.addIssue({ code: 'custom', message: 'period or period_seconds is required' });
+    }
+  });
+
+export type BudgetLimitConfig = z.output<typeof budgetLimitSchema>;
+
+/** The period label of a budget limit (`day`, `week`, `month` or `<n>s`). */
+export function budgetLimitPeriod(limit: BudgetLimitConfig): string {
+  return limit.period ?? periodFromSeconds(limit.period_seconds ?? 0);
+}
+
+export const budgetLimitsSchema = z.array(budgetLimitSchema, {
+  error: (iss) => (iss.input === undefined ? 'required' : 'must be a list of budget limits'),
+});
+
+const budgetsSchema = z.strictObject({
+  enabled: defBool(true),
+  /** How often spend is re-read from storage (what other replicas spent becomes visible). */
+  refresh_seconds: defInt(5, 1, 3600),
+  user_paths: section(z.array(z.strictObject({ path: userPathSchema, limits: budgetLimitsSchema })).default([])),
+});
+
 // ---- the file -------------------------------------------------------------------------------
 
 export const configSchema = z.strictObject(
@@ -314,6 +387,8 @@ export const configSchema = z.strictObject(
     aliases: section(z.record(aliasName, aliasSchema).default({})),
     failover: section(z.record(failoverKey, failoverCandidates).default({})),
     rate_limits: section(rateLimitsSchema.prefault({})),
+    pricing: section(z.record(pricingKey, priceSchema).default({})),
+    budgets: section(budgetsSchema.prefault({})),
   },
   { error: 'the configuration file must be a YAML mapping' },
 );

@@ -32,6 +32,10 @@ aliases:
 rate_limits:
   user_paths: [ { path: /team, limits: [ { period: minute, max_requests: 100, max_tokens: 5000 } ] } ]
   providers: [ { name: openai, limits: [ { period: concurrent, max_requests: 20 } ] } ]
+budgets:
+  user_paths: [ { path: /team, limits: [ { period: month, max_usd: 200 }, { period_seconds: 3600, max_usd: 0.5 } ] } ]
+pricing:
+  openai/gpt-4o: { input_per_mtok: 2, output_per_mtok: 8 }
 `);
     const r = checkConfigFile(file, {}, dir);
     assert.equal(r.ok, true);
@@ -42,6 +46,10 @@ rate_limits:
       '  rate limits: enabled; 1 user-path, 1 provider, 0 model rule(s)',
       '    user_path /team minute: 100 requests, 5000 tokens  [floodgate.yaml rate_limits.user_paths[0].limits[0]]',
       '    provider openai concurrent: 20 requests  [floodgate.yaml rate_limits.providers[0].limits[0]]',
+      '  budgets: enabled; 2 budget(s)',
+      '    /team month: $200.00  [floodgate.yaml budgets.user_paths[0].limits[0]]',
+      '    /team 3600s: $0.50  [floodgate.yaml budgets.user_paths[0].limits[1]]',
+      '  pricing: 1 model price override(s)',
       '  storage: sqlite; usage tracking on',
     ]);
   });

@@ -4,7 +4,7 @@ import { assertErrors, errorsOf, load } from './helpers.ts';
 
 describe('config schema: defaults', () => {
   it('an empty file yields every default', () => {
-    const { config, rateLimitSeeds, warnings } = load('');
+    const { config, rateLimitSeeds, budgetSeeds, warnings } = load('');
     assert.deepEqual(config, {
       server: { host: '127.0.0.1', port: 8080, user_path_header: 'X-Floodgate-User-Path', body_limit: 10 * 1024 * 1024, shutdown_grace_seconds: 10 },
       storage: { type: 'sqlite', sqlite: { path: 'data/floodgate.db' }, postgres: {} },
@@ -14,8 +14,11 @@ describe('config schema: defaults', () => {
       aliases: {},
       failover: {},
       rate_limits: { enabled: true, user_paths: [], providers: [], models: [] },
+      pricing: {},
+      budgets: { enabled: true, refresh_seconds: 5, user_paths: [] },
     });
     assert.deepEqual(rateLimitSeeds, []);
+    assert.deepEqual(budgetSeeds, []);
     assert.deepEqual(warnings, []);
   });
 
