@@ -2,8 +2,10 @@ import { isIP } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { KeyRing } from './auth/keys.ts';
+import { BudgetManager } from './admin/budgets.ts';
 import { RuleManager } from './admin/rate-limit-rules.ts';
-import { TOKEN_RULES_WITHOUT_USAGE_WARNING, type RuleSeed } from './config/load.ts';
+import { BudgetTracker } from './budgets/tracker.ts';
+import { BUDGETS_WITHOUT_USAGE_WARNING, TOKEN_RULES_WITHOUT_USAGE_WARNING, type BudgetSeed, type RuleSeed } from './config/load.ts';
 import { RateLimiter } from './ratelimit/index.ts';
 import type { GatewayConfig } from './config/schema.ts';
 import type { HttpServices } from './http/context.ts';
@@ -11,7 +13,8 @@ import { GatewayError } from './http/errors.ts';
 import { InFlightRequests } from './http/in-flight.ts';
 import { GatewayMetrics } from './metrics/index.ts';
 import { buildServer } from './http/server.ts';
-import { createProviders } from './providers/registry.ts';
+import { PriceTable, type PriceOverride } from './pricing/price-table.ts';
+import { createProviders, type ProviderConfig } from './providers/registry.ts';
 import type { Provider } from './providers/types.ts';
 import { Resolver, RoutingError } from './routing/resolver.ts';
 import { ResponseCache } from './cache/response-cache.ts';
@@ -23,6 +26,8 @@ export interface GatewayOptions {
   config: GatewayConfig;
   /** Rate-limit rules declared in the config file and environment. */
   rateLimitSeeds?: readonly RuleSeed[];
+  /** Budgets declared in the config file and environment. */
+  budgetSeeds?: readonly BudgetSeed[];
   /** Warnings found while loading the config; logged once at start-up. */
   warnings?: readonly string[];
   logger: FastifyBaseLogger;
@@ -69,13 +74,22 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     const resolver = buildResolver(providers, await discoverModels(providers, logger), config);
 
     const keys = await KeyRing.load(storage);
+    const pricing = buildPriceTable(providerConfigs, config.pricing, logger);
+    // Set once budgets have started; records made before that have no budget to count against.
+    let budgets: BudgetTracker | undefined;
     const usage = new UsageRecorder(storage, {
       enabled: config.usage.enabled,
       onError: (err) => logger.error({ err }, 'writing usage records failed; will retry'),
+      price: (entry) => pricing.cost(entry),
+      onRecord: (record) => budgets?.observe(record.userPath, record.timestampMs, record.costUsd),
     });
     cleanup.unshift(() => usage.close());
 
     const { limiter, rules } = await startRateLimits(config, storage, options.rateLimitSeeds ?? [], now, logger, options.warnings ?? []);
+    const { tracker, manager: budgetManager } = await startBudgets(config, storage, usage, options.budgetSeeds ?? [], now, logger, options.warnings ?? []);
+    budgets = tracker;
+    // Before the usage recorder closes: a running refresh flushes it.
+    if (tracker !== undefined) cleanup.unshift(() => tracker.close());
 
     const inFlight = new InFlightRequests();
     const services: HttpServices = {
@@ -92,6 +106,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       usage,
       limiter,
       rules,
+      budgets,
+      budgetManager,
       cache: config.cache.response.enabled
         ? new ResponseCache({ ttlSeconds: config.cache.response.ttl_seconds, maxEntries: config.cache.response.max_entries, now })
         : undefined,
@@ -147,6 +163,60 @@ async function startRateLimits(
   }
   logger.info({ rules: limiter.ruleCount }, 'rate limits enabled');
   return { limiter, rules: manager };
+}
+
+/**
+ * Budgets: stored and config budgets loaded, their spend read from the usage records, then
+ * re-read every `budgets.refresh_seconds`.
+ */
+async function startBudgets(
+  config: GatewayConfig,
+  storage: Storage,
+  usage: UsageRecorder,
+  seeds: readonly BudgetSeed[],
+  now: () => number,
+  logger: FastifyBaseLogger,
+  warnings: readonly string[],
+): Promise<{ tracker: BudgetTracker | undefined; manager: BudgetManager | undefined }> {
+  if (!config.budgets.enabled) {
+    logger.info('budgets are disabled (BUDGETS_ENABLED=false)');
+    return { tracker: undefined, manager: undefined };
+  }
+  const tracker = new BudgetTracker({
+    now,
+    source: {
+      settle: async () => {
+        await usage.flush();
+        return !usage.failing;
+      },
+      sumCost: (queries) => storage.sumCost(queries),
+    },
+    onError: (err) => logger.warn({ err }, 'reading budget spend from storage failed; the last known spend stays in force'),
+  });
+  const { manager, shadowed, invalid } = await BudgetManager.start(storage, tracker, seeds, now);
+  for (const { budget, error } of invalid) {
+    logger.warn({ budget, error }, `stored budget ${budget} is invalid and is not enforced (${error}); delete it from storage or write it again within bounds`);
+  }
+  for (const seed of shadowed) {
+    logger.warn({ origin: seed.origin }, `config budget ${seed.period} for ${seed.userPath} is shadowed by a manual budget with the same key; the manual budget stays`);
+  }
+  if (!config.usage.enabled && tracker.size > 0 && !warnings.includes(BUDGETS_WITHOUT_USAGE_WARNING)) logger.warn(BUDGETS_WITHOUT_USAGE_WARNING);
+  tracker.startRefreshing(config.budgets.refresh_seconds * 1000);
+  logger.info({ budgets: tracker.size }, 'budgets enabled');
+  return { tracker, manager };
+}
+
+/** Request costs: the package's price table for each instance, the operator's `pricing:` first. */
+function buildPriceTable(providers: Readonly<Record<string, ProviderConfig>>, pricing: GatewayConfig['pricing'], logger: FastifyBaseLogger): PriceTable {
+  const overrides: Record<string, PriceOverride> = {};
+  for (const [model, price] of Object.entries(pricing)) {
+    overrides[model] = { inputPerMtok: price.input_per_mtok, outputPerMtok: price.output_per_mtok, cachedInputPerMtok: price.cached_input_per_mtok };
+  }
+  return new PriceTable({
+    instances: Object.entries(providers).map(([name, c]) => ({ name, type: c.type, baseUrl: (c as { base_url?: string }).base_url })),
+    overrides,
+    onUnknown: (provider, model) => logger.warn({ provider, model }, `no price known for ${provider}/${model}: its requests cost $0 (set one under pricing: "${provider}/${model}")`),
+  });
 }
 
 function buildResolver(providers: readonly Provider[], models: ReadonlyMap<string, readonly string[]>, config: GatewayConfig): Resolver {

@@ -49,7 +49,7 @@ export async function main(argv: string[]): Promise<number> {
   try {
     const loaded = loadConfig({ file: args.values.config, env: process.env, portOverride });
     logger.info({ config: loaded.source }, 'configuration loaded');
-    gateway = await startGateway({ config: loaded.config, rateLimitSeeds: loaded.rateLimitSeeds, warnings: loaded.warnings, logger });
+    gateway = await startGateway({ config: loaded.config, rateLimitSeeds: loaded.rateLimitSeeds, budgetSeeds: loaded.budgetSeeds, warnings: loaded.warnings, logger });
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`floodgate: invalid configuration\n${err.errors.map((e) => `  - ${e}`).join('\n')}\n`);

@@ -1,5 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
+import type { BudgetManager } from '../admin/budgets.ts';
 import type { RuleManager } from '../admin/rate-limit-rules.ts';
+import type { BudgetTracker } from '../budgets/tracker.ts';
 import type { KeyRing } from '../auth/keys.ts';
 import type { ResponseCache } from '../cache/response-cache.ts';
 import type { GatewayMetrics } from '../metrics/index.ts';
@@ -19,6 +21,9 @@ export interface HttpServices {
   /** Absent when rate limits are disabled (RATE_LIMITS_ENABLED=false). */
   limiter: RateLimiter | undefined;
   rules: RuleManager | undefined;
+  /** Absent when budgets are disabled (BUDGETS_ENABLED=false). */
+  budgets: BudgetTracker | undefined;
+  budgetManager: BudgetManager | undefined;
   /** Absent when the response cache is disabled. */
   cache: ResponseCache | undefined;
   /** Model requests being answered; shutdown waits for them. */

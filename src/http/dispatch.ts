@@ -8,6 +8,7 @@ import { asGatewayError, upstreamError } from '../errors/from-provider.ts';
 import type { AdmissionRefusal, AdmissionTarget, AdmissionTicket, AdmitOptions } from '../ratelimit/index.ts';
 import type { Route, Target } from '../routing/resolver.ts';
 import { accountCompleted } from './accounting.ts';
+import { checkBudget } from './budget-admission.ts';
 import type { HttpServices } from './context.ts';
 import type { Cuttable } from './in-flight.ts';
 import { GatewayError, notFound, type ErrorDialect } from './errors.ts';
@@ -107,6 +108,7 @@ async function execute(
   let headers: HeaderList | undefined;
   const refusals: Array<{ target: Target; refusal: AdmissionRefusal }> = [];
   let failure: GatewayError | undefined;
+  let budgetChecked = false;
 
   let i = 0;
   while (i < total) {
@@ -131,6 +133,11 @@ async function execute(
       } else {
         attempt = admission;
       }
+    }
+    // Budgets after the rate limits, once per request.
+    if (!budgetChecked) {
+      checkBudget(services, userPath);
+      budgetChecked = true;
     }
 
     const canFailOver = nextAfterFailure(i) < total;

@@ -4,6 +4,7 @@ import { registerJsonBody } from './json-body.ts';
 import { registerBatches } from './routes/batches.ts';
 import type { HttpServices } from './context.ts';
 import { GatewayError, dialectOf, sendError } from './errors.ts';
+import { registerAdminBudgets } from './routes/admin-budgets.ts';
 import { registerAdminExplain } from './routes/admin-explain.ts';
 import { registerAdminKeys } from './routes/admin-keys.ts';
 import { registerAdminRateLimits } from './routes/admin-rate-limits.ts';
@@ -46,6 +47,7 @@ export function buildServer(services: HttpServices): FastifyInstance {
     registerMetrics(scope, services);
     registerAdminUsage(scope, services);
     registerAdminExplain(scope, services);
+    registerAdminBudgets(scope, services);
   });
 
   app.setNotFoundHandler((request, reply) => {

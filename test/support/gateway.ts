@@ -33,7 +33,7 @@ export async function startTestGateway(options: { yaml?: string; env?: Record<st
   const env = { SQLITE_PATH: join(dir, 'floodgate.db'), PORT: '0', ...options.env };
   const loaded = loadConfig({ file, env, cwd: dir });
   const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
-  const gateway = await startGateway({ config: loaded.config, rateLimitSeeds: loaded.rateLimitSeeds, warnings: loaded.warnings, logger, shutdownGraceMs: 2000, now: options.now });
+  const gateway = await startGateway({ config: loaded.config, rateLimitSeeds: loaded.rateLimitSeeds, budgetSeeds: loaded.budgetSeeds, warnings: loaded.warnings, logger, shutdownGraceMs: 2000, now: options.now });
   let closed = false;
   return {
     gateway,

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { BatchService } from '../../batch/service.ts';
 import { batchObject, fileObject } from '../../batch/wire.ts';
 import type { HttpServices } from '../context.ts';
+import { checkBudget } from '../budget-admission.ts';
 import { admit } from '../dispatch.ts';
 import { setHeaders } from '../respond.ts';
 import { badRequest } from '../../errors/gateway-error.ts';
@@ -50,6 +51,7 @@ export function registerBatches(app: FastifyInstance, services: HttpServices): v
       () => {
         // A submission holds no concurrency slot.
         const headers = admit(services, { userPath: request.identity.userPath });
+        checkBudget(services, request.identity.userPath);
         if (headers) setHeaders(reply, headers);
       },
     );

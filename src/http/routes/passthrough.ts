@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { HttpServices } from '../context.ts';
 import { accountCompleted } from '../accounting.ts';
+import { checkBudget } from '../budget-admission.ts';
 import { ResponseEnd, admit, asGatewayError } from '../dispatch.ts';
 import { GatewayError, badRequest, notFound } from '../errors.ts';
 import { forwardedPath } from '../passthrough-path.ts';
@@ -27,6 +28,7 @@ export function registerPassthrough(app: FastifyInstance, services: HttpServices
       const model = modelOf(body, request.headers['content-type']);
       const end = new ResponseEnd(reply.raw);
       const headers = admit(services, { userPath: request.identity.userPath, provider: provider.name, model }, end);
+      checkBudget(services, request.identity.userPath);
       const untrack = services.inFlight.track(end);
       try {
         const startedAt = services.now();

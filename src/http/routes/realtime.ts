@@ -8,6 +8,7 @@ import type { AdmissionRefusal, AdmissionTicket } from '../../ratelimit/index.ts
 import { bridge } from '../../realtime/bridge.ts';
 import type { Route, Target } from '../../routing/resolver.ts';
 import { accountCompleted } from '../accounting.ts';
+import { checkBudget } from '../budget-admission.ts';
 import type { HttpServices } from '../context.ts';
 import { rateLimitedError } from '../rate-limit-headers.ts';
 
@@ -104,6 +105,7 @@ async function prepare(request: FastifyRequest, services: HttpServices): Promise
   // even if the WebSocket handler never runs.
   request.raw.socket.once('close', release);
   try {
+    checkBudget(services, request.identity.userPath);
     const upstream = await openUpstream(target);
     return { target, upstream, release, startedAt: services.now() };
   } catch (err) {

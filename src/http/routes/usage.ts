@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { roundUsd } from '../../shared/money.ts';
 import type { HttpServices } from '../context.ts';
 import { badRequest } from '../errors.ts';
 import { usageQuery } from '../schemas/usage.ts';
@@ -17,12 +18,14 @@ export function registerUsage(app: FastifyInstance, services: HttpServices): voi
     // Recent records may still sit in the recorder's buffer; a usage query is rare enough to wait for them.
     await services.usage.flush();
     const rows = await services.storage.summarizeUsage({ userPathPrefix: userPath, from, to });
-    const totals = { requests: 0, prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, cached_requests: 0 };
+    const totals = { requests: 0, prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, cached_prompt_tokens: 0, cost_usd: 0, cached_requests: 0 };
     const byModel = rows.map((row) => {
       totals.requests += row.requests;
       totals.prompt_tokens += row.promptTokens;
       totals.completion_tokens += row.completionTokens;
       totals.total_tokens += row.totalTokens;
+      totals.cached_prompt_tokens += row.cachedPromptTokens;
+      totals.cost_usd += row.costUsd;
       totals.cached_requests += row.cachedRequests;
       return {
         provider: row.provider,
@@ -31,12 +34,16 @@ export function registerUsage(app: FastifyInstance, services: HttpServices): voi
         prompt_tokens: row.promptTokens,
         completion_tokens: row.completionTokens,
         total_tokens: row.totalTokens,
+        cached_prompt_tokens: row.cachedPromptTokens,
+        cost_usd: roundUsd(row.costUsd),
         cached_requests: row.cachedRequests,
       };
     });
-    // The user-path rules governing the caller, so a consumer can see how close it is to a limit.
+    totals.cost_usd = roundUsd(totals.cost_usd);
+    // The user-path rules and budgets governing the caller, so a consumer can see how close it is to a limit.
     const rateLimits = services.limiter?.usageFor(userPath) ?? [];
-    return { user_path: userPath, from: from.toISOString(), to: to.toISOString(), totals, by_model: byModel, rate_limits: rateLimits };
+    const budgets = services.budgets?.statusFor(userPath) ?? [];
+    return { user_path: userPath, from: from.toISOString(), to: to.toISOString(), totals, by_model: byModel, rate_limits: rateLimits, budgets };
   });
 }
 

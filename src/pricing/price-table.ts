@@ -1,0 +1,145 @@
+/**
+ * The cost of a request in US dollars, from its token counts and the price data bundled with the
+ * `@pydantic/genai-prices` package (never fetched at run time: the package only updates its data
+ * when asked to, and the gateway never asks). An operator's `pricing:` entry overrides it per
+ * `provider/model`.
+ *
+ * Which of the package's providers prices a Floodgate instance: the one whose API address matches
+ * the instance's base URL (an OpenAI-compatible instance at Groq gets Groq's prices), else the
+ * one of its provider type (`openai`, `anthropic`), else whichever provider the package finds for
+ * the model id alone. The mock type has no prices.
+ */
+import { calcPrice, findProvider, type Provider as PriceProvider } from '@pydantic/genai-prices';
+
+/** The token counts a cost is computed from; `promptTokens` includes the cached ones. */
+export interface PricedUsage {
+  provider: string;
+  /** The model id as the provider executed it. */
+  model: string;
+  promptTokens: number;
+  completionTokens: number;
+  cachedPromptTokens: number;
+  timestampMs: number;
+}
+
+/** An operator's price for one model, per million tokens. */
+export interface PriceOverride {
+  inputPerMtok: number;
+  outputPerMtok: number;
+  /** Absent: cached prompt tokens cost the input price. */
+  cachedInputPerMtok?: number | undefined;
+}
+
+export interface PricedInstance {
+  name: string;
+  /** Provider type (`openai`, `anthropic`, `mock`). */
+  type: string;
+  baseUrl?: string | undefined;
+}
+
+export interface PriceTableOptions {
+  instances: readonly PricedInstance[];
+  /** By `provider/model` (instance name and the provider's model id). */
+  overrides?: Readonly<Record<string, PriceOverride>>;
+  /** Called once per `provider/model` that has no price (its requests cost 0). */
+  onUnknown?: (provider: string, model: string) => void;
+}
+
+/** The package's provider id for each provider type; types not listed rely on the other lookups. */
+const PRICES_PROVIDER_OF_TYPE: Readonly<Record<string, string>> = { openai: 'openai', anthropic: 'anthropic' };
+/** Types whose requests have no price at all (no lookup, no log line). */
+const UNPRICED_TYPES = new Set(['mock']);
+
+export class PriceTable {
+  /** `provider/model` → the package provider holding just that model's prices; null: no price. */
+  readonly #resolved = new Map<string, PriceProvider | null>();
+  readonly #instances: ReadonlyMap<string, PricedInstance>;
+  /** Instance name → the package provider ids to try, in order. */
+  readonly #candidates = new Map<string, string[]>();
+  readonly #overrides: Readonly<Record<string, PriceOverride>>;
+  readonly #onUnknown: (provider: string, model: string) => void;
+
+  constructor(options: PriceTableOptions) {
+    this.#instances = new Map(options.instances.map((i) => [i.name, i]));
+    this.#overrides = options.overrides ?? {};
+    this.#onUnknown = options.onUnknown ?? (() => {});
+  }
+
+  /** Dollars; 0 for a model without a price, a cache hit or a request without usage. */
+  cost(usage: PricedUsage): number {
+    const prices = this.#pricesFor(usage.provider, usage.model);
+    if (prices === null) return 0;
+    const input = Math.max(0, usage.promptTokens);
+    const output = Math.max(0, usage.completionTokens);
+    if (input === 0 && output === 0) return 0;
+    // Cached tokens are part of the prompt; a provider reporting more would make the package throw.
+    const cached = Math.min(Math.max(0, usage.cachedPromptTokens), input);
+    try {
+      const result = calcPrice({ input_tokens: input, output_tokens: output, cache_read_tokens: cached }, prices.models[0]!.id, {
+        provider: prices,
+        timestamp: new Date(usage.timestampMs),
+      });
+      return result?.total_price ?? 0;
+    } catch {
+      // Price data the package cannot apply to this usage: treated like a model without a price.
+      this.#resolved.set(`${usage.provider}/${usage.model}`, null);
+      this.#onUnknown(usage.provider, usage.model);
+      return 0;
+    }
+  }
+
+  #pricesFor(provider: string, model: string): PriceProvider | null {
+    const key = `${provider}/${model}`;
+    let prices = this.#resolved.get(key);
+    if (prices === undefined) {
+      prices = this.#resolve(provider, model);
+      this.#resolved.set(key, prices);
+      const instance = this.#instances.get(provider);
+      if (prices === null && provider !== '' && model !== '' && !(instance && UNPRICED_TYPES.has(instance.type))) this.#onUnknown(provider, model);
+    }
+    return prices;
+  }
+
+  #resolve(provider: string, model: string): PriceProvider | null {
+    if (model === '') return null;
+    const override = this.#overrides[`${provider}/${model}`];
+    if (override !== undefined) return overrideProvider(model, override);
+    const instance = this.#instances.get(provider);
+    if (instance === undefined || UNPRICED_TYPES.has(instance.type)) return null;
+    for (const providerId of this.#candidatesOf(instance)) {
+      const found = lookup(model, providerId);
+      if (found !== null) return found;
+    }
+    return lookup(model, undefined);
+  }
+
+  #candidatesOf(instance: PricedInstance): string[] {
+    let ids = this.#candidates.get(instance.name);
+    if (ids === undefined) {
+      ids = [];
+      const byUrl = instance.baseUrl === undefined ? undefined : findProvider({ providerApiUrl: instance.baseUrl })?.id;
+      if (byUrl !== undefined) ids.push(byUrl);
+      const byType = PRICES_PROVIDER_OF_TYPE[instance.type];
+      if (byType !== undefined && byType !== byUrl) ids.push(byType);
+      this.#candidates.set(instance.name, ids);
+    }
+    return ids;
+  }
+}
+
+/**
+ * The package's entry for `model` (under `providerId`, or wherever the package places the model
+ * id), reduced to a provider with that one model: pricing a request then matches one model
+ * instead of searching the whole table each time.
+ */
+function lookup(model: string, providerId: string | undefined): PriceProvider | null {
+  const found = calcPrice({ input_tokens: 0 }, model, providerId === undefined ? {} : { providerId });
+  if (found === null) return null;
+  return { ...found.provider, models: [{ ...found.model, match: { equals: model } }] };
+}
+
+function overrideProvider(model: string, override: PriceOverride): PriceProvider {
+  const prices: Record<string, number> = { input_mtok: override.inputPerMtok, output_mtok: override.outputPerMtok };
+  if (override.cachedInputPerMtok !== undefined) prices.cache_read_mtok = override.cachedInputPerMtok;
+  return { id: 'floodgate-pricing', name: 'Floodgate pricing override', api_pattern: '', models: [{ id: model, match: { equals: model }, prices }] };
+}
