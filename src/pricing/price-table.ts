@@ -75,7 +75,7 @@ export class PriceTable {
     // Cached tokens are part of the prompt; a provider reporting more would make the package throw.
     const cached = Math.min(Math.max(0, usage.cachedPromptTokens), input);
     try {
-      const result = calcPrice({ input_tokens: input, output_tokens: output, cache_read_tokens: cached }, prices.models[0]!.id, {
+      const result = calcPrice({ input_tokens: input, output_tokens: output, cache_read_tokens: cached }, usage.model, {
         provider: prices,
         timestamp: new Date(usage.timestampMs),
       });
