@@ -2,7 +2,7 @@ import { isIP } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { KeyRing } from './auth/keys.ts';
-import { BudgetManager } from './admin/budgets.ts';
+import { BudgetManager, loadStoredBudgets } from './admin/budgets.ts';
 import { RuleManager } from './admin/rate-limit-rules.ts';
 import { BudgetTracker } from './budgets/tracker.ts';
 import { BUDGETS_WITHOUT_USAGE_WARNING, TOKEN_RULES_WITHOUT_USAGE_WARNING, type BudgetSeed, type RuleSeed } from './config/load.ts';
@@ -190,6 +190,7 @@ async function startBudgets(
         return !usage.failing;
       },
       sumCost: (queries) => storage.sumCost(queries),
+      budgets: async () => (await loadStoredBudgets(storage)).valid,
     },
     onError: (err) => logger.warn({ err }, 'reading budget spend from storage failed; the last known spend stays in force'),
   });

@@ -63,14 +63,7 @@ export class BudgetManager {
     const skipped = await storage.replaceConfigBudgets(rows);
     const shadowed = skipped.map((key) => bySeedKey.get(budgetIdentity(key))).filter((seed): seed is BudgetSeed => seed !== undefined);
     for (const seed of shadowed) manager.#configOrigins.delete(budgetIdentity(seed));
-    const valid: BudgetDefinition[] = [];
-    const invalid: InvalidStoredBudget[] = [];
-    for (const row of await storage.listBudgets()) {
-      // A row out of today's bounds (or written by hand) must not take the admin API down with it.
-      const checked = validateBudget(row);
-      if (checked.ok) valid.push(checked.value);
-      else invalid.push({ budget: `${row.userPath} ${row.period}`, error: checked.error });
-    }
+    const { valid, invalid } = await loadStoredBudgets(storage);
     tracker.replaceAll(valid);
     await tracker.refresh();
     return { manager, shadowed, invalid };
@@ -106,4 +99,19 @@ export class BudgetManager {
     if (!checked.ok) throw new BudgetChangeError('invalid', checked.error);
     return checked.value;
   }
+}
+
+/**
+ * Every stored budget, the valid ones apart: a row out of today's bounds (or written by hand) stays
+ * in storage but is not enforced, so it cannot take the admin API down with it.
+ */
+export async function loadStoredBudgets(storage: Pick<Storage, 'listBudgets'>): Promise<{ valid: BudgetDefinition[]; invalid: InvalidStoredBudget[] }> {
+  const valid: BudgetDefinition[] = [];
+  const invalid: InvalidStoredBudget[] = [];
+  for (const row of await storage.listBudgets()) {
+    const checked = validateBudget(row);
+    if (checked.ok) valid.push(checked.value);
+    else invalid.push({ budget: `${row.userPath} ${row.period}`, error: checked.error });
+  }
+  return { valid, invalid };
 }

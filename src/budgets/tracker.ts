@@ -28,6 +28,8 @@ export interface SpendSource {
   settle(): Promise<boolean>;
   /** The summed cost of the usage records each query selects, in query order. */
   sumCost(queries: readonly SpendQuery[]): Promise<number[]>;
+  /** Every valid stored budget (another replica may have written some). */
+  budgets(): Promise<BudgetDefinition[]>;
 }
 
 export interface BudgetTrackerOptions {
@@ -97,6 +99,8 @@ export class BudgetTracker {
   #refreshAgain = false;
   #timer: NodeJS.Timeout | undefined;
   #closed = false;
+  /** Counts this replica's budget changes, so a refresh does not undo one with an older listing. */
+  #version = 0;
 
   constructor(options: BudgetTrackerOptions) {
     this.#now = options.now;
@@ -114,9 +118,8 @@ export class BudgetTracker {
 
   /** Replaces every budget; the spend of budgets kept under the same key stays. */
   replaceAll(definitions: readonly BudgetDefinition[]): void {
-    const wanted = new Set(definitions.map(budgetIdentity));
-    for (const id of [...this.#byId.keys()]) if (!wanted.has(id)) this.#remove(id);
-    for (const definition of definitions) this.upsert(definition);
+    this.#version++;
+    this.#replaceAll(definitions, true);
   }
 
   /**
@@ -124,24 +127,13 @@ export class BudgetTracker {
    * this replica knows of and asks for a refresh to learn the rest.
    */
   upsert(definition: BudgetDefinition): void {
-    const id = budgetIdentity(definition);
-    const existing = this.#byId.get(id);
-    if (existing !== undefined) {
-      existing.definition = definition;
-      return;
-    }
-    const window = periodWindow(definition.period, this.#now());
-    const state: BudgetState = { definition, id, lowerPath: definition.userPath.toLowerCase(), startMs: window.startMs, endMs: window.endMs, stored: 0, local: 0 };
-    state.local = this.#localSpendOf(state);
-    this.#byId.set(id, state);
-    const bucket = this.#byPath.get(state.lowerPath);
-    if (bucket === undefined) this.#byPath.set(state.lowerPath, [state]);
-    else bucket.push(state);
-    this.requestRefresh();
+    this.#version++;
+    this.#put(definition, true);
   }
 
   /** False when there is no such budget. */
   delete(key: BudgetKey): boolean {
+    this.#version++;
     return this.#remove(budgetIdentity(key));
   }
 
@@ -245,6 +237,11 @@ export class BudgetTracker {
     // replica can briefly count a cost twice, never miss one).
     const mark = this.#seq;
     if (!(await this.#source.settle())) return;
+    // Budgets written through other replicas arrive here. A change made on this replica while
+    // storage was being read wins: the listing may predate it, and the next refresh sees both.
+    const version = this.#version;
+    const stored = await this.#source.budgets();
+    if (version === this.#version) this.#replaceAll(stored, false);
     const now = this.#now();
     const states = [...this.#byId.values()];
     const starts = states.map((state) => {
@@ -276,6 +273,29 @@ export class BudgetTracker {
     state.endMs = window.endMs;
     state.stored = 0;
     state.local = this.#localSpendOf(state);
+    if (refresh) this.requestRefresh();
+  }
+
+  #replaceAll(definitions: readonly BudgetDefinition[], refresh: boolean): void {
+    const wanted = new Set(definitions.map(budgetIdentity));
+    for (const id of [...this.#byId.keys()]) if (!wanted.has(id)) this.#remove(id);
+    for (const definition of definitions) this.#put(definition, refresh);
+  }
+
+  #put(definition: BudgetDefinition, refresh: boolean): void {
+    const id = budgetIdentity(definition);
+    const existing = this.#byId.get(id);
+    if (existing !== undefined) {
+      existing.definition = definition;
+      return;
+    }
+    const window = periodWindow(definition.period, this.#now());
+    const state: BudgetState = { definition, id, lowerPath: definition.userPath.toLowerCase(), startMs: window.startMs, endMs: window.endMs, stored: 0, local: 0 };
+    state.local = this.#localSpendOf(state);
+    this.#byId.set(id, state);
+    const bucket = this.#byPath.get(state.lowerPath);
+    if (bucket === undefined) this.#byPath.set(state.lowerPath, [state]);
+    else bucket.push(state);
     if (refresh) this.requestRefresh();
   }
 

@@ -30,6 +30,7 @@ function setup(options: { flushIntervalMs?: number } = {}) {
   let tracker: BudgetTracker | undefined;
   const recorder = new UsageRecorder(storage, { flushIntervalMs: options.flushIntervalMs ?? 3_600_000, onRecord: (r) => tracker?.observe(r.userPath, r.timestampMs, r.costUsd) });
   let failing = false;
+  let listingGate: Promise<void> | undefined;
   tracker = new BudgetTracker({
     now: () => clock.now,
     source: {
@@ -38,16 +39,38 @@ function setup(options: { flushIntervalMs?: number } = {}) {
         return !failing && !recorder.failing;
       },
       sumCost: (queries) => storage.sumCost(queries),
+      budgets: async () => {
+        const rows = await storage.listBudgets();
+        await listingGate;
+        return rows;
+      },
     },
   });
   return {
     clock,
     tracker,
+    /** Stores budgets and gives them to the tracker, as the budget manager does. */
+    define: async (...definitions: BudgetDefinition[]) => {
+      for (const definition of definitions) await storage.upsertBudget(definition);
+      tracker!.replaceAll(await storage.listBudgets());
+    },
+    storage,
     /** This replica records a request's cost. */
     local: (userPath: string, costUsd: number, at = clock.now) => recorder.record(spend(userPath, costUsd, at)),
     /** Another replica's record, already in storage. */
     other: (userPath: string, costUsd: number, at = clock.now) => store.usage.push(spend(userPath, costUsd, at)),
     stored: () => store.usage.length,
+    /** The next budget listings are read, then held until the returned function is called. */
+    holdListings: (): (() => void) => {
+      let release = (): void => {};
+      listingGate = new Promise((resolve) => {
+        release = resolve;
+      });
+      return () => {
+        listingGate = undefined;
+        release();
+      };
+    },
     setFailing: (value: boolean) => {
       failing = value;
     },
@@ -73,7 +96,7 @@ describe('BudgetTracker', () => {
 
   it('refuses once local spend reaches the cap, on the path and below it, with the wait until the period ends', async () => {
     const s = setup();
-    s.tracker.replaceAll([budget('/Team', 'day', 1)]);
+    await s.define(budget('/Team', 'day', 1));
     await s.tracker.refresh();
     s.local('/team/a', 0.6);
     assert.equal(s.tracker.check('/team/a'), undefined);
@@ -92,7 +115,7 @@ describe('BudgetTracker', () => {
 
   it('learns other replicas\' spend at a refresh, and counts its own records once after they are stored', async () => {
     const s = setup();
-    s.tracker.replaceAll([budget('/team', 'month', 10)]);
+    await s.define(budget('/team', 'month', 10));
     s.other('/team/x', 2);
     await s.tracker.refresh();
     assert.deepEqual(spentOf(s.tracker, '/team'), [2]);
@@ -109,7 +132,7 @@ describe('BudgetTracker', () => {
 
   it('keeps the last numbers and its local spend while storage cannot be written', async () => {
     const s = setup();
-    s.tracker.replaceAll([budget('/team', 'day', 10)]);
+    await s.define(budget('/team', 'day', 10));
     s.other('/team', 1);
     await s.tracker.refresh();
     s.setFailing(true);
@@ -125,7 +148,7 @@ describe('BudgetTracker', () => {
 
   it('starts over when the period rolls over, reading the new period from storage', async () => {
     const s = setup();
-    s.tracker.replaceAll([budget('/team', 'day', 1)]);
+    await s.define(budget('/team', 'day', 1));
     await s.tracker.refresh();
     s.local('/team', 1);
     assert.ok(s.tracker.check('/team'));
@@ -147,7 +170,7 @@ describe('BudgetTracker', () => {
 
   it('reports the breached budget that frees up last', async () => {
     const s = setup();
-    s.tracker.replaceAll([budget('/', 'day', 1), budget('/team', 'month', 1), budget('/team/a', '3600s', 1)]);
+    await s.define(budget('/', 'day', 1), budget('/team', 'month', 1), budget('/team/a', '3600s', 1));
     await s.tracker.refresh();
     s.local('/team/a', 1);
     assert.equal(s.tracker.check('/team/a')?.message, 'budget exceeded for /team: month budget of $1.00 reached');
@@ -158,25 +181,53 @@ describe('BudgetTracker', () => {
 
   it('a budget added later starts from the spend already stored; a cap change keeps the spend; delete forgets it', async () => {
     const s = setup();
-    s.tracker.replaceAll([budget('/a', 'day', 5)]);
+    await s.define(budget('/a', 'day', 5));
     s.other('/team/x', 0.3);
     s.local('/team/x', 0.2);
+    await s.storage.upsertBudget(budget('/team', 'week', 0.5));
     s.tracker.upsert(budget('/team', 'week', 0.5));
     await s.tracker.refresh();
     assert.deepEqual(spentOf(s.tracker, '/team'), [0.5]);
     assert.ok(s.tracker.check('/team/x'));
+    await s.storage.upsertBudget(budget('/TEAM', 'week', 0.75));
     s.tracker.upsert(budget('/TEAM', 'week', 0.75));
     assert.deepEqual(spentOf(s.tracker, '/team'), [0.5]);
     assert.equal(s.tracker.check('/team/x'), undefined);
+    await s.storage.deleteBudget({ userPath: '/team', period: 'week' });
     assert.equal(s.tracker.delete({ userPath: '/team', period: 'week' }), true);
     assert.equal(s.tracker.delete({ userPath: '/team', period: 'week' }), false);
     assert.deepEqual(s.tracker.statusFor('/team'), []);
     await s.close();
   });
 
+  it('takes budgets written through another replica at a refresh, keeping spend; a local change meanwhile wins', async () => {
+    const s = setup();
+    await s.define(budget('/a', 'day', 5));
+    s.local('/a', 1);
+    await s.storage.upsertBudget(budget('/b', 'day', 0.5)); // another replica's admin API
+    await s.storage.upsertBudget(budget('/A', 'day', 1)); // ... and its cap change
+    s.other('/b', 0.5);
+    assert.equal(s.tracker.check('/b'), undefined);
+    await s.tracker.refresh();
+    assert.equal(s.tracker.check('/b')?.message, 'budget exceeded for /b: day budget of $0.50 reached');
+    assert.equal(s.tracker.check('/a')?.message, 'budget exceeded for /A: day budget of $1.00 reached');
+    // A delete and a cap change made on this replica while a refresh holds an older listing survive that refresh.
+    const release = s.holdListings();
+    const refreshing = s.tracker.refresh();
+    await new Promise((resolve) => setImmediate(resolve)); // the refresh has read the listing
+    await s.storage.deleteBudget({ userPath: '/b', period: 'day' });
+    s.tracker.delete({ userPath: '/b', period: 'day' });
+    await s.storage.upsertBudget(budget('/a', 'day', 3));
+    s.tracker.upsert(budget('/a', 'day', 3));
+    release();
+    await refreshing;
+    assert.deepEqual(s.tracker.status().map((r) => [r.user_path, r.max_usd]), [['/a', 3]]);
+    await s.close();
+  });
+
   it('shows whole status records, sorted by path then period length, with the month\'s own length', async () => {
     const s = setup();
-    s.tracker.replaceAll([budget('/team', 'month', 200, 'config'), budget('/team', 'day', 10), budget('/', 'week', 0.01), budget('/team', '3600s', 0.5)]);
+    await s.define(budget('/team', 'month', 200, 'config'), budget('/team', 'day', 10), budget('/', 'week', 0.01), budget('/team', '3600s', 0.5));
     await s.tracker.refresh();
     s.local('/team/a', 0.25);
     s.local('/team/b', 0.000000001);
