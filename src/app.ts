@@ -14,7 +14,7 @@ import { InFlightRequests } from './http/in-flight.ts';
 import { GatewayMetrics } from './metrics/index.ts';
 import { buildServer } from './http/server.ts';
 import { PriceTable, type PriceOverride } from './pricing/price-table.ts';
-import { createProviders, type ProviderConfig } from './providers/registry.ts';
+import { createProviders, pricesProviderOf, type ProviderConfig } from './providers/registry.ts';
 import type { Provider } from './providers/types.ts';
 import { Resolver, RoutingError } from './routing/resolver.ts';
 import { ResponseCache } from './cache/response-cache.ts';
@@ -214,7 +214,7 @@ function buildPriceTable(providers: Readonly<Record<string, ProviderConfig>>, pr
     overrides[model] = { inputPerMtok: price.input_per_mtok, outputPerMtok: price.output_per_mtok, cachedInputPerMtok: price.cached_input_per_mtok };
   }
   return new PriceTable({
-    instances: Object.entries(providers).map(([name, c]) => ({ name, type: c.type, baseUrl: (c as { base_url?: string }).base_url })),
+    instances: Object.entries(providers).map(([name, c]) => ({ name, pricesProvider: pricesProviderOf(c.type), baseUrl: (c as { base_url?: string }).base_url })),
     overrides,
     onUnknown: (provider, model) => logger.warn({ provider, model }, `no price known for ${provider}/${model}: its requests cost $0 (set one under pricing: "${provider}/${model}")`),
   });

@@ -6,8 +6,9 @@
  *
  * Which of the package's providers prices a Floodgate instance: the one whose API address matches
  * the instance's base URL (an OpenAI-compatible instance at Groq gets Groq's prices), else the
- * one of its provider type (`openai`, `anthropic`), else whichever provider the package finds for
- * the model id alone. The mock type has no prices.
+ * one its provider type names (`pricesProvider` in the provider registry), else whichever
+ * provider the package finds for the model id alone. A type that names none (`null`) has no
+ * prices, only overrides.
  */
 import { calcPrice, findProvider, type Provider as PriceProvider } from '@pydantic/genai-prices';
 
@@ -32,8 +33,8 @@ export interface PriceOverride {
 
 export interface PricedInstance {
   name: string;
-  /** Provider type (`openai`, `anthropic`, `mock`). */
-  type: string;
+  /** The package provider its type's models are priced as; null: no prices; undefined: by model id alone. */
+  pricesProvider: string | null | undefined;
   baseUrl?: string | undefined;
 }
 
@@ -44,11 +45,6 @@ export interface PriceTableOptions {
   /** Called once per `provider/model` that has no price (its requests cost 0). */
   onUnknown?: (provider: string, model: string) => void;
 }
-
-/** The package's provider id for each provider type; types not listed rely on the other lookups. */
-const PRICES_PROVIDER_OF_TYPE: Readonly<Record<string, string>> = { openai: 'openai', anthropic: 'anthropic' };
-/** Types whose requests have no price at all (no lookup, no log line). */
-const UNPRICED_TYPES = new Set(['mock']);
 
 export class PriceTable {
   /** `provider/model` → the package provider holding just that model's prices; null: no price. */
@@ -67,11 +63,11 @@ export class PriceTable {
 
   /** Dollars; 0 for a model without a price, a cache hit or a request without usage. */
   cost(usage: PricedUsage): number {
-    const prices = this.#pricesFor(usage.provider, usage.model);
-    if (prices === null) return 0;
     const input = Math.max(0, usage.promptTokens);
     const output = Math.max(0, usage.completionTokens);
     if (input === 0 && output === 0) return 0;
+    const prices = this.#pricesFor(usage.provider, usage.model);
+    if (prices === null) return 0;
     // Cached tokens are part of the prompt; a provider reporting more would make the package throw.
     const cached = Math.min(Math.max(0, usage.cachedPromptTokens), input);
     try {
@@ -94,8 +90,9 @@ export class PriceTable {
     if (prices === undefined) {
       prices = this.#resolve(provider, model);
       this.#resolved.set(key, prices);
+      // A request without a model (passthrough) or on a type without prices by design is not worth a log line.
       const instance = this.#instances.get(provider);
-      if (prices === null && provider !== '' && model !== '' && !(instance && UNPRICED_TYPES.has(instance.type))) this.#onUnknown(provider, model);
+      if (prices === null && model !== '' && instance !== undefined && instance.pricesProvider !== null) this.#onUnknown(provider, model);
     }
     return prices;
   }
@@ -105,7 +102,7 @@ export class PriceTable {
     const override = this.#overrides[`${provider}/${model}`];
     if (override !== undefined) return overrideProvider(model, override);
     const instance = this.#instances.get(provider);
-    if (instance === undefined || UNPRICED_TYPES.has(instance.type)) return null;
+    if (instance === undefined || instance.pricesProvider === null) return null;
     for (const providerId of this.#candidatesOf(instance)) {
       const found = lookup(model, providerId);
       if (found !== null) return found;
@@ -119,8 +116,8 @@ export class PriceTable {
       ids = [];
       const byUrl = instance.baseUrl === undefined ? undefined : findProvider({ providerApiUrl: instance.baseUrl })?.id;
       if (byUrl !== undefined) ids.push(byUrl);
-      const byType = PRICES_PROVIDER_OF_TYPE[instance.type];
-      if (byType !== undefined && byType !== byUrl) ids.push(byType);
+      const byType = instance.pricesProvider;
+      if (byType !== undefined && byType !== null && byType !== byUrl) ids.push(byType);
       this.#candidates.set(instance.name, ids);
     }
     return ids;

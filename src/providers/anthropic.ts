@@ -33,6 +33,7 @@ export const anthropicProviderType = defineProviderType({
   type: 'anthropic',
   configFields: { base_url: defaultUrlSetting(ANTHROPIC_DEFAULT_BASE_URL, normalizeAnthropicBaseUrl) },
   create: (name, settings) => new AnthropicProvider(name, settings),
+  pricesProvider: 'anthropic',
 });
 
 function headerValue(h: IncomingHttpHeaders | undefined, name: string): string | undefined {

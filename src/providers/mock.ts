@@ -79,6 +79,7 @@ export const mockProviderType = defineProviderType({
   type: 'mock',
   configFields: { base_url: optionalUrlSetting() },
   create: (name, settings) => new MockProvider({ name, models: settings.models }),
+  pricesProvider: null,
 });
 
 /** The built-in offline provider: deterministic echo answers, always with usage, no network. */

@@ -34,6 +34,8 @@ export const openaiProviderType = defineProviderType({
   type: 'openai',
   configFields: { base_url: urlSetting() },
   create: (name, settings) => new OpenAIProvider(name, settings),
+  // An OpenAI-compatible server serving `gpt-4o-mini` is priced as OpenAI's `gpt-4o-mini`.
+  pricesProvider: 'openai',
 });
 
 /** Any OpenAI-compatible upstream (OpenAI, Azure-style proxies, vLLM, Ollama, LiteLLM, ...). */

@@ -29,6 +29,11 @@ function createProvider(name: string, config: ProviderConfig): Provider {
   return create(name, config);
 }
 
+/** The `pricesProvider` of a provider type (see `ProviderType`); undefined for an unknown type. */
+export function pricesProviderOf(type: string): string | null | undefined {
+  return PROVIDER_TYPES.find((t) => t.type === type)?.pricesProvider;
+}
+
 /** Instances in config order (the order decides which provider serves a bare model name). */
 export function createProviders(map: Readonly<Record<string, ProviderConfig>>): Provider[] {
   return Object.entries(map).map(([name, config]) => createProvider(name, config));

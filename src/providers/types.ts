@@ -157,6 +157,13 @@ export interface ProviderType<Name extends string = string, Fields extends z.Zod
   readonly type: Name;
   readonly configFields: Fields;
   create(name: string, settings: ProviderSettings<Fields>): Provider;
+  /**
+   * Whose prices apply to this type's models (request costs, budgets): the id of a provider in
+   * the `@pydantic/genai-prices` table, used when an instance's base URL does not point at another
+   * provider it knows; `null` for a type whose requests cost nothing. Absent: the price is looked
+   * up by model id alone.
+   */
+  readonly pricesProvider?: string | null;
 }
 
 /** Declares a provider type; only here to infer its name and fields for the registry's types. */

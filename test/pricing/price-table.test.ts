@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { calcPrice } from '@pydantic/genai-prices';
 import { PriceTable, type PricedUsage } from '../../src/pricing/price-table.ts';
+import { pricesProviderOf } from '../../src/providers/registry.ts';
 
 const AT = Date.parse('2025-06-01T12:00:00Z');
 
@@ -31,11 +32,13 @@ function table(overrides = {}) {
   const unknown: string[] = [];
   const prices = new PriceTable({
     instances: [
-      { name: 'oai', type: 'openai', baseUrl: 'https://api.openai.com/v1' },
-      { name: 'local', type: 'openai', baseUrl: 'http://127.0.0.1:8000/v1' },
-      { name: 'groq', type: 'openai', baseUrl: 'https://api.groq.com/openai/v1' },
-      { name: 'claude', type: 'anthropic', baseUrl: 'https://api.anthropic.com' },
-      { name: 'mock', type: 'mock' },
+      { name: 'oai', pricesProvider: pricesProviderOf('openai'), baseUrl: 'https://api.openai.com/v1' },
+      { name: 'local', pricesProvider: pricesProviderOf('openai'), baseUrl: 'http://127.0.0.1:8000/v1' },
+      { name: 'groq', pricesProvider: pricesProviderOf('openai'), baseUrl: 'https://api.groq.com/openai/v1' },
+      { name: 'claude', pricesProvider: pricesProviderOf('anthropic'), baseUrl: 'https://api.anthropic.com' },
+      // A mock pointed at a real provider's address still has no prices.
+      { name: 'mock', pricesProvider: pricesProviderOf('mock'), baseUrl: 'https://api.openai.com/v1' },
+      { name: 'untyped', pricesProvider: undefined },
     ],
     overrides,
     onUnknown: (provider, model) => unknown.push(`${provider}/${model}`),
@@ -68,6 +71,8 @@ describe('PriceTable', () => {
     // A Claude model behind an OpenAI-compatible instance: found by its id.
     const haiku = published('claude-3-5-haiku-20241022', 'anthropic');
     assert.equal(exact(prices.cost(usage('local', 'claude-3-5-haiku-20241022', 1_000, 1_000))), exact(expected(haiku, 1_000, 0, 1_000)));
+    // A type that names no prices provider: by model id alone.
+    assert.equal(exact(prices.cost(usage('untyped', 'gpt-4o-mini', 1_000, 100))), exact(expected(published('gpt-4o-mini', 'openai'), 1_000, 0, 100)));
     assert.deepEqual(unknown, []);
   });
 
@@ -90,6 +95,7 @@ describe('PriceTable', () => {
     assert.equal(prices.cost(usage('oai', 'no-such-model-xyz', 1_000, 1_000)), 0);
     assert.equal(prices.cost(usage('oai', 'no-such-model-xyz', 5, 5)), 0);
     assert.equal(prices.cost(usage('mock', 'mock-1', 1_000, 1_000)), 0);
+    assert.equal(prices.cost(usage('mock', 'gpt-4o', 1_000, 1_000)), 0);
     assert.equal(prices.cost(usage('', 'gpt-4o', 0, 0)), 0);
     assert.equal(prices.cost(usage('oai', 'gpt-4o', 0, 0)), 0);
     assert.equal(prices.cost(usage('oai', '', 10, 10)), 0);
