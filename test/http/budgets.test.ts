@@ -40,28 +40,45 @@ async function usageOf(gw: TestGateway, userPath: string, day?: string): Promise
   return res.json();
 }
 
-describe('budgets: a $0.01 day budget', () => {
-  let up: FakeUpstream;
-  let gw: TestGateway;
-  const clock = clockAt('2025-03-10T23:00:00.250Z');
+/**
+ * For one describe block: a fake upstream `up` serving `gpt-x` (priced at a thousandth of a dollar
+ * a token) and `emb`, and a gateway in front of it with the master key. `providers` adds provider
+ * entries; `yaml` comes right after the `pricing:` section, so indented lines continue it.
+ */
+function fixture(options: { providers?: string; yaml?: string; env?: Record<string, string>; now?: () => number }): { readonly up: FakeUpstream; readonly gw: TestGateway } {
+  let up: FakeUpstream | undefined;
+  let gw: TestGateway | undefined;
   before(async () => {
     up = await startFakeUpstream({ name: 'up' });
     gw = await startTestGateway({
-      yaml: `providers:\n${openaiProvider('up', up.url, ['gpt-x'])}${THOUSANDTH_PER_TOKEN}budgets:\n  user_paths: [ { path: /team, limits: [ { period: day, max_usd: 0.01 } ] } ]\n`,
-      env: { MASTER_KEY: MASTER },
-      now: clock.now,
+      yaml: `providers:\n${openaiProvider('up', up.url, ['gpt-x', 'emb'])}${options.providers ?? ''}${THOUSANDTH_PER_TOKEN}${options.yaml ?? ''}`,
+      env: { MASTER_KEY: MASTER, ...options.env },
+      now: options.now,
     });
   });
   after(async () => {
     await gw?.close();
     await up?.close();
   });
+  return {
+    get up() {
+      return up!;
+    },
+    get gw() {
+      return gw!;
+    },
+  };
+}
+
+describe('budgets: a $0.01 day budget', () => {
+  const clock = clockAt('2025-03-10T23:00:00.250Z');
+  const fx = fixture({ yaml: 'budgets:\n  user_paths: [ { path: /team, limits: [ { period: day, max_usd: 0.01 } ] } ]\n', now: clock.now });
 
   it('refuses the request after the one that crosses it, with the exact body and Retry-After until the day ends', async () => {
     let spent = 0;
     let admitted = 0;
     for (;;) {
-      const res = await gw.request('POST', '/v1/chat/completions', { body: chat(), headers: as(admitted % 2 === 0 ? '/team/a' : '/TEAM/b') });
+      const res = await fx.gw.request('POST', '/v1/chat/completions', { body: chat(), headers: as(admitted % 2 === 0 ? '/team/a' : '/TEAM/b') });
       if (spent >= 0.01) {
         // 3599.75 s to midnight: Retry-After rounds up, retry-after-ms is exact.
         assertBudgetRefusal(res, 'budget exceeded for /team: day budget of $0.01 reached', 3_599_750);
@@ -72,13 +89,13 @@ describe('budgets: a $0.01 day budget', () => {
       admitted++;
     }
     assert.ok(admitted >= 2, 'the budget took several requests to reach');
-    assert.equal(up.callCount('/v1/chat/completions'), admitted, 'the refused request never went upstream');
+    assert.equal(fx.up.callCount('/v1/chat/completions'), admitted, 'the refused request never went upstream');
     // Other paths are not governed by /team's budget.
-    assert.equal((await gw.request('POST', '/v1/chat/completions', { body: chat(), headers: as('/teams') })).status, 200);
+    assert.equal((await fx.gw.request('POST', '/v1/chat/completions', { body: chat(), headers: as('/teams') })).status, 200);
   });
 
   it('GET /v1/usage shows costs per model and in total, and the budgets governing the caller', async () => {
-    const team = await usageOf(gw, '/team', '2025-03-10');
+    const team = await usageOf(fx.gw, '/team', '2025-03-10');
     const spent = round(team.totals.total_tokens * 0.001);
     assert.ok(spent >= 0.01);
     assert.equal(team.totals.cost_usd, spent);
@@ -90,39 +107,26 @@ describe('budgets: a $0.01 day budget', () => {
       },
     ]);
     // A caller below /team is governed by it too; a caller beside it is not.
-    assert.deepEqual((await usageOf(gw, '/team/a/x')).budgets.map((b: any) => b.user_path), ['/team']);
-    assert.deepEqual((await usageOf(gw, '/teams')).budgets, []);
+    assert.deepEqual((await usageOf(fx.gw, '/team/a/x')).budgets.map((b: any) => b.user_path), ['/team']);
+    assert.deepEqual((await usageOf(fx.gw, '/teams')).budgets, []);
   });
 
   it('admits again once the day is over', async () => {
     clock.set('2025-03-11T00:00:00.000Z');
-    const res = await gw.request('POST', '/v1/chat/completions', { body: chat(), headers: as('/team') });
+    const res = await fx.gw.request('POST', '/v1/chat/completions', { body: chat(), headers: as('/team') });
     assert.equal(res.status, 200, res.text);
-    const [budget] = (await usageOf(gw, '/team')).budgets;
+    const [budget] = (await usageOf(fx.gw, '/team')).budgets;
     assert.equal(budget.period_start, '2025-03-11T00:00:00Z');
     assert.equal(budget.spent_usd, round(res.json().usage.total_tokens * 0.001));
   });
 });
 
 describe('budgets: week and month boundaries', () => {
-  let up: FakeUpstream;
-  let gw: TestGateway;
   // Sunday 30 March 2025; the ISO week began on Monday 24 March.
   const clock = clockAt('2025-03-30T23:30:00.000Z');
-  before(async () => {
-    up = await startFakeUpstream({ name: 'up' });
-    gw = await startTestGateway({
-      yaml: `providers:\n${openaiProvider('up', up.url, ['gpt-x'])}${THOUSANDTH_PER_TOKEN}`,
-      env: { MASTER_KEY: MASTER, SET_BUDGET_W: 'week=0.004,month=0.006' },
-      now: clock.now,
-    });
-  });
-  after(async () => {
-    await gw?.close();
-    await up?.close();
-  });
+  const fx = fixture({ env: { SET_BUDGET_W: 'week=0.004,month=0.006' }, now: clock.now });
 
-  const send = () => gw.request('POST', '/v1/chat/completions', { body: chat(), headers: as('/w') });
+  const send = () => fx.gw.request('POST', '/v1/chat/completions', { body: chat(), headers: as('/w') });
 
   it('a week budget ends on Monday 00:00 UTC, a month budget on the first of the month', async () => {
     // Each request costs $0.002 (2 tokens).
@@ -134,7 +138,7 @@ describe('budgets: week and month boundaries', () => {
     assert.equal((await send()).status, 200);
     assertBudgetRefusal(await send(), 'budget exceeded for /w: month budget of $0.006 reached', 86_400_000);
     assert.deepEqual(
-      (await usageOf(gw, '/w')).budgets.map((b: any) => [b.period_label, b.period_seconds, b.period_start, b.period_end, b.spent_usd, b.remaining_usd]),
+      (await usageOf(fx.gw, '/w')).budgets.map((b: any) => [b.period_label, b.period_seconds, b.period_start, b.period_end, b.spent_usd, b.remaining_usd]),
       [
         ['week', 604800, '2025-03-31T00:00:00Z', '2025-04-07T00:00:00Z', 0.002, 0.002],
         ['month', 31 * 86400, '2025-03-01T00:00:00Z', '2025-04-01T00:00:00Z', 0.006, 0],
@@ -145,7 +149,7 @@ describe('budgets: week and month boundaries', () => {
     assert.equal((await send()).status, 200);
     assertBudgetRefusal(await send(), 'budget exceeded for /w: week budget of $0.004 reached', 6 * 86_400_000);
     assert.deepEqual(
-      (await usageOf(gw, '/w')).budgets.map((b: any) => [b.period_label, b.period_seconds, b.period_start, b.spent_usd]),
+      (await usageOf(fx.gw, '/w')).budgets.map((b: any) => [b.period_label, b.period_seconds, b.period_start, b.spent_usd]),
       [
         ['week', 604800, '2025-03-31T00:00:00Z', 0.004],
         ['month', 30 * 86400, '2025-04-01T00:00:00Z', 0.002],
@@ -157,58 +161,49 @@ describe('budgets: week and month boundaries', () => {
 });
 
 describe('budgets: every model endpoint is refused once the budget is reached', () => {
-  let up: FakeUpstream;
-  let gw: TestGateway;
-  before(async () => {
-    up = await startFakeUpstream({ name: 'up' });
-    gw = await startTestGateway({
-      yaml:
-        `providers:\n${openaiProvider('up', up.url, ['gpt-x', 'emb'])}  mock: { type: mock }\n` +
-        'pricing:\n  up/gpt-x: { input_per_mtok: 1000, output_per_mtok: 1000 }\n  mock/mock-1: { input_per_mtok: 1000, output_per_mtok: 1000 }\n' +
-        'rate_limits:\n  user_paths: [ { path: /both, limits: [ { period: minute, max_requests: 1 } ] } ]\n',
-      env: { MASTER_KEY: MASTER, SET_BUDGET_SPENT: 'month=0.000001', SET_BUDGET_BOTH: 'month=0.000001' },
-    });
-    const first = await gw.request('POST', '/v1/chat/completions', { body: chat(), headers: as('/spent') });
-    assert.equal(first.status, 200, first.text);
+  const fx = fixture({
+    providers: '  mock: { type: mock }\n',
+    yaml: '  mock/mock-1: { input_per_mtok: 1000, output_per_mtok: 1000 }\nrate_limits:\n  user_paths: [ { path: /both, limits: [ { period: minute, max_requests: 1 } ] } ]\n',
+    env: { SET_BUDGET_SPENT: 'month=0.000001', SET_BUDGET_BOTH: 'month=0.000001' },
   });
-  after(async () => {
-    await gw?.close();
-    await up?.close();
+  before(async () => {
+    const first = await fx.gw.request('POST', '/v1/chat/completions', { body: chat(), headers: as('/spent') });
+    assert.equal(first.status, 200, first.text);
   });
 
   const MESSAGE = 'budget exceeded for /spent: month budget of $0.000001 reached';
 
   it('chat, embeddings, messages and passthrough', async () => {
-    const calls = up.calls.length;
+    const calls = fx.up.calls.length;
     for (const [path, body] of [
       ['/v1/chat/completions', chat('mock/mock-1')],
       ['/v1/embeddings', { model: 'up/emb', input: 'x' }],
       ['/p/up/v1/chat/completions', chat('gpt-x')],
     ] as const) {
-      const error = assertOpenAiError(await gw.request('POST', path, { body, headers: as('/spent/x') }), 429, 'rate_limit_error');
+      const error = assertOpenAiError(await fx.gw.request('POST', path, { body, headers: as('/spent/x') }), 429, 'rate_limit_error');
       assert.equal(error.message, MESSAGE, path);
       assert.equal(error.code, 'budget_exceeded', path);
     }
-    const messages = await gw.request('POST', '/v1/messages', { body: { model: 'mock/mock-1', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] }, headers: as('/spent') });
+    const messages = await fx.gw.request('POST', '/v1/messages', { body: { model: 'mock/mock-1', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] }, headers: as('/spent') });
     assert.equal(assertAnthropicError(messages, 429, 'rate_limit_error').message, MESSAGE);
     assert.ok(Number(messages.headers.get('retry-after')) >= 1);
-    assert.equal(up.calls.length, calls, 'nothing was sent upstream');
+    assert.equal(fx.up.calls.length, calls, 'nothing was sent upstream');
   });
 
   it('batch submission', async () => {
     const form = new FormData();
     form.append('purpose', 'batch');
     form.append('file', new Blob([JSON.stringify({ custom_id: 'a', method: 'POST', url: '/v1/chat/completions', body: chat('mock-1') }) + '\n']), 'in.jsonl');
-    const file = await fetch(`${gw.url}/v1/files`, { method: 'POST', body: form, headers: as('/spent') });
+    const file = await fetch(`${fx.gw.url}/v1/files`, { method: 'POST', body: form, headers: as('/spent') });
     assert.equal(file.status, 200);
     const { id } = (await file.json()) as { id: string };
-    const res = await gw.request('POST', '/v1/batches', { body: { input_file_id: id, endpoint: '/v1/chat/completions', completion_window: '24h' }, headers: as('/spent') });
+    const res = await fx.gw.request('POST', '/v1/batches', { body: { input_file_id: id, endpoint: '/v1/chat/completions', completion_window: '24h' }, headers: as('/spent') });
     assert.equal(assertOpenAiError(res, 429, 'rate_limit_error').message, MESSAGE);
   });
 
   it('realtime sessions, before the upgrade', async () => {
     const refusal = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const ws = new WebSocket(`${gw.url.replace('http', 'ws')}/v1/realtime?model=mock-1`, ['realtime'], { headers: as('/spent') });
+      const ws = new WebSocket(`${fx.gw.url.replace('http', 'ws')}/v1/realtime?model=mock-1`, ['realtime'], { headers: as('/spent') });
       ws.once('open', () => reject(new Error('the session was accepted')));
       ws.once('unexpected-response', (req, res) => {
         let body = '';
@@ -225,28 +220,15 @@ describe('budgets: every model endpoint is refused once the budget is reached', 
   });
 
   it('a rate-limit breach is reported before a budget breach', async () => {
-    assert.equal((await gw.request('POST', '/v1/chat/completions', { body: chat(), headers: as('/both') })).status, 200);
-    const error = assertOpenAiError(await gw.request('POST', '/v1/chat/completions', { body: chat(), headers: as('/both') }), 429, 'rate_limit_error');
+    assert.equal((await fx.gw.request('POST', '/v1/chat/completions', { body: chat(), headers: as('/both') })).status, 200);
+    const error = assertOpenAiError(await fx.gw.request('POST', '/v1/chat/completions', { body: chat(), headers: as('/both') }), 429, 'rate_limit_error');
     assert.equal(error.code, 'rate_limit_exceeded');
   });
 });
 
 describe('budgets: admin API', () => {
-  let up: FakeUpstream;
-  let gw: TestGateway;
-  before(async () => {
-    up = await startFakeUpstream({ name: 'up' });
-    gw = await startTestGateway({
-      yaml: `providers:\n${openaiProvider('up', up.url, ['gpt-x'])}${THOUSANDTH_PER_TOKEN}`,
-      env: { MASTER_KEY: MASTER, SET_BUDGET_CONFIGURED: 'day=5' },
-      now: () => Date.parse('2025-05-20T08:00:00.000Z'),
-    });
-  });
-  after(async () => {
-    await gw?.close();
-    await up?.close();
-  });
-  const admin = (method: string, body?: unknown, key = MASTER) => gw.request(method, '/admin/budgets', { body, headers: { authorization: `Bearer ${key}` } });
+  const fx = fixture({ env: { SET_BUDGET_CONFIGURED: 'day=5' }, now: () => Date.parse('2025-05-20T08:00:00.000Z') });
+  const admin = (method: string, body?: unknown, key = MASTER) => fx.gw.request(method, '/admin/budgets', { body, headers: { authorization: `Bearer ${key}` } });
   const configured = {
     user_path: '/configured', source: 'config', period_label: 'day', period_seconds: 86400, max_usd: 5, spent_usd: 0, remaining_usd: 5,
     period_start: '2025-05-20T00:00:00Z', period_end: '2025-05-21T00:00:00Z', created_at: '2025-05-20T08:00:00Z', updated_at: '2025-05-20T08:00:00Z',
@@ -257,7 +239,7 @@ describe('budgets: admin API', () => {
     assert.equal(listed.status, 200);
     assert.deepEqual(listed.json(), { budgets: [configured], server_time: '2025-05-20T08:00:00.000Z' });
 
-    const spentRes = await gw.request('POST', '/v1/chat/completions', { body: chat(), headers: as('/ops/x') });
+    const spentRes = await fx.gw.request('POST', '/v1/chat/completions', { body: chat(), headers: as('/ops/x') });
     const spent = round(spentRes.json().usage.total_tokens * 0.001);
     const created = await admin('PUT', { user_path: 'Ops/', limit_key: { period: 'month' }, max_usd: 200 });
     assert.equal(created.status, 200, created.text);
@@ -269,12 +251,12 @@ describe('budgets: admin API', () => {
 
     const changed = await admin('PUT', { user_path: '/ops', limit_key: { period_seconds: 86400 * 1 }, max_usd: spent });
     assert.deepEqual(changed.json().budgets.map((b: any) => [b.user_path, b.period_label, b.max_usd]), [['/configured', 'day', 5], ['/ops', 'day', spent], ['/Ops', 'month', 200]]);
-    assertOpenAiError(await gw.request('POST', '/v1/chat/completions', { body: chat(), headers: as('/ops') }), 429, 'rate_limit_error');
+    assertOpenAiError(await fx.gw.request('POST', '/v1/chat/completions', { body: chat(), headers: as('/ops') }), 429, 'rate_limit_error');
 
     const deleted = await admin('DELETE', { user_path: '/OPS', limit_key: { period: 'day' } });
     assert.equal(deleted.status, 200);
     assert.deepEqual(deleted.json().budgets.map((b: any) => [b.user_path, b.period_label]), [['/configured', 'day'], ['/Ops', 'month']]);
-    assert.equal((await gw.request('POST', '/v1/chat/completions', { body: chat(), headers: as('/ops') })).status, 200);
+    assert.equal((await fx.gw.request('POST', '/v1/chat/completions', { body: chat(), headers: as('/ops') })).status, 200);
     const missing = assertOpenAiError(await admin('DELETE', { user_path: '/ops', limit_key: { period: 'day' } }), 404, 'not_found_error');
     assert.equal(missing.code, 'budget_not_found');
   });
@@ -321,7 +303,7 @@ describe('budgets: admin API', () => {
   });
 
   it('needs the master key', async () => {
-    const key = await gw.request('POST', '/admin/api-keys', { body: { name: 'k' }, headers: master });
+    const key = await fx.gw.request('POST', '/admin/api-keys', { body: { name: 'k' }, headers: master });
     for (const credential of ['', 'wrong', key.json().key as string]) {
       assertOpenAiError(await admin('GET', undefined, credential), 401, 'authentication_error');
       assertOpenAiError(await admin('PUT', { user_path: '/x', limit_key: { period: 'day' }, max_usd: 1 }, credential), 401, 'authentication_error');
@@ -330,28 +312,16 @@ describe('budgets: admin API', () => {
 });
 
 describe('budgets: disabled', () => {
-  let up: FakeUpstream;
-  let gw: TestGateway;
-  before(async () => {
-    up = await startFakeUpstream({ name: 'up' });
-    gw = await startTestGateway({
-      yaml: `providers:\n${openaiProvider('up', up.url, ['gpt-x'])}${THOUSANDTH_PER_TOKEN}`,
-      env: { MASTER_KEY: MASTER, BUDGETS_ENABLED: 'false', SET_BUDGET_T: 'day=0.000001' },
-    });
-  });
-  after(async () => {
-    await gw?.close();
-    await up?.close();
-  });
+  const fx = fixture({ env: { BUDGETS_ENABLED: 'false', SET_BUDGET_T: 'day=0.000001' } });
 
   it('answers 503 feature_unavailable on the admin API and enforces nothing, while costs are still recorded', async () => {
     for (const [method, body] of [['GET', undefined], ['PUT', { user_path: '/t', limit_key: { period: 'day' }, max_usd: 1 }], ['DELETE', {}]] as const) {
-      const error = assertOpenAiError(await gw.request(method, '/admin/budgets', { body, headers: master }), 503, 'invalid_request_error');
+      const error = assertOpenAiError(await fx.gw.request(method, '/admin/budgets', { body, headers: master }), 503, 'invalid_request_error');
       assert.equal(error.code, 'feature_unavailable');
       assert.equal(error.message, 'budgets are disabled on this gateway (BUDGETS_ENABLED=false)');
     }
-    for (let i = 0; i < 2; i++) assert.equal((await gw.request('POST', '/v1/chat/completions', { body: chat(), headers: as('/t') })).status, 200);
-    const usage = await usageOf(gw, '/t');
+    for (let i = 0; i < 2; i++) assert.equal((await fx.gw.request('POST', '/v1/chat/completions', { body: chat(), headers: as('/t') })).status, 200);
+    const usage = await usageOf(fx.gw, '/t');
     assert.deepEqual(usage.budgets, []);
     assert.ok(usage.totals.cost_usd > 0);
   });
