@@ -30,12 +30,13 @@ export function periodFromSeconds(seconds: number): string {
 
 /**
  * A period from an admin or config item: exactly one of a name (`day`, `week`, `month`; a
- * numeric string means seconds) or `period_seconds` (1 s to 366 days). Errors name the field.
+ * number or numeric string means seconds) or `period_seconds` (1 s to 366 days). Errors name the field.
  */
 export function parseBudgetPeriod(named: unknown, seconds: unknown, prefix = ''): Result<string> {
   const has = (v: unknown): boolean => v !== undefined && v !== null;
   if (has(named) && has(seconds)) return fail(`${prefix}period: give either period or period_seconds, not both`);
   if (has(named)) {
+    if (typeof named === 'number') return parseSeconds(named, `${prefix}period`);
     const text = typeof named === 'string' ? named.trim().toLowerCase() : undefined;
     if (text !== undefined && (BUDGET_PERIOD_NAMES as readonly string[]).includes(text)) return ok(text);
     if (text !== undefined && /^\d+$/.test(text)) return parseSeconds(Number(text), `${prefix}period`);

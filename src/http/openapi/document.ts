@@ -54,11 +54,11 @@ const ERROR_DESCRIPTIONS: Record<ErrorStatus | 401, string> = {
   400: 'Invalid request: the message and `param` name the offending field.',
   401: 'Missing or wrong key.',
   404: 'Not found.',
-  409: 'The rule comes from the configuration and cannot be changed through the API (`rule_managed_by_config`).',
+  409: 'The rule or budget comes from the configuration and cannot be changed through the API (`rule_managed_by_config`, `budget_managed_by_config`).',
   413: 'The body exceeds `server.body_limit`.',
   415: 'Unsupported content type.',
   426: 'A realtime session needs a WebSocket upgrade.',
-  429: 'Rate limited (`rate_limit_exceeded`), by the gateway or passed on from the provider; `Retry-After` says when to retry.',
+  429: 'Rate limited (`rate_limit_exceeded`), by the gateway or passed on from the provider, or a budget reached (`budget_exceeded`); `Retry-After` says when to retry.',
   502: 'The provider failed; an upstream error status is passed on with type `provider_error`.',
   503: 'The feature is disabled on this gateway (`feature_unavailable`), or no target is available.',
 };

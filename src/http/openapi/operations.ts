@@ -6,6 +6,7 @@
  * described by its method and pattern only (test/http/openapi.test.ts asks for an entry).
  */
 import { z } from 'zod';
+import { deleteBudgetBody, putBudgetBody } from '../schemas/admin-budgets.ts';
 import { explainQuery } from '../schemas/admin-explain.ts';
 import { createApiKeyBody } from '../schemas/admin-keys.ts';
 import { deleteRateLimitBody, putRateLimitBody, resetOneRateLimitBody, resetRateLimitsBody } from '../schemas/admin-rate-limits.ts';
@@ -43,12 +44,16 @@ export const OPENAPI_SCHEMAS: Readonly<Record<string, z.ZodType>> = {
   DeleteRateLimitRequest: deleteRateLimitBody,
   ResetOneRateLimitRequest: resetOneRateLimitBody,
   ResetRateLimitsRequest: resetRateLimitsBody,
+  PutBudgetRequest: putBudgetBody,
+  DeleteBudgetRequest: deleteBudgetBody,
   ProviderAnswer: responses.providerAnswer,
   ModelList: responses.modelList,
   Health: responses.health,
   StatusOk: responses.statusOk,
   RuleStatus: responses.ruleStatusRecord,
   RateLimitList: responses.rateLimitList,
+  BudgetStatus: responses.budgetStatusRecord,
+  BudgetList: responses.budgetList,
   ApiKey: responses.apiKeyRecord,
   ApiKeyCreated: responses.apiKeyCreated,
   ApiKeyList: responses.apiKeyList,
@@ -70,13 +75,21 @@ function modelEndpoint(operationId: string, summary: string, schema: z.ZodType, 
   return {
     operationId,
     summary,
-    description: 'Rate limited by user-path, provider and model rules; a non-streaming answer may come from the response cache (x-floodgate-cache: hit).',
+    description: 'Rate limited by user-path, provider and model rules, then by the budgets of the user path; a non-streaming answer may come from the response cache (x-floodgate-cache: hit).',
     body: { schema },
     success: { status: 200, description: 'The provider\'s answer.', schema: responses.providerAnswer, rateLimitHeaders: true },
     errors: MODEL_ERRORS,
     ...extra,
   };
 }
+
+const budgetAdmin = (operationId: string, summary: string, body: z.ZodType | undefined, errors: readonly ErrorStatus[]): OperationDoc => ({
+  operationId,
+  summary,
+  ...(body !== undefined && { body: { schema: body } }),
+  success: { status: 200, description: 'Every budget with its spend in the current period.', schema: responses.budgetList },
+  errors: [...errors, 503],
+});
 
 const STREAMING = { status: 200, description: 'The provider\'s answer, or its stream.', schema: responses.providerAnswer, streams: true, rateLimitHeaders: true } as const;
 
@@ -212,10 +225,10 @@ export const OPENAPI_OPERATIONS: OperationTable = {
   },
   'GET /v1/usage': {
     operationId: 'getOwnUsage',
-    summary: 'The caller\'s own usage and rate limits',
+    summary: 'The caller\'s own usage, costs, rate limits and budgets',
     tag: 'usage',
     query: usageQuery,
-    success: { status: 200, description: 'Usage of the caller\'s user path and below, by provider and model, with the user-path rules governing it.', schema: responses.usageSummary },
+    success: { status: 200, description: 'Usage and cost of the caller\'s user path and below, by provider and model, with the user-path rules and budgets governing it.', schema: responses.usageSummary },
     errors: [400],
   },
 
@@ -265,6 +278,9 @@ export const OPENAPI_OPERATIONS: OperationTable = {
     success: { status: 200, description: 'Requests, tokens and cache hits per bucket and group.', schema: responses.usageBuckets },
     errors: [400],
   },
+  'GET /admin/budgets': budgetAdmin('listBudgets', 'Every budget with its spend', undefined, []),
+  'PUT /admin/budgets': budgetAdmin('putBudget', 'Create a budget or change its cap (spend kept)', putBudgetBody, [...JSON_BODY_ERRORS, 409]),
+  'DELETE /admin/budgets': budgetAdmin('deleteBudget', 'Delete a budget', deleteBudgetBody, [...JSON_BODY_ERRORS, 404, 409]),
   'GET /metrics': {
     operationId: 'getMetrics',
     summary: 'Prometheus metrics',

@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import type { ErrorType } from '../../errors/gateway-error.ts';
+import type { BudgetStatus } from '../../budgets/tracker.ts';
 import type { RuleStatus, UserPathUsage } from '../../ratelimit/index.ts';
 import { SCOPES } from '../../ratelimit/index.ts';
 import { EXPLAIN_ENDPOINTS } from '../schemas/admin-explain.ts';
@@ -16,7 +17,7 @@ export const errorRecord = z.object({
   type: z.enum(ERROR_TYPES),
   message: z.string().meta({ description: 'What went wrong; a validation message names the field.' }),
   param: z.string().nullable().meta({ description: 'The offending field, when there is one.' }),
-  code: z.string().nullable().meta({ description: 'A stable code, e.g. rate_limit_exceeded, feature_unavailable, rule_managed_by_config.' }),
+  code: z.string().nullable().meta({ description: 'A stable code, e.g. rate_limit_exceeded, budget_exceeded, feature_unavailable, rule_managed_by_config.' }),
 });
 export const errorBody = z.object({ error: errorRecord }).meta({ description: 'Every error on OpenAI-dialect and admin routes.' });
 export const anthropicErrorBody = z
@@ -51,6 +52,26 @@ export const rateLimitList = z.object({
   server_time: z.string().meta({ description: 'RFC 3339 UTC with milliseconds.' }),
 });
 
+/** One budget with its spend in the current period (CONTRACT §10). */
+export const budgetStatusRecord = z.object({
+  user_path: z.string().meta({ description: 'The budget covers this path and everything below it.' }),
+  source: z.enum(['manual', 'config']),
+  period_label: z.string().meta({ description: 'day, week, month, or <n>s for a custom window.' }),
+  period_seconds: z.int().meta({ description: 'The length of the current period (a month\'s varies).' }),
+  max_usd: z.number(),
+  spent_usd: z.number().meta({ description: 'Spend in the current period, from the usage records.' }),
+  remaining_usd: z.number().meta({ description: 'max(max_usd - spent_usd, 0).' }),
+  period_start: timestamp,
+  period_end: timestamp,
+  created_at: timestamp,
+  updated_at: timestamp,
+});
+
+export const budgetList = z.object({
+  budgets: z.array(budgetStatusRecord).meta({ description: 'Sorted by user path, then period length.' }),
+  server_time: z.string().meta({ description: 'RFC 3339 UTC with milliseconds.' }),
+});
+
 export const statusOk = z.object({ status: z.literal('ok') });
 
 export const health = z.object({
@@ -81,6 +102,8 @@ const usageRow = {
   prompt_tokens: z.int(),
   completion_tokens: z.int(),
   total_tokens: z.int(),
+  cached_prompt_tokens: z.int().meta({ description: 'Prompt tokens the provider served from its prompt cache.' }),
+  cost_usd: z.number().meta({ description: 'What the requests cost in US dollars (0 for models without a price).' }),
   cached_requests: z.int(),
 };
 export const userPathUsage = ruleStatusRecord.extend({
@@ -96,6 +119,7 @@ export const usageSummary = z.object({
   totals: z.object(usageRow),
   by_model: z.array(z.object({ provider: z.string(), model: z.string(), ...usageRow })),
   rate_limits: z.array(userPathUsage).meta({ description: 'The user-path rules governing the caller, with their live counters.' }),
+  budgets: z.array(budgetStatusRecord).meta({ description: 'The budgets governing the caller, with their spend.' }),
 });
 
 export const usageBuckets = z.object({
@@ -173,4 +197,6 @@ export const batchList = z.object({
 // The documented records accept every record the engine writes: a field added or retyped there fails the typecheck here.
 type Documents<Written, Schema extends z.ZodType> = Written extends z.input<Schema> ? true : false;
 type Holds<Check extends true> = Check;
-export type RecordsInStep = Holds<Documents<RuleStatus, typeof ruleStatusRecord> & Documents<UserPathUsage, typeof userPathUsage>>;
+export type RecordsInStep = Holds<
+  Documents<RuleStatus, typeof ruleStatusRecord> & Documents<UserPathUsage, typeof userPathUsage> & Documents<BudgetStatus, typeof budgetStatusRecord>
+>;
