@@ -14,6 +14,7 @@ export function checkBudget(services: HttpServices, userPath: string): void {
     type: 'rate_limit_error',
     message: breach.message,
     code: 'budget_exceeded',
-    headers: { 'retry-after': String(Math.ceil(breach.retryAfterMs / 1000)), 'retry-after-ms': String(breach.retryAfterMs) },
+    // retry-after-ms is the exact wait, but never under a second, like the rate limits' (whose Retry-After is at least 1).
+    headers: { 'retry-after': String(Math.ceil(breach.retryAfterMs / 1000)), 'retry-after-ms': String(Math.max(1000, breach.retryAfterMs)) },
   });
 }

@@ -112,6 +112,11 @@ describe('budgets: a $0.01 day budget', () => {
   });
 
   it('admits again once the day is over', async () => {
+    // In the last second of the day: retry in a second.
+    clock.set('2025-03-10T23:59:59.600Z');
+    const refused = await fx.gw.request('POST', '/v1/chat/completions', { body: chat(), headers: as('/team') });
+    assert.equal(refused.status, 429);
+    assert.deepEqual([refused.headers.get('retry-after'), refused.headers.get('retry-after-ms')], ['1', '1000']);
     clock.set('2025-03-11T00:00:00.000Z');
     const res = await fx.gw.request('POST', '/v1/chat/completions', { body: chat(), headers: as('/team') });
     assert.equal(res.status, 200, res.text);

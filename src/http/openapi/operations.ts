@@ -83,23 +83,19 @@ function modelEndpoint(operationId: string, summary: string, schema: z.ZodType, 
   };
 }
 
-const budgetAdmin = (operationId: string, summary: string, body: z.ZodType | undefined, errors: readonly ErrorStatus[]): OperationDoc => ({
-  operationId,
-  summary,
-  ...(body !== undefined && { body: { schema: body } }),
-  success: { status: 200, description: 'Every budget with its spend in the current period.', schema: responses.budgetList },
-  errors: [...errors, 503],
-});
-
 const STREAMING = { status: 200, description: 'The provider\'s answer, or its stream.', schema: responses.providerAnswer, streams: true, rateLimitHeaders: true } as const;
 
-const rateLimitAdmin = (operationId: string, summary: string, body: z.ZodType | undefined, errors: readonly ErrorStatus[]): OperationDoc => ({
-  operationId,
-  summary,
-  ...(body !== undefined && { body: { schema: body } }),
-  success: { status: 200, description: 'Every rule with its live counters.', schema: responses.rateLimitList },
-  errors: [...errors, 503],
-});
+/** An admin feature whose every answer is its whole list, and 503 while the feature is disabled. */
+const listAdmin = (description: string, schema: z.ZodType) =>
+  (operationId: string, summary: string, body: z.ZodType | undefined, errors: readonly ErrorStatus[]): OperationDoc => ({
+    operationId,
+    summary,
+    ...(body !== undefined && { body: { schema: body } }),
+    success: { status: 200, description, schema },
+    errors: [...errors, 503],
+  });
+const rateLimitAdmin = listAdmin('Every rule with its live counters.', responses.rateLimitList);
+const budgetAdmin = listAdmin('Every budget with its spend in the current period.', responses.budgetList);
 
 function dashboardPage(operationId: string): OperationDoc {
   return {
