@@ -6,10 +6,9 @@
  * refreshes. Refreshes run every few seconds, when a budget's period rolls over and when a budget
  * is added; their reads are batched into one `sumCost` call.
  */
-import type { RuleSource } from '../ratelimit/types.ts';
 import { formatUsd, roundUsd } from '../shared/money.ts';
 import { periodWindow } from './periods.ts';
-import { budgetIdentity, type BudgetDefinition, type BudgetKey } from './types.ts';
+import { budgetIdentity, type BudgetDefinition, type BudgetKey, type BudgetStatus } from './types.ts';
 
 export interface SpendQuery {
   /** This user path and its subtree (case-insensitive). */
@@ -37,23 +36,6 @@ export interface BudgetTrackerOptions {
   source: SpendSource;
   /** A failed refresh (the numbers it would have replaced stay). */
   onError?: (err: unknown) => void;
-}
-
-/** A budget's status as the admin API and `/v1/usage` show it. */
-export interface BudgetStatus {
-  user_path: string;
-  source: RuleSource;
-  period_label: string;
-  /** Length of the current period (a month's varies). */
-  period_seconds: number;
-  max_usd: number;
-  spent_usd: number;
-  /** Never below 0. */
-  remaining_usd: number;
-  period_start: string;
-  period_end: string;
-  created_at: string;
-  updated_at: string;
 }
 
 /** A refusal: the governing budget with the longest wait until its period ends. */

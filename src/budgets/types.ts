@@ -46,3 +46,20 @@ export function validateBudget(budget: BudgetDefinition): Result<BudgetDefinitio
   if (!max.ok) return max;
   return ok({ ...budget, userPath: path.value });
 }
+
+/** A budget's status as the admin API and `/v1/usage` show it. */
+export interface BudgetStatus {
+  user_path: string;
+  source: RuleSource;
+  period_label: string;
+  /** Length of the current period (a month's varies). */
+  period_seconds: number;
+  max_usd: number;
+  spent_usd: number;
+  /** Never below 0. */
+  remaining_usd: number;
+  period_start: string;
+  period_end: string;
+  created_at: string;
+  updated_at: string;
+}

@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import type { ErrorType } from '../../errors/gateway-error.ts';
-import type { BudgetStatus } from '../../budgets/tracker.ts';
+import type { BudgetStatus } from '../../budgets/types.ts';
 import type { RuleStatus, UserPathUsage } from '../../ratelimit/index.ts';
 import { SCOPES } from '../../ratelimit/index.ts';
 import { EXPLAIN_ENDPOINTS } from '../schemas/admin-explain.ts';
