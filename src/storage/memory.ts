@@ -149,12 +149,13 @@ export class MemoryStorage implements Storage {
       const id = `${start}\u0000${key}`;
       let bucket = groups.get(id);
       if (!bucket) {
-        bucket = { start: new Date(start), key, requests: 0, promptTokens: 0, completionTokens: 0, cacheHits: 0 };
+        bucket = { start: new Date(start), key, requests: 0, promptTokens: 0, completionTokens: 0, costUsd: 0, cacheHits: 0 };
         groups.set(id, bucket);
       }
       bucket.requests++;
       bucket.promptTokens += r.promptTokens;
       bucket.completionTokens += r.completionTokens;
+      bucket.costUsd += r.costUsd;
       if (r.cached) bucket.cacheHits++;
     }
     return [...groups.values()].sort((a, b) => a.start.getTime() - b.start.getTime() || byText(a.key, b.key));

@@ -160,6 +160,7 @@ interface BucketRow {
   requests: string;
   prompt_tokens: string;
   completion_tokens: string;
+  cost_usd: number;
   cache_hits: string;
 }
 
@@ -418,7 +419,7 @@ export class PostgresStorage implements Storage {
       `SELECT (floor(extract(epoch FROM ts) / $1::integer) * $1::integer)::bigint AS start_s,
          (${USAGE_GROUP_KEY_SQL[query.groupBy]}) COLLATE "C" AS key,
          COUNT(*) AS requests, SUM(prompt_tokens) AS prompt_tokens,
-         SUM(completion_tokens) AS completion_tokens, COUNT(*) FILTER (WHERE cached) AS cache_hits
+         SUM(completion_tokens) AS completion_tokens, SUM(cost_usd) AS cost_usd, COUNT(*) FILTER (WHERE cached) AS cache_hits
        FROM usage_records WHERE ts >= $2 AND ts < $3
        GROUP BY 1, 2 ORDER BY 1, 2`,
       [query.bucketSeconds, query.from, query.to],
@@ -429,6 +430,7 @@ export class PostgresStorage implements Storage {
       requests: Number(row.requests),
       promptTokens: Number(row.prompt_tokens),
       completionTokens: Number(row.completion_tokens),
+      costUsd: row.cost_usd,
       cacheHits: Number(row.cache_hits),
     }));
   }

@@ -160,6 +160,7 @@ interface BucketRow {
   requests: number;
   prompt_tokens: number;
   completion_tokens: number;
+  cost_usd: number;
   cache_hits: number;
 }
 
@@ -381,7 +382,7 @@ export class SqliteStorage implements Storage {
     const rows = this.cachedStmt(
       `SELECT CAST(ts / ? AS INTEGER) * ? AS start_ms, ${USAGE_GROUP_KEY_SQL[query.groupBy]} AS key,
          COUNT(*) AS requests, SUM(prompt_tokens) AS prompt_tokens,
-         SUM(completion_tokens) AS completion_tokens, SUM(cached) AS cache_hits
+         SUM(completion_tokens) AS completion_tokens, SUM(cost_usd) AS cost_usd, SUM(cached) AS cache_hits
        FROM usage_records WHERE ts >= ? AND ts < ?
        GROUP BY start_ms, key ORDER BY start_ms, key`,
     ).all(bucketMs, bucketMs, query.from.getTime(), query.to.getTime()) as BucketRow[];
@@ -391,6 +392,7 @@ export class SqliteStorage implements Storage {
       requests: row.requests,
       promptTokens: row.prompt_tokens,
       completionTokens: row.completion_tokens,
+      costUsd: row.cost_usd,
       cacheHits: row.cache_hits,
     }));
   }

@@ -84,6 +84,8 @@ export interface UsageBucket {
   requests: number;
   promptTokens: number;
   completionTokens: number;
+  /** What the bucket's requests cost in US dollars. */
+  costUsd: number;
   /** Requests answered from the response cache. */
   cacheHits: number;
 }

@@ -43,7 +43,9 @@ describe('GET /admin/usage', () => {
 
   before(async () => {
     up = await startFakeUpstream({ name: 'up', models: ['gpt-x', 'gpt-y'] });
-    const yaml = 'providers:\n' + openaiProvider('up', up.url, ['gpt-x', 'gpt-y']) + 'cache:\n  response: { enabled: true }\n';
+    // gpt-x at $1 a prompt token and $2 a completion token; gpt-y has no price.
+    const yaml = 'providers:\n' + openaiProvider('up', up.url, ['gpt-x', 'gpt-y']) + 'cache:\n  response: { enabled: true }\n' +
+      'pricing:\n  up/gpt-x: { input_per_mtok: 1000000, output_per_mtok: 2000000 }\n';
     gw = await startTestGateway({ yaml, env: { MASTER_KEY: MASTER }, now: () => clock });
     await chatAt('2030-01-02T10:30:00Z', '/team/a', 'up/gpt-x', 'one two');
     await chatAt('2030-01-02T10:31:00Z', '/team/a', 'up/gpt-x', 'one two'); // a cache hit: same body, within the cache's TTL
@@ -56,15 +58,15 @@ describe('GET /admin/usage', () => {
     await up?.close();
   });
 
-  it('buckets by hour and user path, with tokens and cache hits, right after the requests (no wait for the recorder)', async () => {
+  it('buckets by hour and user path, with tokens, costs and cache hits, right after the requests (no wait for the recorder)', async () => {
     const first = usageOf('2030-01-02T10:30:00Z', '/team/a', 'one two');
     const b = usageOf('2030-01-02T10:50:00Z', '/team/b', 'three');
     const a2 = usageOf('2030-01-02T11:05:00Z', '/team/a', 'four five six');
     assert.deepEqual(await buckets('?from=2030-01-02&to=2030-01-02&group_by=user_path&bucket=hour'), [
-      // The cache hit counts as a request and a cache hit, and adds no tokens.
-      { start: '2030-01-02T10:00:00Z', key: '/team/a', requests: 2, prompt_tokens: first.prompt, completion_tokens: first.completion, cache_hits: 1 },
-      { start: '2030-01-02T10:00:00Z', key: '/team/b', requests: 1, prompt_tokens: b.prompt, completion_tokens: b.completion, cache_hits: 0 },
-      { start: '2030-01-02T11:00:00Z', key: '/team/a', requests: 1, prompt_tokens: a2.prompt, completion_tokens: a2.completion, cache_hits: 0 },
+      // The cache hit counts as a request and a cache hit, and adds no tokens and no cost.
+      { start: '2030-01-02T10:00:00Z', key: '/team/a', requests: 2, prompt_tokens: first.prompt, completion_tokens: first.completion, cost_usd: first.prompt + 2 * first.completion, cache_hits: 1 },
+      { start: '2030-01-02T10:00:00Z', key: '/team/b', requests: 1, prompt_tokens: b.prompt, completion_tokens: b.completion, cost_usd: 0, cache_hits: 0 },
+      { start: '2030-01-02T11:00:00Z', key: '/team/a', requests: 1, prompt_tokens: a2.prompt, completion_tokens: a2.completion, cost_usd: 0, cache_hits: 0 },
     ]);
   });
 

@@ -380,6 +380,23 @@ export function storageContract(name: string, harness: Harness): void {
       });
     });
 
+    it('buckets sum the costs of their records', async () => {
+      await withStorage(harness, async (storage) => {
+        await storage.insertUsage([
+          usage({ userPath: '/a', costUsd: 0.5 }),
+          usage({ userPath: '/a', costUsd: 0.25, timestampMs: at(20).getTime() }),
+          usage({ userPath: '/b', costUsd: 0.125 }),
+          usage({ userPath: '/b', costUsd: 1, timestampMs: at(3600).getTime() }),
+        ]);
+        const buckets = await storage.bucketUsage({ from: at(0), to: at(7200), groupBy: 'user_path', bucketSeconds: 3600 });
+        assert.deepEqual(buckets.map((b) => [b.start.toISOString(), b.key, b.costUsd]), [
+          ['2025-01-01T00:00:00.000Z', '/a', 0.75],
+          ['2025-01-01T00:00:00.000Z', '/b', 0.125],
+          ['2025-01-01T01:00:00.000Z', '/b', 1],
+        ]);
+      });
+    });
+
     it('sums costs per subtree and window, one result per query in query order', async () => {
       await withStorage(harness, async (storage) => {
         assert.deepEqual(await storage.sumCost([]), []);

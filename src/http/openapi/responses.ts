@@ -131,6 +131,7 @@ export const usageBuckets = z.object({
         requests: z.int(),
         prompt_tokens: z.int(),
         completion_tokens: z.int(),
+        cost_usd: z.number().meta({ description: 'What the requests cost in US dollars (docs/budgets.md).' }),
         cache_hits: z.int().meta({ description: 'Requests answered from the response cache.' }),
       }),
     )

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { roundUsd } from '../../shared/money.ts';
 import type { UsageBucket } from '../../storage/types.ts';
 import type { HttpServices } from '../context.ts';
 import { badRequest } from '../errors.ts';
@@ -52,6 +53,7 @@ function present(bucket: UsageBucket): Record<string, unknown> {
     requests: bucket.requests,
     prompt_tokens: bucket.promptTokens,
     completion_tokens: bucket.completionTokens,
+    cost_usd: roundUsd(bucket.costUsd),
     cache_hits: bucket.cacheHits,
   };
 }
