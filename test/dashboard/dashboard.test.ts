@@ -91,7 +91,7 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('heading', { name: 'Rate limits', exact: true }).waitFor(SHOWN);
     const nav = await page.getByRole('navigation', { name: 'Dashboard' }).getByRole('link').allTextContents();
-    assert.deepEqual(nav, ['Rate limits', 'Explain a request', 'API keys', 'Usage']);
+    assert.deepEqual(nav, ['Rate limits', 'Explain a request', 'Budgets', 'API keys', 'Usage']);
 
     await page.reload();
     await page.getByRole('heading', { name: 'Rate limits', exact: true }).waitFor(SHOWN);
@@ -281,8 +281,8 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
     try {
       await signIn(other, off.url);
       const nav = await other.getByRole('navigation', { name: 'Dashboard' }).getByRole('link').allTextContents();
-      assert.deepEqual(nav, ['API keys', 'Usage']);
-      await other.getByRole('heading', { name: 'API keys' }).waitFor(SHOWN);
+      assert.deepEqual(nav, ['Budgets', 'API keys', 'Usage']);
+      await other.getByRole('heading', { name: 'Budgets', exact: true }).waitFor(SHOWN);
       await other.goto(`${off.url}/dashboard#/rate-limits`);
       await other.getByRole('heading', { name: 'Rate limits are disabled' }).waitFor(SHOWN);
       assert.match(await other.locator('main').textContent() ?? '', /RATE_LIMITS_ENABLED=false/);

@@ -24,7 +24,7 @@ export class ApiError extends Error {
     this.code = code;
   }
 
-  /** Rate limits are switched off on this gateway (503 feature_unavailable). */
+  /** The feature asked for (rate limits, budgets) is switched off on this gateway (503 feature_unavailable). */
   get featureUnavailable(): boolean {
     return this.status === 503 && this.code === 'feature_unavailable';
   }
@@ -87,3 +87,5 @@ export type RuleList = z.infer<typeof responses.rateLimitList>;
 export type ApiKey = z.infer<typeof responses.apiKeyRecord>;
 export type UsageBucket = z.infer<typeof responses.usageBuckets>['buckets'][number];
 export type Explanation = z.infer<typeof responses.explanation>;
+export type BudgetStatus = z.infer<typeof responses.budgetStatusRecord>;
+export type BudgetList = z.infer<typeof responses.budgetList>;

@@ -1,26 +1,33 @@
 /**
  * The dashboard shell: sign-in with the master key (kept for the tab), navigation between the
- * pages by URL hash, and whether the gateway has rate limits at all.
+ * pages by URL hash, and whether the gateway has rate limits and budgets at all.
  */
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, api, setUnauthorizedHandler, storeKey, storedKey } from './api.ts';
 import { Field, FormMessage } from './components/controls.tsx';
+import { BudgetsDisabled, BudgetsPage } from './pages/budgets.tsx';
 import { ExplainPage } from './pages/explain.tsx';
 import { KeysPage } from './pages/keys.tsx';
 import { RateLimitsDisabled, RateLimitsPage } from './pages/rate-limits.tsx';
 import { UsagePage } from './pages/usage.tsx';
 
-type Page = 'rate-limits' | 'explain' | 'keys' | 'usage';
+type Page = 'rate-limits' | 'explain' | 'budgets' | 'keys' | 'usage';
+/** A feature a gateway can switch off; its pages disappear then. */
+type Feature = 'rate-limits' | 'budgets';
 
-const PAGES: ReadonlyArray<{ page: Page; label: string; needsRateLimits: boolean }> = [
-  { page: 'rate-limits', label: 'Rate limits', needsRateLimits: true },
-  { page: 'explain', label: 'Explain a request', needsRateLimits: true },
-  { page: 'keys', label: 'API keys', needsRateLimits: false },
-  { page: 'usage', label: 'Usage', needsRateLimits: false },
+const PAGES: ReadonlyArray<{ page: Page; label: string; feature?: Feature }> = [
+  { page: 'rate-limits', label: 'Rate limits', feature: 'rate-limits' },
+  { page: 'explain', label: 'Explain a request', feature: 'rate-limits' },
+  { page: 'budgets', label: 'Budgets', feature: 'budgets' },
+  { page: 'keys', label: 'API keys' },
+  { page: 'usage', label: 'Usage' },
 ];
 
+/** The admin route that answers 503 feature_unavailable while a feature is off. */
+const FEATURE_ROUTES: Record<Feature, string> = { 'rate-limits': '/admin/rate-limits', budgets: '/admin/budgets' };
+
 type Session = { state: 'checking' } | { state: 'signed-out' } | { state: 'signed-in'; open: boolean };
-type RateLimits = 'unknown' | 'enabled' | 'disabled';
+type FeatureState = 'unknown' | 'enabled' | 'disabled';
 
 function pageFromHash(): Page | undefined {
   const name = location.hash.replace(/^#\/?/, '');
@@ -38,9 +45,9 @@ async function accepts(key: string | null): Promise<boolean> {
   }
 }
 
-async function rateLimitsState(): Promise<RateLimits> {
+async function featureState(feature: Feature): Promise<FeatureState> {
   try {
-    await api('GET', '/admin/rate-limits');
+    await api('GET', FEATURE_ROUTES[feature]);
     return 'enabled';
   } catch (err) {
     return err instanceof ApiError && err.featureUnavailable ? 'disabled' : 'enabled';
@@ -49,13 +56,15 @@ async function rateLimitsState(): Promise<RateLimits> {
 
 export function App() {
   const [session, setSession] = useState<Session>({ state: 'checking' });
-  const [rateLimits, setRateLimits] = useState<RateLimits>('unknown');
+  const [features, setFeatures] = useState<Record<Feature, FeatureState>>({ 'rate-limits': 'unknown', budgets: 'unknown' });
+  const disable = (feature: Feature) => setFeatures((current) => ({ ...current, [feature]: 'disabled' }));
   const [hashPage, setHashPage] = useState<Page | undefined>(pageFromHash());
   const [startError, setStartError] = useState<string | undefined>(undefined);
 
   const signedIn = async (open: boolean) => {
     setSession({ state: 'signed-in', open });
-    setRateLimits(await rateLimitsState());
+    const [rateLimits, budgets] = await Promise.all([featureState('rate-limits'), featureState('budgets')]);
+    setFeatures({ 'rate-limits': rateLimits, budgets });
   };
 
   useEffect(() => {
@@ -80,9 +89,10 @@ export function App() {
   if (session.state === 'checking') return <main class="center"><p class="muted">Connecting…</p></main>;
   if (session.state === 'signed-out') return <SignIn onSignedIn={() => void signedIn(false)} />;
 
-  const visible = PAGES.filter((p) => !p.needsRateLimits || rateLimits !== 'disabled');
+  const visible = PAGES.filter((p) => p.feature === undefined || features[p.feature] !== 'disabled');
   const page = hashPage ?? visible[0]!.page;
-  const disabledPage = PAGES.find((p) => p.page === page)?.needsRateLimits === true && rateLimits === 'disabled';
+  const feature = PAGES.find((p) => p.page === page)?.feature;
+  const disabledFeature = feature !== undefined && features[feature] === 'disabled' ? feature : undefined;
   const signOut = () => {
     storeKey(null);
     setSession({ state: 'signed-out' });
@@ -116,14 +126,18 @@ export function App() {
         </p>
       )}
       <main id="main" tabIndex={-1}>
-        {rateLimits === 'unknown' ? (
+        {features['rate-limits'] === 'unknown' || features.budgets === 'unknown' ? (
           <p class="muted">Loading…</p>
-        ) : disabledPage ? (
+        ) : disabledFeature === 'rate-limits' ? (
           <RateLimitsDisabled />
+        ) : disabledFeature === 'budgets' ? (
+          <BudgetsDisabled />
         ) : page === 'rate-limits' ? (
-          <RateLimitsPage onDisabled={() => setRateLimits('disabled')} />
+          <RateLimitsPage onDisabled={() => disable('rate-limits')} />
         ) : page === 'explain' ? (
-          <ExplainPage onDisabled={() => setRateLimits('disabled')} />
+          <ExplainPage onDisabled={() => disable('rate-limits')} />
+        ) : page === 'budgets' ? (
+          <BudgetsPage onDisabled={() => disable('budgets')} />
         ) : page === 'keys' ? (
           <KeysPage />
         ) : (

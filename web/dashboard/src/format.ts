@@ -6,6 +6,13 @@ export function formatNumber(value: number): string {
   return integer.format(value);
 }
 
+const dollars = new Intl.NumberFormat('en', { style: 'currency', currency: 'USD', minimumFractionDigits: 2, maximumFractionDigits: 6 });
+
+/** `$200.00`, `$1,234.50`, `$0.000123`: cents at least, finer digits when a cost has them. */
+export function formatUsd(value: number): string {
+  return dollars.format(value);
+}
+
 /** `42s`, `3:05`, `1:02:03`, `2d 4h`: how long until a window ends. */
 export function formatCountdown(seconds: number): string {
   const s = Math.max(0, Math.ceil(seconds));

@@ -116,10 +116,12 @@ interface UsageBarProps {
   label: string;
   used: number;
   cap: number | undefined;
+  /** How the numbers are written; counts by default. */
+  format?: (value: number) => string;
 }
 
 /** used / cap as a bar with the numbers written out (colour is never the only signal). */
-export function UsageBar({ label, used, cap }: UsageBarProps) {
+export function UsageBar({ label, used, cap, format = formatNumber }: UsageBarProps) {
   if (cap === undefined) return <span class="muted">—</span>;
   const ratio = cap > 0 ? used / cap : 0;
   const level = ratio >= 1 ? 'full' : ratio >= 0.75 ? 'high' : 'ok';
@@ -133,12 +135,12 @@ export function UsageBar({ label, used, cap }: UsageBarProps) {
         aria-valuemin={0}
         aria-valuemax={cap}
         aria-valuenow={Math.min(used, cap)}
-        aria-valuetext={`${formatNumber(used)} of ${formatNumber(cap)} used, ${formatNumber(remaining)} left`}
+        aria-valuetext={`${format(used)} of ${format(cap)} used, ${format(remaining)} left`}
       >
         <span style={{ width: `${Math.min(ratio, 1) * 100}%` }} />
       </div>
       <span class="usage-numbers">
-        {formatNumber(used)} / {formatNumber(cap)} <span class="muted">· {formatNumber(remaining)} left</span>
+        {format(used)} / {format(cap)} <span class="muted">· {format(remaining)} left</span>
       </span>
     </div>
   );

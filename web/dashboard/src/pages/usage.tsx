@@ -1,9 +1,9 @@
-/** Usage: requests and tokens over time by user path, model or provider, and the top consumers. */
+/** Usage: requests and tokens over time by user path, model or provider, and the top consumers with their cost. */
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { api, type UsageBucket } from '../api.ts';
 import { Field, FormMessage, fieldErrors, type FieldErrors } from '../components/controls.tsx';
 import { TimeChart, type Series } from '../components/time-chart.tsx';
-import { formatNumber, utcDay } from '../format.ts';
+import { formatNumber, formatUsd, utcDay } from '../format.ts';
 
 type GroupBy = 'user_path' | 'model' | 'provider';
 type BucketSize = 'hour' | 'day';
@@ -26,6 +26,7 @@ interface Totals {
   requests: number;
   promptTokens: number;
   completionTokens: number;
+  costUsd: number;
   cacheHits: number;
 }
 
@@ -120,6 +121,7 @@ function TopConsumers({ totals, groupBy }: { totals: Totals[]; groupBy: GroupBy 
             <th scope="col" class="number">Prompt tokens</th>
             <th scope="col" class="number">Completion tokens</th>
             <th scope="col" class="number">Total tokens</th>
+            <th scope="col" class="number">Cost</th>
             <th scope="col" class="number">Cache hits</th>
           </tr>
         </thead>
@@ -131,6 +133,7 @@ function TopConsumers({ totals, groupBy }: { totals: Totals[]; groupBy: GroupBy 
               <td class="number">{formatNumber(t.promptTokens)}</td>
               <td class="number">{formatNumber(t.completionTokens)}</td>
               <td class="number">{formatNumber(t.promptTokens + t.completionTokens)}</td>
+              <td class="number">{formatUsd(t.costUsd)}</td>
               <td class="number">{formatNumber(t.cacheHits)}</td>
             </tr>
           ))}
@@ -146,12 +149,13 @@ function totalsByKey(buckets: UsageBucket[]): Totals[] {
   for (const b of buckets) {
     let t = byKey.get(b.key);
     if (!t) {
-      t = { key: b.key, requests: 0, promptTokens: 0, completionTokens: 0, cacheHits: 0 };
+      t = { key: b.key, requests: 0, promptTokens: 0, completionTokens: 0, costUsd: 0, cacheHits: 0 };
       byKey.set(b.key, t);
     }
     t.requests += b.requests;
     t.promptTokens += b.prompt_tokens;
     t.completionTokens += b.completion_tokens;
+    t.costUsd += b.cost_usd;
     t.cacheHits += b.cache_hits;
   }
   const tokens = (t: Totals) => t.promptTokens + t.completionTokens;

@@ -1,0 +1,292 @@
+/**
+ * Budgets: every spend cap with what its path spent in the current period (polled), a countdown to
+ * the period's end, and the changes the admin API offers: create, change a cap, delete.
+ */
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { ApiError, api, type BudgetList, type BudgetStatus } from '../api.ts';
+import { ConfirmDialog, Dialog, Field, FormMessage, UsageBar, fieldErrors, type FieldErrors } from '../components/controls.tsx';
+import { formatCountdown, formatUsd } from '../format.ts';
+
+/** Spend moves with every request but is read from storage every few seconds: no faster poll helps. */
+const POLL_MS = 5000;
+const NAMED = ['day', 'week', 'month'] as const;
+type PeriodChoice = (typeof NAMED)[number] | 'custom';
+
+/** The admin API's parameter names → the form's fields, to show a 400 beside its field. */
+const BUDGET_PARAMS: Readonly<Record<string, string>> = {
+  user_path: 'userPath',
+  limit_key: 'period',
+  'limit_key.period': 'period',
+  'limit_key.period_seconds': 'periodSeconds',
+  max_usd: 'maxUsd',
+};
+
+type Action = { kind: 'edit' | 'delete'; budget: BudgetStatus };
+
+function budgetName(budget: BudgetStatus): string {
+  return `${budget.period_label} budget of ${budget.user_path}`;
+}
+
+/** The `limit_key` naming a budget's period: a name, or the seconds of a custom window (`3600s`). */
+function limitKeyOf(periodLabel: string): { period: string } | { period_seconds: number } {
+  return (NAMED as readonly string[]).includes(periodLabel) ? { period: periodLabel } : { period_seconds: Number(periodLabel.slice(0, -1)) };
+}
+
+/** Numbers go as numbers when they read as numbers; the gateway judges the rest and names the field. */
+function numeric(text: string): number | string {
+  const value = Number(text);
+  return text.trim() !== '' && Number.isFinite(value) ? value : text;
+}
+
+export function BudgetsPage({ onDisabled }: { onDisabled: () => void }) {
+  const [list, setList] = useState<BudgetList | undefined>(undefined);
+  const [loadError, setLoadError] = useState<string | undefined>(undefined);
+  /** Server clock minus this browser's, so countdowns follow the gateway's periods. */
+  const [offsetMs, setOffsetMs] = useState(0);
+  const [, setTick] = useState(0);
+  const [action, setAction] = useState<Action | undefined>(undefined);
+  const [notice, setNotice] = useState<string | undefined>(undefined);
+  const loading = useRef(false);
+
+  const show = (next: BudgetList) => {
+    setList(next);
+    setOffsetMs(Date.parse(next.server_time) - Date.now());
+    setLoadError(undefined);
+  };
+
+  const refresh = async () => {
+    if (loading.current || document.hidden) return;
+    loading.current = true;
+    try {
+      show(await api<BudgetList>('GET', '/admin/budgets'));
+    } catch (err) {
+      if (err instanceof ApiError && err.featureUnavailable) onDisabled();
+      else setLoadError(err instanceof Error ? err.message : String(err));
+    } finally {
+      loading.current = false;
+    }
+  };
+
+  useEffect(() => {
+    void refresh();
+    const poll = setInterval(() => void refresh(), POLL_MS);
+    const tick = setInterval(() => setTick((n) => n + 1), 1000);
+    return () => {
+      clearInterval(poll);
+      clearInterval(tick);
+    };
+  }, []);
+
+  const done = (next: BudgetList, message: string) => {
+    show(next);
+    setAction(undefined);
+    setNotice(message);
+  };
+
+  return (
+    <section aria-labelledby="budgets-title">
+      <div class="page-head">
+        <h1 id="budgets-title">Budgets</h1>
+        <p class="muted live">
+          Spend caps in US dollars per user path and its subtree, in UTC periods; spend refreshes every {POLL_MS / 1000} s
+          {list && <> · server time {list.server_time.slice(11, 19)} UTC</>}
+        </p>
+      </div>
+      <p class="notice" role="status">
+        {notice ?? ''}
+      </p>
+      {loadError && <p class="form-error" role="alert">Could not load the budgets: {loadError}</p>}
+      <BudgetTable budgets={list?.budgets} nowMs={Date.now() + offsetMs} onAction={setAction} />
+      <CreateBudget onCreated={(next) => done(next, 'Budget saved.')} />
+      {action?.kind === 'edit' && (
+        <EditCapDialog budget={action.budget} onClose={() => setAction(undefined)} onDone={(next) => done(next, `Cap of the ${budgetName(action.budget)} updated; its spend was kept.`)} />
+      )}
+      {action?.kind === 'delete' && (
+        <ConfirmDialog
+          title="Delete budget"
+          confirm="Delete budget"
+          onClose={() => setAction(undefined)}
+          run={() => api<BudgetList>('DELETE', '/admin/budgets', { user_path: action.budget.user_path, limit_key: limitKeyOf(action.budget.period_label) })}
+          onDone={(next) => done(next, `Deleted the ${budgetName(action.budget)}.`)}
+        >
+          <p>Delete the {budgetName(action.budget)}? Its cap stops applying at once; the spend stays in the usage records.</p>
+        </ConfirmDialog>
+      )}
+    </section>
+  );
+}
+
+interface BudgetTableProps {
+  budgets: BudgetStatus[] | undefined;
+  /** The gateway's clock, in ms. */
+  nowMs: number;
+  onAction: (action: Action) => void;
+}
+
+function BudgetTable({ budgets, nowMs, onAction }: BudgetTableProps) {
+  if (budgets === undefined) return <p class="muted">Loading…</p>;
+  if (budgets.length === 0) return <p class="empty">No budgets yet: create one below.</p>;
+  return (
+    <div class="table-wrap">
+      <table class="rules">
+        <caption class="visually-hidden">Budgets and their spend in the current period</caption>
+        <thead>
+          <tr>
+            <th scope="col">User path</th>
+            <th scope="col">Period</th>
+            <th scope="col">Source</th>
+            <th scope="col">Spent</th>
+            <th scope="col">Current period</th>
+            <th scope="col">Ends in</th>
+            <th scope="col">Actions</th>
+          </tr>
+        </thead>
+        <tbody>
+          {budgets.map((budget) => (
+            <BudgetRow key={`${budget.user_path.toLowerCase()} ${budget.period_label}`} budget={budget} nowMs={nowMs} onAction={onAction} />
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+function BudgetRow({ budget, nowMs, onAction }: { budget: BudgetStatus; nowMs: number; onAction: (action: Action) => void }) {
+  const fromConfig = budget.source === 'config';
+  const name = budgetName(budget);
+  const locked = fromConfig ? 'Declared in the configuration: change it there' : undefined;
+  return (
+    <tr data-budget={`${budget.user_path} ${budget.period_label}`} class={fromConfig ? 'from-config' : undefined}>
+      <th scope="row" class="subject">{budget.user_path}</th>
+      <td>{budget.period_label}</td>
+      <td>
+        {fromConfig ? (
+          <span class="badge config" title="Declared in the configuration file or SET_BUDGET_* variables; re-seeded at every start">
+            config · read-only
+          </span>
+        ) : (
+          <span class="badge">manual</span>
+        )}
+      </td>
+      <td>
+        <UsageBar label={`Spent, ${name}`} used={budget.spent_usd} cap={budget.max_usd} format={formatUsd} />
+      </td>
+      <td class="muted">
+        {budget.period_start.slice(0, 10)} → {budget.period_end.slice(0, 10)}
+      </td>
+      <td class="countdown">
+        <time dateTime={budget.period_end}>{formatCountdown((Date.parse(budget.period_end) - nowMs) / 1000)}</time>
+      </td>
+      <td class="actions">
+        <button type="button" disabled={fromConfig} title={locked} aria-label={`Edit cap of ${name}`} onClick={() => onAction({ kind: 'edit', budget })}>
+          Edit cap
+        </button>
+        <button type="button" class="danger" disabled={fromConfig} title={locked} aria-label={`Delete ${name}`} onClick={() => onAction({ kind: 'delete', budget })}>
+          Delete
+        </button>
+      </td>
+    </tr>
+  );
+}
+
+function CreateBudget({ onCreated }: { onCreated: (next: BudgetList) => void }) {
+  const [userPath, setUserPath] = useState('');
+  const [period, setPeriod] = useState<PeriodChoice>('month');
+  const [periodSeconds, setPeriodSeconds] = useState('');
+  const [maxUsd, setMaxUsd] = useState('');
+  const [errors, setErrors] = useState<FieldErrors>({});
+  const [busy, setBusy] = useState(false);
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    setBusy(true);
+    try {
+      const limitKey = period === 'custom' ? { period_seconds: numeric(periodSeconds) } : { period };
+      onCreated(await api<BudgetList>('PUT', '/admin/budgets', { user_path: userPath, limit_key: limitKey, max_usd: numeric(maxUsd) }));
+      setErrors({});
+      setUserPath('');
+      setMaxUsd('');
+    } catch (err) {
+      setErrors(fieldErrors(err, BUDGET_PARAMS));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <form class="card" aria-labelledby="create-budget-title" onSubmit={submit} noValidate>
+      <h2 id="create-budget-title">Create a budget</h2>
+      <p class="muted">Writing a budget whose user path and period already exist changes its cap; its spend is kept.</p>
+      <div class="rule-fields">
+        <Field id="budget-user-path" label="User path" error={errors.userPath} hint="The budget covers this path and everything below it, in one total.">
+          {(a11y) => <input {...a11y} type="text" value={userPath} autocomplete="off" spellcheck={false} placeholder="/team" onInput={(e) => setUserPath(e.currentTarget.value)} />}
+        </Field>
+        <Field id="budget-period" label="Period" error={errors.period}>
+          {(a11y) => (
+            <select {...a11y} value={period} onChange={(e) => setPeriod(e.currentTarget.value as PeriodChoice)}>
+              <option value="day">Day (UTC)</option>
+              <option value="week">Week (ISO, from Monday)</option>
+              <option value="month">Month (calendar)</option>
+              <option value="custom">Custom window</option>
+            </select>
+          )}
+        </Field>
+        {period === 'custom' && (
+          <Field id="budget-period-seconds" label="Window (seconds)" error={errors.periodSeconds}>
+            {(a11y) => <input {...a11y} type="text" inputMode="numeric" value={periodSeconds} onInput={(e) => setPeriodSeconds(e.currentTarget.value)} />}
+          </Field>
+        )}
+        <MaxUsdField id="budget-max-usd" value={maxUsd} error={errors.maxUsd} onInput={setMaxUsd} />
+      </div>
+      <FormMessage error={errors.form} />
+      <button type="submit" class="primary" disabled={busy}>
+        Create budget
+      </button>
+    </form>
+  );
+}
+
+function MaxUsdField({ id, value, error, onInput }: { id: string; value: string; error: string | undefined; onInput: (value: string) => void }) {
+  return (
+    <Field id={id} label="Cap (US dollars)" error={error}>
+      {(a11y) => <input {...a11y} type="text" inputMode="decimal" value={value} autocomplete="off" placeholder="200" onInput={(e) => onInput(e.currentTarget.value)} />}
+    </Field>
+  );
+}
+
+function EditCapDialog({ budget, onClose, onDone }: { budget: BudgetStatus; onClose: () => void; onDone: (next: BudgetList) => void }) {
+  const [maxUsd, setMaxUsd] = useState(String(budget.max_usd));
+  const [errors, setErrors] = useState<FieldErrors>({});
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    try {
+      onDone(await api<BudgetList>('PUT', '/admin/budgets', { user_path: budget.user_path, limit_key: limitKeyOf(budget.period_label), max_usd: numeric(maxUsd) }));
+    } catch (err) {
+      setErrors(fieldErrors(err, BUDGET_PARAMS));
+    }
+  };
+  return (
+    <Dialog title="Edit cap" onClose={onClose}>
+      <form onSubmit={submit} noValidate>
+        <p>The new cap of the {budgetName(budget)} applies at once; the spend so far is kept.</p>
+        <MaxUsdField id="edit-max-usd" value={maxUsd} error={errors.maxUsd} onInput={setMaxUsd} />
+        <FormMessage error={errors.form} />
+        <div class="dialog-buttons">
+          <button type="button" onClick={onClose}>Cancel</button>
+          <button type="submit" class="primary">Save cap</button>
+        </div>
+      </form>
+    </Dialog>
+  );
+}
+
+/** Shown in place of the page when the gateway answers 503 feature_unavailable. */
+export function BudgetsDisabled() {
+  return (
+    <section aria-labelledby="budgets-off-title">
+      <h1 id="budgets-off-title">Budgets are disabled</h1>
+      <p>
+        This gateway runs with budgets switched off (<code>BUDGETS_ENABLED=false</code>), so there are no spend caps to show. Request costs are still
+        recorded; enable budgets in the configuration and restart the gateway to manage them here.
+      </p>
+    </section>
+  );
+}
