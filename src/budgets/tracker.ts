@@ -40,6 +40,9 @@ export interface BudgetTrackerOptions {
 
 /** A refusal: the governing budget with the longest wait until its period ends. */
 export interface BudgetBreach {
+  /** The breached budget's user path and period. */
+  userPath: string;
+  period: string;
   message: string;
   /** Milliseconds until the breached period ends (at least 1). */
   retryAfterMs: number;
@@ -134,7 +137,7 @@ export class BudgetTracker {
       const retryAfterMs = Math.max(1, state.endMs - now);
       if (breach !== undefined && breach.retryAfterMs >= retryAfterMs) return;
       const { userPath: path, period } = state.definition;
-      breach = { message: `budget exceeded for ${path}: ${period} budget of ${formatUsd(max)} reached`, retryAfterMs };
+      breach = { userPath: path, period, message: `budget exceeded for ${path}: ${period} budget of ${formatUsd(max)} reached`, retryAfterMs };
     });
     return breach;
   }

@@ -104,6 +104,8 @@ describe('BudgetTracker', () => {
     s.clock.now = T0 + 1500;
     const breach = s.tracker.check('/team/a/x');
     assert.deepEqual(breach, {
+      userPath: '/Team',
+      period: 'day',
       message: 'budget exceeded for /Team: day budget of $1.00 reached',
       retryAfterMs: Date.parse('2025-03-13T00:00:00Z') - (T0 + 1500),
     });

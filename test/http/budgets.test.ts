@@ -94,6 +94,18 @@ describe('budgets: a $0.01 day budget', () => {
     assert.equal((await fx.gw.request('POST', '/v1/chat/completions', { body: chat(), headers: as('/teams') })).status, 200);
   });
 
+  it('the explain dry run gives the refusal a request gets, with the budgets governing the path', async () => {
+    const res = await fx.gw.request('GET', '/admin/rate-limits/explain?model=up/gpt-x&user_path=/team/a', { headers: master });
+    assert.equal(res.status, 200, res.text);
+    const explained = res.json();
+    assert.equal(explained.decision, 'refused');
+    assert.equal(explained.target, undefined);
+    assert.deepEqual(explained.breach, { scope: 'user_path', subject: '/team', period_label: 'day', retry_after_seconds: 3600, message: 'budget exceeded for /team: day budget of $0.01 reached' });
+    assert.deepEqual(explained.budgets.map((b: any) => [b.user_path, b.period_label, b.remaining_usd]), [['/team', 'day', 0]]);
+    const other = (await fx.gw.request('GET', '/admin/rate-limits/explain?model=up/gpt-x&user_path=/teams', { headers: master })).json();
+    assert.deepEqual([other.decision, other.budgets], ['admitted', []]);
+  });
+
   it('GET /v1/usage shows costs per model and in total, and the budgets governing the caller', async () => {
     const team = await usageOf(fx.gw, '/team', '2025-03-10');
     const spent = round(team.totals.total_tokens * 0.001);

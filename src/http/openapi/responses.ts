@@ -161,7 +161,8 @@ export const explanation = z.object({
     }),
   ),
   rules: z.array(ruleStatusRecord).meta({ description: 'Every rule that would apply, with its live counters.' }),
-  breach: breachRecord.optional().meta({ description: 'The refusal a request would get.' }),
+  budgets: z.array(budgetStatusRecord).meta({ description: 'The budgets governing the user path, with their spend (checked after the rules).' }),
+  breach: breachRecord.optional().meta({ description: 'The refusal a request would get (a reached budget is a user_path breach).' }),
 });
 
 export const fileObject = z.object({

@@ -60,6 +60,14 @@ export function registerAdminExplain(app: FastifyInstance, services: HttpService
       for (const rule of found) rules.set(`${rule.scope}\u0000${rule.subject.toLowerCase()}\u0000${rule.period_seconds}`, rule);
     };
     const decision = await decide(limiter, admission, route, targets, userPath.value, collect);
+    // Budgets come after the rate limits, on every endpoint.
+    if (decision.refusal === undefined) {
+      const budget = services.budgets?.check(userPath.value);
+      if (budget !== undefined) {
+        decision.refusal = { scope: 'user_path', subject: budget.userPath, period_label: budget.period, retry_after_seconds: Math.ceil(budget.retryAfterMs / 1000), message: budget.message };
+        decision.target = undefined;
+      }
+    }
     const targetRecords = [];
     for (const [i, target] of targets.entries()) {
       // A target's own capacity, whoever asks: its provider and model rules alone.
@@ -81,6 +89,7 @@ export function registerAdminExplain(app: FastifyInstance, services: HttpService
       ...(decision.target !== undefined && { target: { provider: decision.target.provider.name, model: decision.target.model } }),
       targets: targetRecords,
       rules: [...rules.values()],
+      budgets: services.budgets?.statusFor(userPath.value) ?? [],
       ...(decision.refusal !== undefined && { breach: decision.refusal }),
     };
   });
