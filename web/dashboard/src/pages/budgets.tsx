@@ -2,9 +2,10 @@
  * Budgets: every spend cap with what its path spent in the current period (polled), a countdown to
  * the period's end, and the changes the admin API offers: create, change a cap, delete.
  */
-import { useEffect, useRef, useState } from 'preact/hooks';
-import { ApiError, api, type BudgetList, type BudgetStatus } from '../api.ts';
+import { useState } from 'preact/hooks';
+import { api, type BudgetList, type BudgetStatus } from '../api.ts';
 import { ConfirmDialog, Dialog, Field, FormMessage, UsageBar, fieldErrors, type FieldErrors } from '../components/controls.tsx';
+import { useLiveList } from '../components/live-list.ts';
 import { formatCountdown, formatUsd } from '../format.ts';
 
 /** Spend moves with every request but is read from storage every few seconds: no faster poll helps. */
@@ -39,43 +40,9 @@ function numeric(text: string): number | string {
 }
 
 export function BudgetsPage({ onDisabled }: { onDisabled: () => void }) {
-  const [list, setList] = useState<BudgetList | undefined>(undefined);
-  const [loadError, setLoadError] = useState<string | undefined>(undefined);
-  /** Server clock minus this browser's, so countdowns follow the gateway's periods. */
-  const [offsetMs, setOffsetMs] = useState(0);
-  const [, setTick] = useState(0);
+  const { list, loadError, nowMs, show } = useLiveList<BudgetList>('/admin/budgets', POLL_MS, onDisabled);
   const [action, setAction] = useState<Action | undefined>(undefined);
   const [notice, setNotice] = useState<string | undefined>(undefined);
-  const loading = useRef(false);
-
-  const show = (next: BudgetList) => {
-    setList(next);
-    setOffsetMs(Date.parse(next.server_time) - Date.now());
-    setLoadError(undefined);
-  };
-
-  const refresh = async () => {
-    if (loading.current || document.hidden) return;
-    loading.current = true;
-    try {
-      show(await api<BudgetList>('GET', '/admin/budgets'));
-    } catch (err) {
-      if (err instanceof ApiError && err.featureUnavailable) onDisabled();
-      else setLoadError(err instanceof Error ? err.message : String(err));
-    } finally {
-      loading.current = false;
-    }
-  };
-
-  useEffect(() => {
-    void refresh();
-    const poll = setInterval(() => void refresh(), POLL_MS);
-    const tick = setInterval(() => setTick((n) => n + 1), 1000);
-    return () => {
-      clearInterval(poll);
-      clearInterval(tick);
-    };
-  }, []);
 
   const done = (next: BudgetList, message: string) => {
     show(next);
@@ -96,7 +63,7 @@ export function BudgetsPage({ onDisabled }: { onDisabled: () => void }) {
         {notice ?? ''}
       </p>
       {loadError && <p class="form-error" role="alert">Could not load the budgets: {loadError}</p>}
-      <BudgetTable budgets={list?.budgets} nowMs={Date.now() + offsetMs} onAction={setAction} />
+      <BudgetTable budgets={list?.budgets} nowMs={nowMs} onAction={setAction} />
       <CreateBudget onCreated={(next) => done(next, 'Budget saved.')} />
       {action?.kind === 'edit' && (
         <EditCapDialog budget={action.budget} onClose={() => setAction(undefined)} onDone={(next) => done(next, `Cap of the ${budgetName(action.budget)} updated; its spend was kept.`)} />

@@ -3,9 +3,10 @@
  * every second), and every change the admin API offers: create, edit caps, move, delete, reset
  * one, reset all.
  */
-import { useEffect, useRef, useState } from 'preact/hooks';
-import { ApiError, api, type RuleList, type RuleStatus } from '../api.ts';
+import { useState } from 'preact/hooks';
+import { api, type RuleList, type RuleStatus } from '../api.ts';
 import { ConfirmDialog, Dialog, Field, FormMessage, UsageBar, fieldErrors, type FieldErrors } from '../components/controls.tsx';
+import { useLiveList } from '../components/live-list.ts';
 import { EMPTY_DRAFT, RULE_PARAMS, RuleFields, draftOf, draftPeriodSeconds, putBody, type RuleDraft } from '../components/rule-fields.tsx';
 import { SCOPE_LABELS, formatCountdown, ruleIdentity } from '../format.ts';
 
@@ -25,44 +26,9 @@ function ruleName(rule: RuleStatus): string {
 }
 
 export function RateLimitsPage({ onDisabled }: { onDisabled: () => void }) {
-  const [list, setList] = useState<RuleList | undefined>(undefined);
-  const [loadError, setLoadError] = useState<string | undefined>(undefined);
-  /** Server clock minus this browser's, so countdowns follow the gateway's windows. */
-  const [offsetMs, setOffsetMs] = useState(0);
-  /** Ticks every second to re-render the countdowns. */
-  const [, setTick] = useState(0);
+  const { list, loadError, nowMs, show, refresh } = useLiveList<RuleList>('/admin/rate-limits', POLL_MS, onDisabled);
   const [action, setAction] = useState<Action | undefined>(undefined);
   const [notice, setNotice] = useState<string | undefined>(undefined);
-  const loading = useRef(false);
-
-  const show = (next: RuleList) => {
-    setList(next);
-    setOffsetMs(Date.parse(next.server_time) - Date.now());
-    setLoadError(undefined);
-  };
-
-  const refresh = async () => {
-    if (loading.current || document.hidden) return;
-    loading.current = true;
-    try {
-      show(await api<RuleList>('GET', '/admin/rate-limits'));
-    } catch (err) {
-      if (err instanceof ApiError && err.featureUnavailable) onDisabled();
-      else setLoadError(err instanceof Error ? err.message : String(err));
-    } finally {
-      loading.current = false;
-    }
-  };
-
-  useEffect(() => {
-    void refresh();
-    const poll = setInterval(() => void refresh(), POLL_MS);
-    const tick = setInterval(() => setTick((n) => n + 1), 1000);
-    return () => {
-      clearInterval(poll);
-      clearInterval(tick);
-    };
-  }, []);
 
   const done = (next: RuleList, message: string) => {
     show(next);
@@ -82,7 +48,7 @@ export function RateLimitsPage({ onDisabled }: { onDisabled: () => void }) {
         {notice ?? ''}
       </p>
       {loadError && <p class="form-error" role="alert">Could not load the rules: {loadError}</p>}
-      <RuleTable rules={list?.rate_limits} nowMs={Date.now() + offsetMs} onAction={setAction} />
+      <RuleTable rules={list?.rate_limits} nowMs={nowMs} onAction={setAction} />
       <div class="toolbar">
         <button type="button" class="danger" onClick={() => setAction({ kind: 'reset-all' })} disabled={!list || list.rate_limits.length === 0}>
           Reset all counters…
