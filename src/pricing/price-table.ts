@@ -46,9 +46,18 @@ export interface PriceTableOptions {
   onUnknown?: (provider: string, model: string) => void;
 }
 
+/**
+ * A model's prices: the package provider holding just that model, and, when its prices are flat,
+ * the dollars per token they come to.
+ */
+interface ModelPrices {
+  provider: PriceProvider;
+  perToken: { input: number; cached: number; output: number } | undefined;
+}
+
 export class PriceTable {
-  /** `provider/model` → the package provider holding just that model's prices; null: no price. */
-  readonly #resolved = new Map<string, PriceProvider | null>();
+  /** `provider/model` → that model's prices; null: no price. */
+  readonly #resolved = new Map<string, ModelPrices | null>();
   readonly #instances: ReadonlyMap<string, PricedInstance>;
   /** Instance name → the package provider ids to try, in order. */
   readonly #candidates = new Map<string, string[]>();
@@ -70,9 +79,11 @@ export class PriceTable {
     if (prices === null) return 0;
     // Cached tokens are part of the prompt; a provider reporting more would make the package throw.
     const cached = Math.min(Math.max(0, usage.cachedPromptTokens), input);
+    const perToken = prices.perToken;
+    if (perToken !== undefined) return (input - cached) * perToken.input + cached * perToken.cached + output * perToken.output;
     try {
       const result = calcPrice({ input_tokens: input, output_tokens: output, cache_read_tokens: cached }, usage.model, {
-        provider: prices,
+        provider: prices.provider,
         timestamp: new Date(usage.timestampMs),
       });
       return result?.total_price ?? 0;
@@ -84,11 +95,12 @@ export class PriceTable {
     }
   }
 
-  #pricesFor(provider: string, model: string): PriceProvider | null {
+  #pricesFor(provider: string, model: string): ModelPrices | null {
     const key = `${provider}/${model}`;
     let prices = this.#resolved.get(key);
     if (prices === undefined) {
-      prices = this.#resolve(provider, model);
+      const found = this.#resolve(provider, model);
+      prices = found === null ? null : { provider: found, perToken: perTokenOf(found, model) };
       this.#resolved.set(key, prices);
       // A request without a model (passthrough) or on a type without prices by design is not worth a log line.
       const instance = this.#instances.get(provider);
@@ -133,6 +145,29 @@ function lookup(model: string, providerId: string | undefined): PriceProvider | 
   const found = calcPrice({ input_tokens: 0 }, model, providerId === undefined ? {} : { providerId });
   if (found === null) return null;
   return { ...found.provider, models: [{ ...found.model, match: { equals: model } }] };
+}
+
+/**
+ * Dollars per uncached prompt, cached prompt and completion token, when the model's prices are flat
+ * (no date conditions, no tiers by volume): the cost is then linear in the tokens, and the package
+ * itself, asked once per model for a million of each, gives the rates. Pricing runs for every
+ * completed request, and the package's general computation (units, tiers, dates) is the costly
+ * part of it. Undefined when the prices are not flat: each request then asks the package.
+ */
+function perTokenOf(provider: PriceProvider, model: string): ModelPrices['perToken'] {
+  const prices = provider.models[0]?.prices;
+  if (prices === undefined || Array.isArray(prices) || !Object.values(prices).every((v) => v === undefined || typeof v === 'number')) return undefined;
+  const MTOK = 1_000_000;
+  const priced = (usage: Record<string, number>): number | undefined => calcPrice(usage, model, { provider })?.total_price;
+  try {
+    const input = priced({ input_tokens: MTOK });
+    const cached = priced({ input_tokens: MTOK, cache_read_tokens: MTOK });
+    const output = priced({ output_tokens: MTOK });
+    if (input === undefined || cached === undefined || output === undefined) return undefined;
+    return { input: input / MTOK, cached: cached / MTOK, output: output / MTOK };
+  } catch {
+    return undefined;
+  }
 }
 
 function overrideProvider(model: string, override: PriceOverride): PriceProvider {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { calcPrice } from '@pydantic/genai-prices';
+import { calcPrice, findProvider } from '@pydantic/genai-prices';
 import { PriceTable, type PricedUsage } from '../../src/pricing/price-table.ts';
 import { pricesProviderOf } from '../../src/providers/registry.ts';
 
@@ -62,6 +62,29 @@ describe('PriceTable', () => {
     assert.equal(exact(prices.cost(usage('claude', 'claude-sonnet-4-20250514', 3_000, 1_500, 2_000))), exact(expected(sonnet, 3_000, 2_000, 1_500)));
     assert.ok(prices.cost(usage('claude', 'claude-sonnet-4-20250514', 3_000, 1_500)) > 0);
     assert.deepEqual(unknown, []);
+  });
+
+  it('agrees with the package\'s own calcPrice for every model of the OpenAI, Anthropic and Groq tables', () => {
+    const { prices } = table();
+    let compared = 0;
+    for (const [instance, providerId] of [['oai', 'openai'], ['claude', 'anthropic'], ['groq', 'groq']] as const) {
+      for (const model of findProvider({ providerId })!.models) {
+        const direct = (prompt: number, cached: number, completion: number): number | undefined => {
+          try {
+            return calcPrice({ input_tokens: prompt, cache_read_tokens: cached, output_tokens: completion }, model.id, { providerId, timestamp: new Date(AT) })?.total_price;
+          } catch {
+            return undefined; // usage the package cannot price for this model (the table answers 0 then)
+          }
+        };
+        for (const [prompt, cached, completion] of [[1_000, 0, 0], [12_345, 4_096, 678], [250_000, 0, 9_000]] as const) {
+          const expectedCost = direct(prompt, cached, completion);
+          if (expectedCost === undefined) continue;
+          assert.equal(exact(prices.cost(usage(instance, model.id, prompt, completion, cached))), exact(expectedCost), `${providerId}/${model.id} ${prompt}/${cached}/${completion}`);
+          compared++;
+        }
+      }
+    }
+    assert.ok(compared > 100, `compared ${compared} prices`);
   });
 
   it('uses the provider the base URL points at, and falls back to the model id alone', () => {
