@@ -12,9 +12,9 @@ import { checkBudget } from './budget-admission.ts';
 import type { HttpServices } from './context.ts';
 import type { Cuttable } from './in-flight.ts';
 import { GatewayError, notFound, type ErrorDialect } from './errors.ts';
-import { rateLimitHeaderList, rateLimitedError } from './rate-limit-headers.ts';
+import { rateLimitHeaders, rateLimitedError } from './rate-limit-headers.ts';
 import { encodeFormForModel, type ModelRequest } from './requests.ts';
-import { primeStream, sendResult, type HeaderList } from './respond.ts';
+import { primeStream, sendResult } from './respond.ts';
 
 // routes/passthrough.ts imports it from here.
 export { asGatewayError } from '../errors/from-provider.ts';
@@ -51,8 +51,7 @@ export async function dispatch(
     const { result, target } = outcome;
     let headers = outcome.headers;
     if (cached !== undefined) {
-      // Passed with the answer: sendResult writes the response itself, not through fastify's reply headers.
-      headers = [...(headers ?? []), CACHE_HEADER, cached.mode === 'bypass' ? 'bypass' : 'miss'];
+      headers = { ...headers, [CACHE_HEADER]: cached.mode === 'bypass' ? 'bypass' : 'miss' };
       if (cached.mode !== 'bypass' && result.status === 200 && Buffer.isBuffer(result.body)) {
         services.cache!.set(cached.key, { status: 200, headers: result.headers, body: result.body, provider: target.provider.name, model: target.model });
       }
@@ -81,7 +80,8 @@ export async function dispatch(
 interface Outcome {
   result: ProviderResult;
   target: Target;
-  headers: HeaderList | undefined;
+  /** The rate-limit headers of the admission. */
+  headers: Record<string, string> | undefined;
 }
 
 /**
@@ -105,7 +105,7 @@ async function execute(
   // After an upstream failure only failover candidates remain, never an alias's other targets.
   const nextAfterFailure = (i: number): number => Math.max(i + 1, primaryCount);
   let ticket: AdmissionTicket | undefined;
-  let headers: HeaderList | undefined;
+  let headers: Record<string, string> | undefined;
   const refusals: Array<{ target: Target; refusal: AdmissionRefusal }> = [];
   let failure: GatewayError | undefined;
   let budgetChecked = false;
@@ -129,7 +129,7 @@ async function execute(
       if (admission.holdsSlots) end.hold(admission);
       if (first) {
         ticket = admission;
-        headers = rateLimitHeaderList(admission.headers);
+        headers = rateLimitHeaders(admission.headers);
       } else {
         attempt = admission;
       }
@@ -147,7 +147,7 @@ async function execute(
         failure = await asFailure(result);
       } else {
         // Streams fail over only before their first byte reached the client: wait for it here.
-        if (!Buffer.isBuffer(result.body) && result.status < 400 && canFailOver) result = await primeStream(result, target.provider.name);
+        if (!Buffer.isBuffer(result.body) && result.status < 400 && canFailOver) await primeStream(result.body, target.provider.name);
         return { result, target, headers };
       }
     } catch (err) {
@@ -263,14 +263,14 @@ export async function callTarget(target: Target, modelRequest: ModelRequest, can
  * the request takes its concurrency slots and holds them until the response ends; without, it
  * takes none (a batch submission).
  */
-export function admit(services: HttpServices, target: AdmissionTarget, end?: ResponseEnd): HeaderList | undefined {
+export function admit(services: HttpServices, target: AdmissionTarget, end?: ResponseEnd): Record<string, string> | undefined {
   const limiter = services.limiter;
   if (limiter === undefined) return undefined;
   const admission = limiter.admit(target, end === undefined ? NO_SLOTS : undefined);
   services.metrics.admission(admission, target.userPath, target.provider, target.model);
   if (!admission.ok) throw rateLimitedError(admission);
   if (admission.holdsSlots) end?.hold(admission);
-  return rateLimitHeaderList(admission.headers);
+  return rateLimitHeaders(admission.headers);
 }
 
 /**

@@ -1,142 +1,98 @@
 import { once } from 'node:events';
+import type { ServerResponse } from 'node:http';
+import { Readable, finished } from 'node:stream';
 import type { FastifyReply } from 'fastify';
 import { UpstreamUnavailableError, type ProviderResult } from '../providers/types.ts';
-import { isRelayedBody } from '../providers/upstream.ts';
 import { readBody } from '../providers/results.ts';
 import { upstreamError } from '../errors/from-provider.ts';
 import { GatewayError, errorBody, type ErrorDialect } from './errors.ts';
 
-/** Header names and values in turn, `[name, value, name, value, ...]`. */
-export type HeaderList = readonly string[];
-
 /**
- * Writes a provider's answer to the client, with `extraHeaders`. Successful answers are written
- * to the socket directly (reply.hijack): buffered ones in one write, streams chunk by chunk so
- * nothing is held back. Headers set on `reply` before the call are not sent: pass them in
- * `extraHeaders`. Errors go through fastify. Resolves when the answer was fully written or the
- * client went away.
+ * Sends a provider's answer through fastify's reply, so every hook sees it: the answer's status
+ * and headers, then `extraHeaders` (rate-limit and cache headers, which win over an upstream's
+ * own), then the body: a buffer as it is, a stream as it arrives. An upstream error answer is
+ * re-wrapped as `provider_error` with the upstream status.
+ *
+ * Resolves when a buffered answer was handed to fastify, and when a stream is over (complete, or
+ * the client left). A stream that failed mid-way rejects, once it is over, with its error.
  */
 export async function sendResult(
   reply: FastifyReply,
   result: ProviderResult,
   dialect: ErrorDialect,
-  extraHeaders: HeaderList | undefined,
+  extraHeaders: Readonly<Record<string, string>> | undefined,
 ): Promise<void> {
   if (result.status >= 400) {
-    const err = upstreamError(result.status, await readBody(result.body), result.headers);
-    if (extraHeaders) setHeaders(reply, extraHeaders);
+    let err: GatewayError;
+    try {
+      err = upstreamError(result.status, await readBody(result.body), result.headers);
+    } catch (readFailure) {
+      // Nothing was sent yet: the client still gets a proper error answer.
+      err = streamError(readFailure);
+    }
+    if (extraHeaders) reply.headers(extraHeaders);
     await reply.code(err.status).headers(err.headers ?? {}).type('application/json').send(errorBody(err, dialect));
     return;
   }
+  reply.code(result.status).headers(result.headers);
+  if (extraHeaders) reply.headers(extraHeaders);
   if (Buffer.isBuffer(result.body)) {
-    // Bytes and headers are final: written by hand, like streams, rather than through fastify's
-    // send pipeline (a header call per header, serializers and onSend hooks that have nothing
-    // to do here).
-    reply.hijack();
-    reply.raw.writeHead(result.status, headerList(result.headers, extraHeaders, 'content-length', String(result.body.length)));
-    reply.raw.end(result.body);
+    reply.send(result.body);
     return;
   }
-  await writeStream(reply, result, extraHeaders);
+  let failure: unknown;
+  const sse = (result.headers['content-type'] ?? '').includes('text/event-stream');
+  reply.send(Readable.from(toClient(result.body, sse, reply.raw, (err) => { failure = err; })));
+  await over(reply.raw);
+  if (failure !== undefined) throw failure;
 }
 
-async function writeStream(reply: FastifyReply, result: ProviderResult, extraHeaders: HeaderList | undefined): Promise<void> {
-  reply.hijack();
-  const raw = reply.raw;
-  raw.writeHead(result.status, headerList(result.headers, extraHeaders));
-  const isSse = (result.headers['content-type'] ?? '').includes('text/event-stream');
+/**
+ * A stream's chunks on their way to the client. Once the headers are out, a failure cannot
+ * change the status: an SSE client is told in-band with a last `data: {"error": ...}` event and
+ * the stream ends; any other stream is cut (fastify destroys the response). A failure that only
+ * follows the client leaving (its upstream call was cancelled) is nobody's to report.
+ */
+async function* toClient(body: Readable, sse: boolean, res: ServerResponse, failed: (err: unknown) => void): AsyncGenerator<Buffer | string> {
   try {
-    if (isRelayedBody(result.body)) {
-      // Ended by pipeTo with the last chunk: one socket write for both.
-      await result.body.pipeTo(raw, { end: true });
-      return;
-    }
-    for await (const chunk of result.body as AsyncIterable<Buffer>) {
-      if (raw.destroyed) return;
-      if (!raw.write(chunk)) await once(raw, 'drain');
-    }
-    raw.end();
+    yield* body;
   } catch (err) {
-    if (raw.destroyed) return;
-    if (isSse) {
-      // Headers are gone already: tell an SSE client in-band, then end the stream.
-      const error = err instanceof GatewayError ? err : new GatewayError({
-        status: 502,
-        type: 'provider_error',
-        message: `upstream stream failed: ${err instanceof Error ? err.message : String(err)}`,
-        code: 'stream_interrupted',
-      });
-      raw.end(`data: ${errorBody(error, 'openai')}\n\n`);
-    } else {
-      raw.destroy();
-    }
-    throw err;
+    if (res.destroyed) return;
+    failed(err);
+    if (!sse) throw err;
+    yield `data: ${errorBody(streamError(err), 'openai')}\n\n`;
   }
+}
+
+function streamError(err: unknown): GatewayError {
+  if (err instanceof GatewayError) return err;
+  return new GatewayError({
+    status: 502,
+    type: 'provider_error',
+    message: `upstream stream failed: ${err instanceof Error ? err.message : String(err)}`,
+    code: 'stream_interrupted',
+  });
+}
+
+/** Resolves when the response is over: sent completely, or closed early. */
+function over(res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    finished(res, () => resolve());
+  });
 }
 
 /**
- * The extra headers, the answer's and an optional last header (content-length) as one flat list:
- * Node's writeHead reads a list with a plain loop, an object with for-in and a has-own check per
- * header. The list is allocated once at its final size; pushes onto a copy grew it to nearly
- * twice that, and this list is built for every answer. Where both have a header (a passthrough
- * upstream's own `x-ratelimit-*`), the extra one wins.
+ * Waits until a stream has its first bytes (or its end) before anything is sent, so a stream
+ * that breaks at once can still fail over. Nothing is read: the stream is sent as it is.
  */
-function headerList(answer: Readonly<Record<string, string>>, extra: HeaderList | undefined, lastName?: string, lastValue?: string): string[] {
-  const extraLength = extra === undefined ? 0 : extra.length;
-  let size = extraLength + (lastName === undefined ? 0 : 2);
-  for (const name in answer) size += 2;
-  const list = new Array<string>(size);
-  let at = 0;
-  for (; at < extraLength; at++) list[at] = extra![at]!;
-  for (const name in answer) {
-    if (extra !== undefined && hasName(extra, name)) continue;
-    list[at++] = name;
-    list[at++] = answer[name]!;
-  }
-  if (lastName !== undefined) {
-    list[at++] = lastName;
-    list[at++] = lastValue!;
-  }
-  // An answer header the extra list replaced leaves the list shorter than counted (rare).
-  if (at < size) list.length = at;
-  return list;
-}
-
-function hasName(list: HeaderList, name: string): boolean {
-  for (let i = 0; i < list.length; i += 2) if (list[i] === name) return true;
-  return false;
-}
-
-/** Sets a header list on a reply that fastify sends. */
-export function setHeaders(reply: FastifyReply, list: HeaderList): void {
-  for (let i = 0; i < list.length; i += 2) reply.header(list[i]!, list[i + 1]!);
-}
-
-/**
- * Waits for a stream's first chunk before anything is sent, so a stream that breaks at once can
- * still fail over. The returned result yields that chunk, then the rest.
- */
-export async function primeStream(result: ProviderResult, provider: string): Promise<ProviderResult> {
-  const iterator = (result.body as AsyncIterable<Buffer>)[Symbol.asyncIterator]();
-  let first: IteratorResult<Buffer>;
+export async function primeStream(body: Readable, provider: string): Promise<void> {
+  if (body.errored) throw streamFailure(body.errored, provider);
+  if (body.readableLength > 0) return;
   try {
-    first = await iterator.next();
+    await once(body, 'readable');
   } catch (err) {
     throw streamFailure(err, provider);
   }
-  async function* replay(): AsyncGenerator<Buffer> {
-    if (first.done) return;
-    let finished = false;
-    try {
-      yield first.value;
-      for (let next = await iterator.next(); !next.done; next = await iterator.next()) yield next.value;
-      finished = true;
-    } finally {
-      // A consumer that stops early (client gone) must still free the upstream connection.
-      if (!finished) await iterator.return?.();
-    }
-  }
-  return { status: result.status, headers: result.headers, body: replay(), usage: () => result.usage() };
 }
 
 function streamFailure(err: unknown, provider: string): GatewayError {

@@ -2,18 +2,16 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { defaultUrlSetting } from '../shared/config-fields.ts';
 import { isRecord } from '../shared/json.ts';
 import { Cancellation } from './cancellation.ts';
-import { SseParser, parseEventJson } from './sse.ts';
-import type { SseEvent } from './sse.ts';
 import { SseUsageTap } from './stream-usage.ts';
 import { chatToMessagesRequest } from './translate/anthropic-request.ts';
 import { errorToOpenAI, messagesToChatResponse } from './translate/anthropic-response.ts';
-import { MessagesToChatStream } from './translate/anthropic-stream.ts';
+import { MessagesToChatStream, messagesToChatTransform } from './translate/anthropic-stream.ts';
 import { parseJsonObject } from './translate/json.ts';
 import { buffered, jsonResult, JSON_HEADERS, passthroughRequestHeaders, passthroughResult, SSE_HEADERS, unsupportedEndpoint } from './results.ts';
 import type { PassthroughCall, Provider, ProviderCall, ProviderResult } from './types.ts';
 import { defineProviderType, UpstreamUnavailableError, type HttpProviderSettings } from './types.ts';
 import { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, isEventStream, pickHeaders, relay, UpstreamClient } from './upstream.ts';
-import type { ChunkTransform, UpstreamResponse } from './upstream.ts';
+import type { UpstreamResponse } from './upstream.ts';
 import { usageFromJsonBuffer } from './usage.ts';
 
 
@@ -113,7 +111,7 @@ class AnthropicProvider implements Provider {
     if (res.status < 400 && isEventStream(res.headers)) {
       const tap = new SseUsageTap();
       const mapError = (err: unknown): unknown => this.client.mapError(err, call.cancel);
-      return { status: res.status, headers, body: relay(res.body, tap, mapError), usage: () => tap.usage() };
+      return { status: res.status, headers, body: relay(res.body, mapError, tap), usage: () => tap.usage() };
     }
     const buf = await this.client.readAll(res.body, call.cancel);
     return buffered(res.status, headers, buf, res.status < 400 ? usageFromJsonBuffer(buf) : undefined);
@@ -132,7 +130,7 @@ class AnthropicProvider implements Provider {
       const so = isRecord(json.stream_options) ? json.stream_options : undefined;
       const translator = new MessagesToChatStream({ model: call.model, includeUsage: so?.include_usage === true });
       const mapError = (err: unknown): unknown => this.client.mapError(err, call.cancel);
-      return { status: res.status, headers: { ...SSE_HEADERS }, body: relay(res.body, messagesToChatTransform(translator), mapError), usage: () => translator.usage() };
+      return { status: res.status, headers: { ...SSE_HEADERS }, body: relay(res.body, mapError, messagesToChatTransform(translator)), usage: () => translator.usage() };
     }
     const buf = await this.client.readAll(res.body, call.cancel);
     const parsed = parseJsonObject(buf.toString('utf8'));
@@ -160,18 +158,4 @@ class AnthropicProvider implements Provider {
     }
     return ids;
   }
-}
-
-/** Anthropic SSE bytes -> chat chunk SSE bytes, event by event. */
-function messagesToChatTransform(translator: MessagesToChatStream): ChunkTransform {
-  const parser = new SseParser();
-  const translate = (events: SseEvent[]): Buffer | undefined => {
-    let out = '';
-    for (const ev of events) {
-      const o = parseEventJson(ev);
-      if (o) out += translator.push(o);
-    }
-    return out.length > 0 ? Buffer.from(out) : undefined;
-  };
-  return { step: (chunk) => translate(parser.push(chunk)), finish: () => translate(parser.end()) };
 }

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { Readable } from 'node:stream';
 import { setImmediate as tick } from 'node:timers/promises';
 import { optionalUrlSetting } from '../shared/config-fields.ts';
 import { Cancellation } from './cancellation.ts';
@@ -52,7 +53,11 @@ function pieces(text: string): string[] {
   return text.match(/\S+\s*|\s+/g) ?? [text];
 }
 
-async function* sseStream(events: string[]): AsyncIterable<Buffer> {
+function sseStream(events: string[]): Readable {
+  return Readable.from(oneByOne(events), { objectMode: false });
+}
+
+async function* oneByOne(events: string[]): AsyncGenerator<Buffer> {
   for (const e of events) {
     await tick(); // one event per turn of the event loop, like a real stream
     yield Buffer.from(e);

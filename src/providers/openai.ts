@@ -2,20 +2,18 @@ import { urlSetting } from '../shared/config-fields.ts';
 import { isRecord } from '../shared/json.ts';
 import { Cancellation } from './cancellation.ts';
 import { connectRealtimeUpstream } from './realtime-socket.ts';
-import { SseParser, parseEventJson } from './sse.ts';
-import type { SseEvent } from './sse.ts';
 import { SseUsageTap } from './stream-usage.ts';
 import { messagesToChatRequest } from './translate/anthropic-request.ts';
 import { chatToMessagesResponse, errorToAnthropic } from './translate/anthropic-response.ts';
-import { ChatToMessagesStream } from './translate/anthropic-stream.ts';
+import { ChatToMessagesStream, chatToMessagesTransform } from './translate/anthropic-stream.ts';
 import { parseJsonObject } from './translate/json.ts';
 import { buffered, jsonResult, JSON_HEADERS, passthroughRequestHeaders, passthroughResult, SSE_HEADERS } from './results.ts';
 import type { BatchAbility, Endpoint, PassthroughCall, Provider, ProviderCall, ProviderResult, RealtimeAbility } from './types.ts';
 import { defineProviderType, UpstreamUnavailableError, type HttpProviderSettings } from './types.ts';
 import {
-  DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, IDENTITY, isEventStream, isJson, pickHeaders, relay, UpstreamClient,
+  DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, isEventStream, isJson, pickHeaders, relay, UpstreamClient,
 } from './upstream.ts';
-import type { ChunkTransform, UpstreamResponse } from './upstream.ts';
+import type { UpstreamResponse } from './upstream.ts';
 import { usageFromJsonBuffer } from './usage.ts';
 
 
@@ -142,14 +140,14 @@ class OpenAIProvider implements Provider {
     const mapError = (err: unknown): unknown => this.client.mapError(err, cancel);
     if (res.status < 400 && isEventStream(res.headers)) {
       const tap = new SseUsageTap({ stripChatUsageChunk: stripUsage });
-      return { status: res.status, headers, body: relay(res.body, tap, mapError), usage: () => tap.usage() };
+      return { status: res.status, headers, body: relay(res.body, mapError, tap), usage: () => tap.usage() };
     }
     if (res.status >= 400 || isJson(res.headers) || (headers['content-type'] ?? '').startsWith('text/')) {
       const buf = await this.client.readAll(res.body, cancel);
       return buffered(res.status, headers, buf, res.status < 400 ? usageFromJsonBuffer(buf) : undefined);
     }
     // Binary (speech audio): relayed as it arrives; these answers carry no usage.
-    return { status: res.status, headers, body: relay(res.body, IDENTITY, mapError), usage: () => undefined };
+    return { status: res.status, headers, body: relay(res.body, mapError), usage: () => undefined };
   }
 
   /** Anthropic Messages request served by a chat completions upstream. */
@@ -164,9 +162,8 @@ class OpenAIProvider implements Provider {
     }
     if (isEventStream(res.headers)) {
       const translator = new ChatToMessagesStream({ model: call.model });
-      const transform = chatToMessagesTransform(translator);
       const mapError = (err: unknown): unknown => this.client.mapError(err, call.cancel);
-      return { status: res.status, headers: { ...SSE_HEADERS }, body: relay(res.body, transform, mapError), usage: () => translator.usage() };
+      return { status: res.status, headers: { ...SSE_HEADERS }, body: relay(res.body, mapError, chatToMessagesTransform(translator)), usage: () => translator.usage() };
     }
     const buf = await this.client.readAll(res.body, call.cancel);
     const parsed = parseJsonObject(buf.toString('utf8'));
@@ -208,30 +205,4 @@ function withIncludeUsage(bytes: Buffer): Buffer | undefined {
 
 function isJsonSpace(c: number): boolean {
   return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
-}
-
-/** Chat SSE bytes -> Anthropic SSE bytes, event by event. */
-function chatToMessagesTransform(translator: ChatToMessagesStream): ChunkTransform {
-  const parser = new SseParser();
-  const translate = (events: SseEvent[]): string => {
-    let out = '';
-    for (const ev of events) {
-      if (ev.data === '[DONE]') out += translator.finish();
-      else {
-        const o = parseEventJson(ev);
-        if (o) out += translator.push(o);
-      }
-    }
-    return out;
-  };
-  const toBuf = (s: string): Buffer | undefined => (s.length > 0 ? Buffer.from(s) : undefined);
-  return {
-    step: (chunk) => toBuf(translate(parser.push(chunk))),
-    finish: () => {
-      let out = translate(parser.end());
-      // Some compatible servers omit [DONE]; a stream that reported its finish_reason is complete.
-      if (translator.complete) out += translator.finish();
-      return toBuf(out);
-    },
-  };
 }

@@ -1,9 +1,11 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import { Transform, type Readable, type TransformCallback } from 'node:stream';
+import { buffer } from 'node:stream/consumers';
 import type { Cancellation } from './cancellation.ts';
 import { SseUsageTap } from './stream-usage.ts';
 import type { Endpoint, ProviderResult, Usage } from './types.ts';
-import { IDENTITY, isEventStream, isJson, passthroughResponseHeaders, relay } from './upstream.ts';
-import type { ChunkTransform, UpstreamClient, UpstreamResponse } from './upstream.ts';
+import { isEventStream, isJson, passthroughResponseHeaders, relay } from './upstream.ts';
+import type { UpstreamClient, UpstreamResponse } from './upstream.ts';
 import { usageFromJsonBuffer } from './usage.ts';
 
 export const JSON_HEADERS: Readonly<Record<string, string>> = { 'content-type': 'application/json' };
@@ -14,11 +16,8 @@ export function buffered(status: number, headers: Record<string, string>, body: 
 }
 
 /** A result's whole body: a buffered answer as it is, a stream read to its end. */
-export async function readBody(body: Buffer | AsyncIterable<Buffer>): Promise<Buffer> {
-  if (Buffer.isBuffer(body)) return body;
-  const chunks: Buffer[] = [];
-  for await (const chunk of body) chunks.push(chunk);
-  return Buffer.concat(chunks);
+export async function readBody(body: Buffer | Readable): Promise<Buffer> {
+  return Buffer.isBuffer(body) ? body : buffer(body);
 }
 
 export function jsonResult(status: number, value: unknown, usage?: Usage): ProviderResult {
@@ -56,7 +55,7 @@ export function passthroughRequestHeaders(incoming: IncomingHttpHeaders, credent
 }
 
 /** Keeps a copy of a JSON body while relaying it, to read its usage at the end (bounded). */
-class JsonUsageTap implements ChunkTransform {
+class JsonUsageTap extends Transform {
   private static readonly LIMIT = 16 * 1024 * 1024;
   private chunks: Buffer[] | undefined = [];
   private size = 0;
@@ -66,19 +65,19 @@ class JsonUsageTap implements ChunkTransform {
     return this.found;
   }
 
-  step(chunk: Buffer): Buffer {
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
     if (this.chunks) {
       this.size += chunk.length;
       if (this.size > JsonUsageTap.LIMIT) this.chunks = undefined;
       else this.chunks.push(chunk);
     }
-    return chunk;
+    callback(null, chunk);
   }
 
-  finish(): undefined {
+  override _flush(callback: TransformCallback): void {
     if (this.chunks) this.found = usageFromJsonBuffer(Buffer.concat(this.chunks));
     this.chunks = undefined;
-    return undefined;
+    callback();
   }
 }
 
@@ -90,7 +89,7 @@ export function passthroughResult(client: UpstreamClient, res: UpstreamResponse,
   return {
     status: res.status,
     headers,
-    body: relay(res.body, tap ?? IDENTITY, mapError),
+    body: relay(res.body, mapError, tap),
     usage: () => tap?.usage(),
   };
 }

@@ -1,3 +1,4 @@
+import { Transform } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 
 /** One server-sent event block (the lines up to a blank line). */
@@ -133,4 +134,41 @@ export function parseEventJson(ev: SseEvent): Record<string, unknown> | undefine
   } catch {
     return undefined;
   }
+}
+
+/**
+ * A stream stage that rewrites SSE bytes event by event: each complete event goes to `onEvent`,
+ * whose text is passed on; at the end, the unterminated last event (if any) goes to `onEvent`
+ * and then `onEnd` adds its text. Used by the dialect translations and the usage tap alike.
+ */
+export function sseTransform(onEvent: (ev: SseEvent) => string, onEnd: () => string = () => ''): Transform {
+  const parser = new SseParser();
+  const rewrite = (events: SseEvent[]): string => {
+    let out = '';
+    for (const ev of events) out += onEvent(ev);
+    return out;
+  };
+  return new Transform({
+    // A translation that throws fails this stream only, not the process.
+    transform(chunk: Buffer, _encoding, callback) {
+      let out: string;
+      try {
+        out = rewrite(parser.push(chunk));
+      } catch (err) {
+        callback(err as Error);
+        return;
+      }
+      callback(null, out === '' ? undefined : out);
+    },
+    flush(callback) {
+      let out: string;
+      try {
+        out = rewrite(parser.end()) + onEnd();
+      } catch (err) {
+        callback(err as Error);
+        return;
+      }
+      callback(null, out === '' ? undefined : out);
+    },
+  });
 }

@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import type { Readable } from 'node:stream';
 import type { z } from 'zod';
 import type { Cancellation } from './cancellation.ts';
 
@@ -57,15 +58,17 @@ export interface PassthroughCall {
 }
 
 /**
- * What came back. `body` is a Buffer for buffered answers and an async iterable of chunks
- * for streams (SSE or binary); the caller writes it to the client as it arrives.
+ * What came back. `body` is a Buffer for buffered answers and a readable byte stream for
+ * streamed ones (SSE or binary), which the caller hands on to the client as it arrives; the
+ * provider never writes to the client itself. A stream fails with the provider's mapped error
+ * when the upstream breaks mid-way, and destroying it (the client left) frees the upstream.
  * `usage()` is final once the body was fully consumed (for streams: after the last chunk).
  */
 export interface ProviderResult {
   status: number;
   /** Headers to pass on to the client (at least content-type). Lower-case names. */
   headers: Record<string, string>;
-  body: Buffer | AsyncIterable<Buffer>;
+  body: Buffer | Readable;
   usage(): Usage | undefined;
 }
 

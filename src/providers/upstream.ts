@@ -1,3 +1,4 @@
+import { PassThrough, pipeline, type Readable, type Transform } from 'node:stream';
 import { Pool } from 'undici';
 import type { Dispatcher } from 'undici';
 import type { Cancellation } from './cancellation.ts';
@@ -117,193 +118,17 @@ function collectBody(body: UpstreamBody): Promise<Buffer> {
   });
 }
 
-export interface ChunkTransform {
-  /** Bytes to pass on for one upstream chunk (undefined or empty: nothing yet). */
-  step(chunk: Buffer): Buffer | undefined;
-  /** Bytes to pass on after the last upstream chunk. */
-  finish(): Buffer | undefined;
-}
-
-export const IDENTITY: ChunkTransform = { step: (c) => c, finish: () => undefined };
-
-/** Where a relayed body can be written directly: an HTTP response. */
-export interface ChunkSink {
-  write(chunk: Buffer): boolean;
-  end(): unknown;
-  readonly destroyed: boolean;
-  on(event: 'close', listener: () => void): unknown;
-  once(event: 'drain', listener: () => void): unknown;
-  removeListener(event: 'drain' | 'close', listener: () => void): unknown;
-}
-
-/** An upstream body on its way to the client: iterable, or written straight into a sink. */
-export interface RelayedBody extends AsyncIterable<Buffer> {
-  /**
-   * Writes every transformed chunk into `sink` as it arrives, pausing the upstream while the
-   * sink is full; with `end`, ends the sink after the last chunk. Resolves at the upstream's end
-   * or when the sink closed first (the upstream is then destroyed); rejects with the mapped read
-   * error (the sink is then not ended).
-   */
-  pipeTo(sink: ChunkSink, options?: { end?: boolean }): Promise<void>;
-}
-
-export function isRelayedBody(body: unknown): body is RelayedBody {
-  return typeof (body as Partial<RelayedBody> | null)?.pipeTo === 'function';
-}
-
 /**
- * Relays an upstream body chunk by chunk: nothing is buffered beyond what `transform`
- * holds back. Stopping early (`return()`, e.g. a `break` in for-await) destroys the upstream
- * body so the socket is freed; read errors are mapped by `mapError`. `pipeTo` does the same
- * with stream events instead of a promise per chunk, for the common case of writing to the client.
+ * An upstream body on its way to the client through `stage` (a usage tap, a dialect translation,
+ * or nothing), as one readable stream. `pipeline` ties the two together: when the client's side
+ * is destroyed (the client left), the upstream body is destroyed too and its connection freed.
+ * A read error of the upstream body (a timeout, a reset) comes out of the stage mapped like a
+ * request failure, naming the provider; `pipeline` alone would pass on undici's raw error.
  */
-export function relay(body: UpstreamBody, transform: ChunkTransform, mapError: (err: unknown) => unknown): RelayedBody {
-  return new Relay(body, transform, mapError);
-}
-
-/** A class rather than an object literal per answer: its methods, the symbol-keyed one too, are built once. */
-class Relay implements RelayedBody {
-  private readonly body: UpstreamBody;
-  private readonly transform: ChunkTransform;
-  private readonly mapError: (err: unknown) => unknown;
-
-  constructor(body: UpstreamBody, transform: ChunkTransform, mapError: (err: unknown) => unknown) {
-    this.body = body;
-    this.transform = transform;
-    this.mapError = mapError;
-  }
-
-  [Symbol.asyncIterator](): AsyncIterator<Buffer> {
-    const { body, transform, mapError } = this;
-    const it = body[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
-    let done = false;
-    const end = (): IteratorResult<Buffer> => ({ done: true, value: undefined });
-    return {
-      async next(): Promise<IteratorResult<Buffer>> {
-        if (done) return end();
-        try {
-          for (;;) {
-            const r = await it.next();
-            if (r.done === true) {
-              done = true;
-              const tail = transform.finish();
-              return tail && tail.length > 0 ? { done: false, value: tail } : end();
-            }
-            const out = transform.step(r.value);
-            if (out && out.length > 0) return { done: false, value: out };
-          }
-        } catch (err) {
-          done = true;
-          body.destroy();
-          throw mapError(err);
-        }
-      },
-      async return(): Promise<IteratorResult<Buffer>> {
-        done = true;
-        body.destroy();
-        return end();
-      },
-    };
-  }
-
-  pipeTo(sink: ChunkSink, options?: { end?: boolean }): Promise<void> {
-    const { body, transform, mapError } = this;
-    return new Promise<void>((resolve, reject) => {
-      // Every listener comes off when the relay settles. Left on, they kept the relay's closures,
-      // and through them the response and the tap, reachable from the body and the response
-      // until those were collected: with listeners left on, garbage collection rose from ~38,000
-      // to ~156,000 instructions per streamed request. 'drain' is only listened for when a write
-      // found the response full.
-      let settled = false;
-      let waitingForDrain = false;
-      /**
-       * The latest chunk, written in a microtask or as soon as a newer one arrives. Node runs a
-       * tick's pending process.nextTick callbacks before its microtasks, and a stream's 'end' is
-       * one of them: when the upstream's end arrives with its last chunk (the usual case for a
-       * stream's last event), that chunk and the end of the answer leave in one socket write
-       * instead of two. No chunk waits longer than the tick it arrived in.
-       */
-      let held: Buffer | undefined;
-      const onDrain = (): void => {
-        waitingForDrain = false;
-        if (!settled) body.resume();
-      };
-      const write = (chunk: Buffer): void => {
-        if (sink.write(chunk)) return;
-        body.pause();
-        if (!waitingForDrain) {
-          waitingForDrain = true;
-          sink.once('drain', onDrain);
-        }
-      };
-      const flush = (): void => {
-        const chunk = held;
-        held = undefined;
-        if (chunk !== undefined && !settled && !sink.destroyed) write(chunk);
-      };
-      const settle = (err?: unknown): void => {
-        if (settled) return;
-        settled = true;
-        held = undefined;
-        body.removeListener('data', onData);
-        body.removeListener('end', onEnd);
-        body.removeListener('error', onError);
-        // A late error from a body already given up on must not become an uncaught exception.
-        body.on('error', ignore);
-        if (waitingForDrain) sink.removeListener('drain', onDrain);
-        sink.removeListener('close', onClose);
-        if (err === undefined) resolve();
-        else reject(err);
-      };
-      const fail = (err: unknown): void => {
-        body.destroy();
-        settle(mapError(err));
-      };
-      const onData = (chunk: Buffer): void => {
-        let out: Buffer | undefined;
-        try {
-          out = transform.step(chunk);
-        } catch (err) {
-          fail(err);
-          return;
-        }
-        if (out === undefined || out.length === 0) return;
-        const previous = held;
-        held = out;
-        if (previous === undefined) queueMicrotask(flush);
-        else write(previous);
-      };
-      const onEnd = (): void => {
-        let tail: Buffer | undefined;
-        try {
-          tail = transform.finish();
-        } catch (err) {
-          fail(err);
-          return;
-        }
-        flush();
-        if (!sink.destroyed) {
-          if (tail !== undefined && tail.length > 0) sink.write(tail);
-          if (options?.end === true) sink.end();
-        }
-        settle();
-      };
-      const onError = (err: unknown): void => fail(err);
-      const onClose = (): void => {
-        // The client went away: free the upstream connection.
-        body.destroy();
-        settle();
-      };
-      if (sink.destroyed) {
-        onClose();
-        return;
-      }
-      body.on('error', onError);
-      body.on('end', onEnd);
-      sink.on('close', onClose);
-      body.on('data', onData);
-    });
-  }
+export function relay(body: UpstreamBody, mapError: (err: unknown) => unknown, stage: Transform = new PassThrough()): Readable {
+  // Registered before pipeline's own listener: the stage is destroyed with the mapped error first.
+  body.on('error', (err) => stage.destroy(mapError(err) as Error));
+  return pipeline(body, stage, ignore);
 }
 
 function ignore(): void {}

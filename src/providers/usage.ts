@@ -90,7 +90,7 @@ export function usageFromJsonBuffer(buf: Buffer): Usage | undefined {
  * bytes decoded as latin1, one character a byte, so offsets are byte offsets; a usage object's
  * numbers read the same in any decoding.
  */
-export function usageAtKey(text: string, key: number, end: number): Usage | undefined {
+function usageAtKey(text: string, key: number, end: number): Usage | undefined {
   const start = objectStartAfter(text, key + USAGE_KEY.length, end);
   if (start < 0) return undefined;
   // A usage object is flat (token counts, a few nested details at most): when no `{` comes before
@@ -122,14 +122,14 @@ function objectStartAfter(text: string, from: number, end: number): number {
 }
 
 /** Where the value after a key ending at `from` starts (past the colon and spaces), or -1 without a colon. */
-export function valueAfterKey(text: string, from: number, end: number): number {
+function valueAfterKey(text: string, from: number, end: number): number {
   const colon = skipSpaces(text, from, end);
   if (text.charCodeAt(colon) !== 0x3a) return -1; // ':'
   return skipSpaces(text, colon + 1, end);
 }
 
 /** The first offset at or after `from` (and before `end`) that is not JSON whitespace. */
-export function skipSpaces(text: string, from: number, end: number): number {
+function skipSpaces(text: string, from: number, end: number): number {
   let i = from;
   while (i < end && isSpace(text.charCodeAt(i))) i++;
   return i;

@@ -1,18 +1,23 @@
 import assert from 'node:assert/strict';
+import { Readable } from 'node:stream';
+import { buffer } from 'node:stream/consumers';
 import { describe, it } from 'node:test';
 import { SseUsageTap } from '../../src/providers/stream-usage.ts';
 
-/** Feeds `text` in chunks of `size` bytes; returns what the tap passed on. */
-function run(tap: SseUsageTap, text: string, size: number): string {
+/** Streams `text` through the tap in chunks of `size` bytes; returns what the tap passed on. */
+async function run(tap: SseUsageTap, text: string, size: number): Promise<string> {
   const bytes = Buffer.from(text);
-  const out: Buffer[] = [];
-  for (let i = 0; i < bytes.length; i += size) {
-    const piece = tap.step(bytes.subarray(i, i + size));
-    if (piece) out.push(piece);
-  }
-  const tail = tap.finish();
-  if (tail) out.push(tail);
-  return Buffer.concat(out).toString();
+  const pieces: Buffer[] = [];
+  for (let i = 0; i < bytes.length; i += size) pieces.push(bytes.subarray(i, i + size));
+  Readable.from(pieces).pipe(tap);
+  return (await buffer(tap)).toString();
+}
+
+/** Writes one chunk; returns what the tap passed on for it at once. */
+function step(tap: SseUsageTap, chunk: string): string {
+  tap.write(Buffer.from(chunk));
+  const out: unknown = tap.read();
+  return out === null ? '' : String(out);
 }
 
 const content = (text: string, eol: string): string => `data: {"choices":[{"delta":{"content":"${text}"}}],"usage":null}${eol}${eol}`;
@@ -20,75 +25,72 @@ const usageChunk = (eol: string): string => `data: {"choices":[],"usage":{"promp
 
 describe('SseUsageTap', () => {
   for (const eol of ['\n', '\r\n', '\r']) {
-    it(`strips the usage-only chunk with ${JSON.stringify(eol)} line ends, in any split`, () => {
+    it(`strips the usage-only chunk with ${JSON.stringify(eol)} line ends, in any split`, async () => {
       const text = content('héllo ✓', eol) + content('b', eol) + usageChunk(eol) + `data: [DONE]${eol}${eol}`;
       for (const size of [1, 2, 3, 5, 64, 4096]) {
         const tap = new SseUsageTap({ stripChatUsageChunk: true });
-        assert.equal(run(tap, text, size), content('héllo ✓', eol) + content('b', eol) + `data: [DONE]${eol}${eol}`, `split ${size}`);
+        assert.equal(await run(tap, text, size), content('héllo ✓', eol) + content('b', eol) + `data: [DONE]${eol}${eol}`, `split ${size}`);
         assert.deepEqual(tap.usage(), { promptTokens: 4, completionTokens: 2, totalTokens: 6 });
       }
     });
   }
 
-  it('finds event ends with mixed line ends (a line ended by LF, the blank line by CRLF)', () => {
+  it('finds event ends with mixed line ends (a line ended by LF, the blank line by CRLF)', async () => {
     const event = (json: string): string => `data: ${json}\n\r\n`;
     const text = event('{"choices":[{"delta":{"content":"a"}}],"usage":null}') + event('{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}') + event('[DONE]');
     for (const size of [1, 3, 4096]) {
       const tap = new SseUsageTap({ stripChatUsageChunk: true });
-      assert.equal(run(tap, text, size), event('{"choices":[{"delta":{"content":"a"}}],"usage":null}') + event('[DONE]'), `split ${size}`);
+      assert.equal(await run(tap, text, size), event('{"choices":[{"delta":{"content":"a"}}],"usage":null}') + event('[DONE]'), `split ${size}`);
       assert.deepEqual(tap.usage(), { promptTokens: 1, completionTokens: 1, totalTokens: 2 });
     }
   });
 
-  it('passes content chunks on as the very same buffers', () => {
-    const strip = new SseUsageTap({ stripChatUsageChunk: true });
-    const chunk = Buffer.from(content('a', '\n') + content('b', '\n'));
-    assert.equal(strip.step(chunk), chunk);
+  it('without stripping, passes every chunk on as it arrives, a partial event too', async () => {
     const keep = new SseUsageTap();
-    const withUsage = Buffer.from(usageChunk('\n'));
-    assert.equal(keep.step(withUsage), withUsage);
+    const first = content('a', '\n') + 'data: {"cho';
+    assert.equal(step(keep, first), first);
+    assert.equal(step(keep, 'ices":[],"usage":{"prompt_tokens":4,"completion_tokens":2,"total_tokens":6}}\n\n'), 'ices":[],"usage":{"prompt_tokens":4,"completion_tokens":2,"total_tokens":6}}\n\n');
     assert.equal(keep.usage()?.totalTokens, 6);
   });
 
-  it('holds back a partial event only when stripping, and releases it at the end', () => {
+  it('holds back a partial event only when stripping, and releases it at the end', async () => {
     const strip = new SseUsageTap({ stripChatUsageChunk: true });
-    const first = strip.step(Buffer.from('data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: {"cho'));
-    assert.equal(first?.toString(), 'data: {"choices":[{"delta":{"content":"a"}}]}\n\n');
-    assert.equal(strip.step(Buffer.from('ices":[')), undefined, 'nothing of a partial event goes out');
-    assert.equal(strip.step(Buffer.from('{"delta":{}}]}\n\n'))?.toString(), 'data: {"choices":[{"delta":{}}]}\n\n');
+    assert.equal(step(strip, 'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: {"cho'), 'data: {"choices":[{"delta":{"content":"a"}}]}\n\n');
+    assert.equal(step(strip, 'ices":['), '', 'nothing of a partial event goes out');
+    assert.equal(step(strip, '{"delta":{}}]}\n\n'), 'data: {"choices":[{"delta":{}}]}\n\n');
     const unterminated = new SseUsageTap({ stripChatUsageChunk: true });
-    assert.equal(run(unterminated, 'data: {"choices":[{"delta":{}}]}\n\ndata: tail-without-blank-line', 7), 'data: {"choices":[{"delta":{}}]}\n\ndata: tail-without-blank-line');
+    assert.equal(await run(unterminated, 'data: {"choices":[{"delta":{}}]}\n\ndata: tail-without-blank-line', 7), 'data: {"choices":[{"delta":{}}]}\n\ndata: tail-without-blank-line');
   });
 
-  it('reads Anthropic usage from message_start and message_delta, split byte by byte', () => {
+  it('reads Anthropic usage from message_start and message_delta, split byte by byte', async () => {
     const text = 'event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":10,"output_tokens":1}}}\n\n'
       + 'event: content_block_delta\ndata: {"type":"content_block_delta","delta":{"type":"text_delta","text":"\\"usage\\": {"}}\n\n'
       + 'event: message_delta\ndata: {"type":"message_delta","usage":{"output_tokens":7}}\n\n';
     const tap = new SseUsageTap();
-    assert.equal(run(tap, text, 1), text);
+    assert.equal(await run(tap, text, 1), text);
     assert.deepEqual(tap.usage(), { promptTokens: 10, completionTokens: 7, totalTokens: 17 });
   });
 
-  it('keeps a chunk that carries content and usage together, and reads its usage', () => {
+  it('keeps a chunk that carries content and usage together, and reads its usage', async () => {
     const text = 'data: {"choices":[{"delta":{"content":"last"}}], "usage": {"prompt_tokens":2,"completion_tokens":3,"total_tokens":5}}\n\ndata: [DONE]\n\n';
     for (const size of [1, 9, 4096]) {
       const tap = new SseUsageTap({ stripChatUsageChunk: true });
-      assert.equal(run(tap, text, size), text);
+      assert.equal(await run(tap, text, size), text);
       assert.deepEqual(tap.usage(), { promptTokens: 2, completionTokens: 3, totalTokens: 5 });
     }
   });
 
-  it('takes only the keys themselves: names ending in usage or choices, and those words inside strings, are not', () => {
+  it('takes only the keys themselves: names ending in usage or choices, and those words inside strings, are not', async () => {
     const decoy = 'data: {"xchoices":[],"my_usage":{"prompt_tokens":99,"completion_tokens":99,"total_tokens":198},"text":"usage\\":{ choices\\":[]"}\n\n';
     const text = usageChunk('\n') + decoy + 'data: [DONE]\n\n';
     for (const size of [1, 7, 4096]) {
       const tap = new SseUsageTap({ stripChatUsageChunk: true });
-      assert.equal(run(tap, text, size), decoy + 'data: [DONE]\n\n', `split ${size}`);
+      assert.equal(await run(tap, text, size), decoy + 'data: [DONE]\n\n', `split ${size}`);
       assert.deepEqual(tap.usage(), { promptTokens: 4, completionTokens: 2, totalTokens: 6 });
     }
   });
 
-  it('reads usage objects with nested details and braces inside their strings', () => {
+  it('reads usage objects with nested details and braces inside their strings', async () => {
     const usages = [
       '{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6,"prompt_tokens_details":{"cached_tokens":2}}',
       '{"note":"a } b","prompt_tokens":5,"completion_tokens":1,"total_tokens":6}',
@@ -99,16 +101,16 @@ describe('SseUsageTap', () => {
       const text = content('a', '\n') + `data: {"choices":[],"usage":${usage}}\n\n` + 'data: [DONE]\n\n';
       for (const size of [1, 4096]) {
         const tap = new SseUsageTap({ stripChatUsageChunk: true });
-        assert.equal(run(tap, text, size), content('a', '\n') + 'data: [DONE]\n\n', usage);
+        assert.equal(await run(tap, text, size), content('a', '\n') + 'data: [DONE]\n\n', usage);
         const cached = usage.includes('cached_tokens') ? { cachedPromptTokens: 2 } : {};
         assert.deepEqual(tap.usage(), { promptTokens: 5, completionTokens: 1, totalTokens: 6, ...cached }, usage);
       }
     }
   });
 
-  it('reads the usage of an unterminated last event', () => {
+  it('reads the usage of an unterminated last event', async () => {
     const tap = new SseUsageTap();
-    run(tap, 'data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}', 10);
+    await run(tap, 'data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}', 10);
     assert.equal(tap.usage()?.totalTokens, 2);
   });
 });

@@ -1,5 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { Readable } from 'node:stream';
+import { buffer } from 'node:stream/consumers';
 import { chatToMessagesRequest, messagesToChatRequest } from '../../src/providers/translate/anthropic-request.ts';
 import { chatToMessagesResponse, errorToAnthropic, errorToOpenAI, messagesToChatResponse } from '../../src/providers/translate/anthropic-response.ts';
 import { ChatToMessagesStream, MessagesToChatStream } from '../../src/providers/translate/anthropic-stream.ts';
@@ -166,20 +168,22 @@ test('chat chunks -> Anthropic stream', () => {
   assert.deepEqual(t.usage(), { promptTokens: 4, completionTokens: 6, totalTokens: 10 });
 });
 
-test('SseUsageTap strips only the usage-only chunk, even when split across network chunks', () => {
+test('SseUsageTap strips only the usage-only chunk, even when split across network chunks', async () => {
   const text = 'data: {"choices":[{"delta":{"content":"a"}}],"usage":null}\r\n\r\n'
     + 'data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}\r\n\r\n'
     + 'data: [DONE]\r\n\r\n';
+  const through = async (tap: SseUsageTap, size: number): Promise<string> => {
+    const pieces: Buffer[] = [];
+    for (let i = 0; i < text.length; i += size) pieces.push(Buffer.from(text.slice(i, i + size)));
+    Readable.from(pieces).pipe(tap);
+    return (await buffer(tap)).toString();
+  };
   for (const size of [1, 7, 1000]) {
     const tap = new SseUsageTap({ stripChatUsageChunk: true });
-    let out = '';
-    for (let i = 0; i < text.length; i += size) out += tap.step(Buffer.from(text.slice(i, i + size)))?.toString() ?? '';
-    out += tap.finish()?.toString() ?? '';
-    assert.equal(out, 'data: {"choices":[{"delta":{"content":"a"}}],"usage":null}\r\n\r\ndata: [DONE]\r\n\r\n');
+    assert.equal(await through(tap, size), 'data: {"choices":[{"delta":{"content":"a"}}],"usage":null}\r\n\r\ndata: [DONE]\r\n\r\n');
     assert.deepEqual(tap.usage(), { promptTokens: 1, completionTokens: 2, totalTokens: 3 });
   }
   const passthrough = new SseUsageTap();
-  const chunk = Buffer.from(text);
-  assert.equal(passthrough.step(chunk), chunk, 'same buffer passed on without stripping');
+  assert.equal(await through(passthrough, 7), text, 'passed on unchanged without stripping');
   assert.equal(passthrough.usage()?.totalTokens, 3);
 });

@@ -4,7 +4,6 @@ import { batchObject, fileObject } from '../../batch/wire.ts';
 import type { HttpServices } from '../context.ts';
 import { checkBudget } from '../budget-admission.ts';
 import { admit } from '../dispatch.ts';
-import { setHeaders } from '../respond.ts';
 import { badRequest } from '../../errors/gateway-error.ts';
 import { createBatchBody } from '../schemas/batches.ts';
 import { parseBody } from '../validation.ts';
@@ -52,7 +51,7 @@ export function registerBatches(app: FastifyInstance, services: HttpServices): v
         // A submission holds no concurrency slot.
         const headers = admit(services, { userPath: request.identity.userPath });
         checkBudget(services, request.identity.userPath);
-        if (headers) setHeaders(reply, headers);
+        if (headers) reply.headers(headers);
       },
     );
     return batchObject(batch);

@@ -1,5 +1,6 @@
+import type { Transform } from 'node:stream';
 import type { Usage } from '../types.ts';
-import { formatSse } from '../sse.ts';
+import { formatSse, parseEventJson, sseTransform } from '../sse.ts';
 import { normalizeUsage } from '../usage.ts';
 import { anthropicStopToFinish, anthropicUsageToChat, finishToAnthropicStop } from './anthropic-response.ts';
 import { arr, nowSeconds, num, obj, str } from './json.ts';
@@ -237,6 +238,27 @@ export class ChatToMessagesStream {
     this.openBlock = undefined;
     return ev('content_block_stop', { type: 'content_block_stop', index: this.blockIndex });
   }
+}
+
+/** Anthropic SSE bytes -> chat chunk SSE bytes, event by event, as a stream stage. */
+export function messagesToChatTransform(translator: MessagesToChatStream): Transform {
+  return sseTransform((event) => {
+    const o = parseEventJson(event);
+    return o ? translator.push(o) : '';
+  });
+}
+
+/** Chat SSE bytes -> Anthropic SSE bytes, event by event, as a stream stage. */
+export function chatToMessagesTransform(translator: ChatToMessagesStream): Transform {
+  return sseTransform(
+    (event) => {
+      if (event.data === '[DONE]') return translator.finish();
+      const o = parseEventJson(event);
+      return o ? translator.push(o) : '';
+    },
+    // Some compatible servers omit [DONE]; a stream that reported its finish_reason is complete.
+    () => (translator.complete ? translator.finish() : ''),
+  );
 }
 
 function ev(name: string, data: Json): string {
