@@ -1,3 +1,5 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
 import Fastify, { LogController, type FastifyError, type FastifyInstance } from 'fastify';
 import { registerAuth, registerWithAccess } from './auth.ts';
 import { registerJsonBody } from './json-body.ts';
@@ -25,6 +27,25 @@ export function buildServer(services: HttpServices): FastifyInstance {
     bodyLimit: services.options.bodyLimitBytes,
     return503OnClosing: true,
     forceCloseConnections: false,
+    // The incoming x-request-id is judged by requestId() rather than trusted as it is.
+    requestIdHeader: false,
+    genReqId: requestId,
+  });
+
+  // Every answer names its request (errors and streams included), the id its log lines carry.
+  app.addHook('onSend', (request, reply, payload, done) => {
+    reply.header(REQUEST_ID_HEADER, request.id);
+    done(null, payload);
+  });
+  // Successful requests are not logged (see disableRequestLogging); failed ones are, once.
+  app.addHook('onResponse', (request, reply, done) => {
+    const status = reply.statusCode;
+    if (status >= 400) {
+      const line = { status, method: request.method, route: request.routeOptions.url ?? null };
+      if (status >= 500) request.log.warn(line, 'request failed');
+      else request.log.info(line, 'request failed');
+    }
+    done();
   });
 
   registerOpenApi(app);
@@ -64,6 +85,15 @@ export function buildServer(services: HttpServices): FastifyInstance {
   });
 
   return app;
+}
+
+const REQUEST_ID_HEADER = 'x-request-id';
+/** A caller's request id is kept when it is a plain token: it goes into log lines and headers. */
+const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+function requestId(request: IncomingMessage): string {
+  const given = request.headers[REQUEST_ID_HEADER];
+  return typeof given === 'string' && SANE_REQUEST_ID.test(given) ? given : randomUUID();
 }
 
 /** Fastify's own errors (body parsing, limits) get the gateway's error shape and a plain message. */

@@ -133,8 +133,11 @@ export function relay(body: UpstreamBody, mapError: (err: unknown) => unknown, s
 
 function ignore(): void {}
 
-/** Keeps the response headers worth passing on to the client of a model call. */
-const PASS_HEADERS = ['content-type', 'content-disposition', 'retry-after', 'retry-after-ms', 'x-request-id', 'request-id', 'openai-processing-ms'];
+/**
+ * Keeps the response headers worth passing on to the client of a model call. Not `x-request-id`:
+ * the gateway answers with its own request id, the one its log lines carry.
+ */
+const PASS_HEADERS = ['content-type', 'content-disposition', 'retry-after', 'retry-after-ms', 'request-id', 'openai-processing-ms'];
 
 export function pickHeaders(h: UpstreamResponse['headers'], names: readonly string[] = PASS_HEADERS): Record<string, string> {
   const out: Record<string, string> = {};
