@@ -1,6 +1,6 @@
 import { once } from 'node:events';
 import type { ServerResponse } from 'node:http';
-import { Readable, finished } from 'node:stream';
+import { PassThrough, type Readable } from 'node:stream';
 import type { FastifyReply } from 'fastify';
 import { UpstreamUnavailableError, type ProviderResult } from '../providers/types.ts';
 import { readBody } from '../providers/results.ts';
@@ -40,28 +40,34 @@ export async function sendResult(
     reply.send(result.body);
     return;
   }
+  const res = reply.raw;
+  const body = result.body;
   let failure: unknown;
+  // A failure that only follows the client leaving (its upstream call was cancelled) is nobody's to report.
+  body.on('error', (err) => {
+    if (!res.destroyed) failure = err;
+  });
   const sse = (result.headers['content-type'] ?? '').includes('text/event-stream');
-  reply.send(Readable.from(toClient(result.body, sse, reply.raw, (err) => { failure = err; })));
-  await over(reply.raw);
+  // Once the headers are out, a failure cannot change the status: an SSE client is told in-band;
+  // any other stream is cut (fastify destroys the response when its payload fails).
+  // Over when the stream closes: after its last chunk went to the response (which fastify then
+  // ends), or when it was destroyed (the client left, or it failed).
+  const closed = new Promise((resolve) => body.once('close', resolve));
+  reply.send(sse ? endingInBand(body, res) : body);
+  await closed;
   if (failure !== undefined) throw failure;
 }
 
-/**
- * A stream's chunks on their way to the client. Once the headers are out, a failure cannot
- * change the status: an SSE client is told in-band with a last `data: {"error": ...}` event and
- * the stream ends; any other stream is cut (fastify destroys the response). A failure that only
- * follows the client leaving (its upstream call was cancelled) is nobody's to report.
- */
-async function* toClient(body: Readable, sse: boolean, res: ServerResponse, failed: (err: unknown) => void): AsyncGenerator<Buffer | string> {
-  try {
-    yield* body;
-  } catch (err) {
-    if (res.destroyed) return;
-    failed(err);
-    if (!sse) throw err;
-    yield `data: ${errorBody(streamError(err), 'openai')}\n\n`;
-  }
+/** An SSE stream that, when it fails, ends with a last `data: {"error": ...}` event instead. */
+function endingInBand(body: Readable, res: ServerResponse): Readable {
+  const out = new PassThrough();
+  body.on('error', (err) => {
+    if (res.destroyed) out.destroy();
+    else out.end(`data: ${errorBody(streamError(err), 'openai')}\n\n`);
+  });
+  // Destroyed by fastify when the client left: the provider's stream (and its upstream) goes too.
+  out.on('close', () => body.destroy());
+  return body.pipe(out);
 }
 
 function streamError(err: unknown): GatewayError {
@@ -71,13 +77,6 @@ function streamError(err: unknown): GatewayError {
     type: 'provider_error',
     message: `upstream stream failed: ${err instanceof Error ? err.message : String(err)}`,
     code: 'stream_interrupted',
-  });
-}
-
-/** Resolves when the response is over: sent completely, or closed early. */
-function over(res: ServerResponse): Promise<void> {
-  return new Promise((resolve) => {
-    finished(res, () => resolve());
   });
 }
 

@@ -1,4 +1,4 @@
-import { PassThrough, pipeline, type Readable, type Transform } from 'node:stream';
+import { PassThrough, type Readable, type Transform } from 'node:stream';
 import { Pool } from 'undici';
 import type { Dispatcher } from 'undici';
 import type { Cancellation } from './cancellation.ts';
@@ -120,18 +120,19 @@ function collectBody(body: UpstreamBody): Promise<Buffer> {
 
 /**
  * An upstream body on its way to the client through `stage` (a usage tap, a dialect translation,
- * or nothing), as one readable stream. `pipeline` ties the two together: when the client's side
- * is destroyed (the client left), the upstream body is destroyed too and its connection freed.
- * A read error of the upstream body (a timeout, a reset) comes out of the stage mapped like a
- * request failure, naming the provider; `pipeline` alone would pass on undici's raw error.
+ * or nothing), as one readable stream: the body is piped into the stage. When the stage closes
+ * (its end, the client left and destroyed it, or it failed) the upstream body is destroyed, so
+ * its connection is freed. A read error of the upstream body (a timeout, a reset) fails the
+ * stage, mapped like a request failure, naming the provider.
+ *
+ * Not `stream.pipeline`: for two streams it does the same, but also aborts an AbortController of
+ * its own at the end of every stream, building a DOMException with a stack trace each time.
  */
 export function relay(body: UpstreamBody, mapError: (err: unknown) => unknown, stage: Transform = new PassThrough()): Readable {
-  // Registered before pipeline's own listener: the stage is destroyed with the mapped error first.
   body.on('error', (err) => stage.destroy(mapError(err) as Error));
-  return pipeline(body, stage, ignore);
+  stage.on('close', () => body.destroy());
+  return body.pipe(stage);
 }
-
-function ignore(): void {}
 
 /**
  * Keeps the response headers worth passing on to the client of a model call. Not `x-request-id`:
