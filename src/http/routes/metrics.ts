@@ -4,8 +4,8 @@ import type { HttpServices } from '../context.ts';
 
 /**
  * Counts every response by the route the router matched (its pattern, never the URL's text) and
- * status. onResponse runs when a response finished, hijacked ones (streams, relayed bodies)
- * included; one whose client left before its end is not counted.
+ * status. onResponse runs when a response finished, streams included; one whose client left
+ * before its end is not counted.
  */
 export function countResponses(app: FastifyInstance, metrics: GatewayMetrics): void {
   app.addHook('onResponse', (request, reply, done) => {
