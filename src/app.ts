@@ -6,6 +6,7 @@ import { BudgetManager, loadStoredBudgets } from './admin/budgets.ts';
 import { RuleManager } from './admin/rate-limit-rules.ts';
 import { BudgetTracker } from './budgets/tracker.ts';
 import { BUDGETS_WITHOUT_USAGE_WARNING, TOKEN_RULES_WITHOUT_USAGE_WARNING, type BudgetSeed, type RuleSeed } from './config/load.ts';
+import { MemoryCounterStore } from './counters/memory.ts';
 import { RateLimiter } from './ratelimit/index.ts';
 import type { GatewayConfig } from './config/schema.ts';
 import type { HttpServices } from './http/context.ts';
@@ -150,7 +151,7 @@ async function startRateLimits(
     logger.info('rate limits are disabled (RATE_LIMITS_ENABLED=false)');
     return { limiter: undefined, rules: undefined };
   }
-  const limiter = new RateLimiter({ clock: { now }, enforceTokens: config.usage.enabled });
+  const limiter = new RateLimiter({ clock: { now }, store: new MemoryCounterStore(), enforceTokens: config.usage.enabled });
   const { manager, shadowed, invalid } = await RuleManager.start(storage, limiter, seeds, now);
   for (const { rule, error } of invalid) {
     logger.warn({ rule, error }, `stored rate limit ${rule} is invalid and is not enforced (${error}); delete it from storage or write it again within bounds`);

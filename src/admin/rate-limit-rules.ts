@@ -95,16 +95,16 @@ export class RuleManager {
     this.#assertManual(key);
     if (!this.#limiter.getRule(key)) throw notFound(key);
     await this.#storage.deleteRule(key);
-    this.#limiter.deleteRule(key);
+    await this.#limiter.deleteRule(key);
   }
 
   /** Config rules can be reset too: counters are not configuration. */
-  resetOne(key: RuleKey): void {
-    if (!this.#limiter.resetRule(key)) throw notFound(key);
+  async resetOne(key: RuleKey): Promise<void> {
+    if (!(await this.#limiter.resetRule(key))) throw notFound(key);
   }
 
-  resetAll(): void {
-    this.#limiter.resetAll();
+  async resetAll(): Promise<void> {
+    await this.#limiter.resetAll();
   }
 
   #assertManual(key: RuleKey): void {
