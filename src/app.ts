@@ -86,8 +86,13 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     });
     cleanup.unshift(() => usage.close());
 
-    const { limiter, rules, counters } = await startRateLimits(config, storage, options.rateLimitSeeds ?? [], now, logger, options.warnings ?? []);
-    if (counters !== undefined) cleanup.unshift(() => counters.close());
+    const { limiter, rules, counters, stopFollowing } = await startRateLimits(config, storage, options.rateLimitSeeds ?? [], now, logger, options.warnings ?? []);
+    if (counters !== undefined) {
+      cleanup.unshift(() => {
+        stopFollowing();
+        return counters.close();
+      });
+    }
     const { tracker, manager: budgetManager } = await startBudgets(config, storage, usage, options.budgetSeeds ?? [], now, logger, options.warnings ?? []);
     budgets = tracker;
     // Before the usage recorder closes: a running refresh flushes it.
@@ -139,6 +144,9 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   }
 }
 
+/** The safety net under the rule-change notifications between replicas. */
+const RULES_RELOAD_INTERVAL_MS = 30_000;
+
 /**
  * The engine starts empty, then holds the stored rules: config seeds re-applied, manual rules
  * as they were. Counters in memory start at zero; counters in Redis are as the replicas left them.
@@ -150,11 +158,11 @@ async function startRateLimits(
   now: () => number,
   logger: FastifyBaseLogger,
   warnings: readonly string[],
-): Promise<{ limiter: RateLimiter | undefined; rules: RuleManager | undefined; counters: Counters | undefined }> {
+): Promise<{ limiter: RateLimiter | undefined; rules: RuleManager | undefined; counters: Counters | undefined; stopFollowing: () => void }> {
   for (const warning of warnings) logger.warn(warning);
   if (!config.rate_limits.enabled) {
     logger.info('rate limits are disabled (RATE_LIMITS_ENABLED=false)');
-    return { limiter: undefined, rules: undefined, counters: undefined };
+    return { limiter: undefined, rules: undefined, counters: undefined, stopFollowing: () => {} };
   }
   const counters = await openCounters(config.rate_limits, logger);
   const limiter = new RateLimiter({ clock: { now }, store: counters.store, enforceTokens: config.usage.enabled });
@@ -175,8 +183,15 @@ async function startRateLimits(
   if (!config.usage.enabled && limiter.hasTokenRules && !warnings.includes(TOKEN_RULES_WITHOUT_USAGE_WARNING)) {
     logger.warn(TOKEN_RULES_WITHOUT_USAGE_WARNING);
   }
+  // Replicas sharing the counters follow each other's rule changes (their storage is shared too).
+  const stopFollowing = counters.ruleChanges === undefined
+    ? () => {}
+    : manager.follow(counters.ruleChanges, {
+      intervalMs: RULES_RELOAD_INTERVAL_MS,
+      onError: (err) => logger.warn({ err }, 'reloading the rate-limit rules from storage failed; the next change or periodic reload tries again'),
+    });
   logger.info({ rules: limiter.ruleCount }, 'rate limits enabled');
-  return { limiter, rules: manager, counters };
+  return { limiter, rules: manager, counters, stopFollowing };
 }
 
 /**

@@ -381,7 +381,7 @@ export class RateLimiter {
   private decide(plan: MatchPlan, outcome: AdmitOutcome): AdmissionResult {
     if (outcome.status === 'unavailable') {
       if (outcome.fallback === 'allow') return NO_OP_TICKET;
-      throw new CounterStoreUnavailableError();
+      throw new CounterStoreUnavailableError(outcome.reason);
     }
     const { rules } = plan;
     const { rows, nowSeconds } = outcome;

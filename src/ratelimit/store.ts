@@ -79,6 +79,8 @@ export interface CounterAdmission extends CounterReading {
 export interface StoreUnavailable {
   readonly status: 'unavailable';
   readonly fallback: 'allow' | 'deny';
+  /** Why, for the client (a `deny` answer carries it). */
+  readonly reason: string;
 }
 
 /** Raised when the counters cannot be reached: an admission under `deny`, or a reset. */

@@ -211,7 +211,7 @@ describe('RedisCounterStore: when Redis stops', () => {
       try {
         const rules = [counterRule(gateway.store, '/a', LONG, { maxRequests: 1 })];
         await redis.stop();
-        for (let i = 0; i < 3; i++) assert.deepEqual(await gateway.store.tryAdmit(rules, 0), { status: 'unavailable', fallback: onError });
+        for (let i = 0; i < 3; i++) assert.deepEqual(await gateway.store.tryAdmit(rules, 0), { status: 'unavailable', fallback: onError, reason: 'the rate-limit counters (Redis) cannot be reached; try again shortly' });
         await gateway.store.addTokens(rules, 5, 0);
         await redis.start();
         await waitUntil(() => gateway.store.available);

@@ -58,16 +58,28 @@ export function createCountersClient(options: ClientOptions): CountersClient {
   return client as CountersClient;
 }
 
-/** Settles like `promise`, or rejects with a timeout error after `ms`. */
+/**
+ * Settles like `promise`, or rejects with a timeout error after `ms`. When the event loop was busy
+ * past the deadline, the timer runs before the loop reads the sockets, where the reply may be
+ * waiting already: the verdict waits for that read (setImmediate runs after it), so a busy gateway
+ * does not mistake its own delay for a slow Redis.
+ */
 export function within<T>(promise: Promise<T>, ms: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`Redis did not answer within ${ms} ms`)), ms);
+    let settled = false;
+    const timer = setTimeout(() => {
+      setImmediate(() => {
+        if (!settled) reject(new Error(`Redis did not answer within ${ms} ms`));
+      });
+    }, ms);
     promise.then(
       (value) => {
+        settled = true;
         clearTimeout(timer);
         resolve(value);
       },
       (err: unknown) => {
+        settled = true;
         clearTimeout(timer);
         reject(err instanceof Error ? err : new Error(String(err)));
       },

@@ -252,7 +252,7 @@ export class RedisCounterStore implements CounterStore {
   }
 
   #fallbackAdmit(plan: ScriptPlan, nowSeconds: number): AdmitOutcome {
-    if (this.#onError !== 'local') return { status: 'unavailable', fallback: this.#onError };
+    if (this.#onError !== 'local') return { status: 'unavailable', fallback: this.#onError, reason: UNREACHABLE };
     const outcome = this.#local.tryAdmit(plan.local, nowSeconds);
     if (outcome.status !== 'admitted' || outcome.lease === undefined) return outcome;
     return { ...outcome, lease: new LocalLease(outcome.lease) };
