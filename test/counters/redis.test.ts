@@ -119,7 +119,8 @@ describe('RedisCounterStore: gateways sharing one prefix', () => {
       const keys = rules.map((rule) => gateway.names.counterKey(rule.counter.key));
       for (const key of keys) assert.equal(Number(await gateway.client.zcard(key)), 1);
       gateway.store.release(rules, admission.lease!);
-      // The release and these reads travel on one connection, in order.
+      // A read through the store travels after the release.
+      assert.deepEqual((await read(gateway.store, rules)).rows.map((row) => row.inFlight), [0, 0]);
       for (const key of keys) assert.equal(Number(await gateway.client.zcard(key)), 0);
     } finally {
       await gateway.close();

@@ -1,22 +1,22 @@
 /**
  * The Redis connection of the counter store (ioredis), tuned so that nothing waits on a Redis that
  * is down or slow: no offline queue (a command fails at once while disconnected), no retry of
- * commands across reconnects (an admission is never counted twice), a reply deadline per command,
- * and auto-pipelining, so that concurrent admissions share round trips.
+ * commands across reconnects (an admission is never counted twice), and a reply deadline per
+ * command. Concurrent operations share round trips through the store's own batch (batch.ts), one
+ * script call per event-loop turn; ioredis' auto-pipelining is off because it holds a batch back
+ * until the previous one's reply has arrived, which only adds latency on top.
  */
 import { Redis } from 'ioredis';
-import { ADD_TOKENS, ADMIT, READ, RELEASE, RENEW } from './scripts.ts';
+import { BATCH, RENEW } from './scripts.ts';
 
-type Arg = string | number;
+type Arg = string | number | Buffer;
 type Args = ReadonlyArray<Arg | readonly Arg[]>;
 
 /** The scripts, as commands (EVALSHA, with a fallback to EVAL when Redis lost the script cache). */
 export interface CounterScripts {
-  floodgateAdmit(numKeys: number, ...args: Args): Promise<string[]>;
-  floodgateAddTokens(numKeys: number, ...args: Args): Promise<string>;
-  floodgateRead(numKeys: number, ...args: Args): Promise<string[]>;
-  floodgateRelease(numKeys: number, ...args: Args): Promise<string>;
-  floodgateRenew(numKeys: number, ...args: Args): Promise<string>;
+  /** Answers the operations' numbers as little-endian doubles (see BATCH). */
+  floodgateBatchBuffer(numKeys: number, ...args: Args): Promise<Buffer>;
+  floodgateRenew(numKeys: number, ...args: Args): Promise<number>;
 }
 
 export type CountersClient = Redis & CounterScripts;
@@ -35,10 +35,7 @@ export function createCountersClient(options: ClientOptions): CountersClient {
     connectionName: options.name,
     // RESP2 works with every Redis version; the scripts' replies are the same in both protocols.
     protocol: 2,
-    // Counts go up to 2^53 - 1, where ioredis' integer decoding loses the last digit: take them
-    // as strings and convert them exactly.
-    stringNumbers: true,
-    enableAutoPipelining: true,
+    enableAutoPipelining: false,
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
     autoResendUnfulfilledCommands: false,
@@ -47,10 +44,7 @@ export function createCountersClient(options: ClientOptions): CountersClient {
     // Reconnect quickly: while Redis is away the gateway runs degraded.
     retryStrategy: (attempt) => Math.min(attempt * 100, 1000),
   });
-  client.defineCommand('floodgateAdmit', { lua: ADMIT });
-  client.defineCommand('floodgateAddTokens', { lua: ADD_TOKENS });
-  client.defineCommand('floodgateRead', { lua: READ });
-  client.defineCommand('floodgateRelease', { lua: RELEASE });
+  client.defineCommand('floodgateBatch', { lua: BATCH });
   client.defineCommand('floodgateRenew', { lua: RENEW });
   // Connection errors surface as failed commands and in the availability log; without a listener
   // ioredis would print each reconnection attempt's error.

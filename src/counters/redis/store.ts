@@ -1,9 +1,9 @@
 /**
  * Counters in Redis, shared by every gateway that uses the same Redis and prefix (CONTRACT §7).
  *
- * One round trip per admission (the ADMIT script over every matching rule) and one per completed
- * request for its tokens; releases and the batched lease renewal are off the request path.
- * Auto-pipelining puts concurrent calls into shared round trips.
+ * One round trip per admission (one script run over every matching rule) and one per completed
+ * request for its tokens; releases and the lease renewal are off the request path. The operations
+ * of one event-loop turn travel together in one script call (batch.ts).
  *
  * When Redis fails or does not answer within `timeoutMs`, the store degrades at once and stays
  * degraded until a probe gets an answer (see availability.ts); meanwhile `onError` decides:
@@ -25,6 +25,7 @@ import {
   type SlotLease,
 } from '../../ratelimit/index.ts';
 import { RedisAvailability, type CountersLogger } from './availability.ts';
+import { ADD_TOKENS, ADMIT, READ, RELEASE, ScriptBatch, type BatchAnswer } from './batch.ts';
 import { within, type CountersClient } from './client.ts';
 import type { RedisNames } from './keys.ts';
 import { LeaseBook, RedisLease } from './leases.ts';
@@ -59,23 +60,36 @@ class RedisCounter implements CounterHandle {
 
 /** What the scripts need for one list of rules, computed once per list (the engine reuses its lists). */
 class ScriptPlan {
-  readonly keys: string[];
+  /**
+   * The rules' keys and packed parameters, encoded once: ioredis writes Buffer arguments with a
+   * copy, where it would build and encode one long string per pipeline from string arguments.
+   */
+  readonly keys: Buffer[];
+  /** The same keys as text, as leases record them. */
+  readonly keyNames: string[];
   readonly periods: number[];
-  /** Per rule: period, request cap, token cap. */
-  readonly caps: number[] = [];
+  /** The periods, as a batch operation's parameters. */
+  readonly periodNumbers: Float64Array;
+  /** Per rule: period, request cap, token cap, as an admission's parameters. */
+  readonly capNumbers: Float64Array;
   readonly slotKeys: string[] = [];
   readonly hasSlots: boolean;
+  /** How many numbers an admission or read of these rules answers. */
+  readonly width: number;
   /** The same rules over the fallback store's counters. */
   readonly local: CounterRule[];
 
   constructor(rules: readonly CounterRule[]) {
-    this.keys = rules.map((rule) => (rule.counter as RedisCounter).redisKey);
+    this.keyNames = rules.map((rule) => (rule.counter as RedisCounter).redisKey);
+    this.keys = this.keyNames.map((name) => Buffer.from(name));
     this.periods = rules.map((rule) => rule.periodSeconds);
+    this.periodNumbers = Float64Array.from(this.periods);
+    this.capNumbers = Float64Array.from(rules.flatMap((rule) => [rule.periodSeconds, rule.maxRequests, rule.maxTokens]));
     for (const rule of rules) {
-      this.caps.push(rule.periodSeconds, rule.maxRequests, rule.maxTokens);
       if (rule.periodSeconds === 0) this.slotKeys.push((rule.counter as RedisCounter).redisKey);
     }
     this.hasSlots = this.slotKeys.length > 0;
+    this.width = 2 + ROW_WIDTH * rules.length;
     this.local = rules.map((rule) => ({
       counter: (rule.counter as RedisCounter).local,
       periodSeconds: rule.periodSeconds,
@@ -109,6 +123,7 @@ export class RedisCounterStore implements CounterStore {
   readonly #counters = new Map<string, RedisCounter>();
   readonly #plans = new WeakMap<readonly CounterRule[], ScriptPlan>();
   readonly #leases = new LeaseBook();
+  readonly #batch: ScriptBatch;
   readonly #renewal: NodeJS.Timeout;
 
   constructor(options: RedisCounterStoreOptions) {
@@ -118,6 +133,8 @@ export class RedisCounterStore implements CounterStore {
     this.#timeoutMs = options.timeoutMs;
     this.#onError = options.onError;
     this.#logger = options.logger;
+    const client = options.client;
+    this.#batch = new ScriptBatch((keys, numbers, leases) => client.floodgateBatchBuffer(keys.length, keys, numbers, leases), options.timeoutMs);
     this.#availability = new RedisAvailability({
       probe: () => this.#probe(),
       probeIntervalMs: options.probeIntervalMs ?? 500,
@@ -159,6 +176,7 @@ export class RedisCounterStore implements CounterStore {
     const redisKey = this.#names.counterKey(key);
     this.retire(key);
     if (!this.#availability.up) return;
+    this.#batch.flush();
     // A failure leaves the old counts in Redis until their windows expire; the rule is gone anyway.
     return within(this.#client.del(redisKey), this.#timeoutMs).then(noop, (err: unknown) => {
       this.#availability.down(err);
@@ -187,11 +205,11 @@ export class RedisCounterStore implements CounterStore {
     const plan = this.#plan(rules);
     if (!this.#availability.up) return this.#fallbackAdmit(plan, nowSeconds);
     const leaseId = plan.hasSlots ? this.#leases.nextId() : '';
-    return within(this.#client.floodgateAdmit(plan.keys.length, plan.keys, leaseId, this.#leaseMs, plan.caps), this.#timeoutMs).then(
-      (reply) => {
-        const admitted = reply[1] === '1';
+    return this.#batch.add(ADMIT, plan.keys, this.#leaseMs, plan.capNumbers, leaseId, plan.width).then(
+      (answer) => {
+        const admitted = answer.reply.readDoubleLE((answer.at + 1) * 8) === 1;
         const lease = admitted && plan.hasSlots ? this.#leases.hold(leaseId, plan.slotKeys) : undefined;
-        return { status: admitted ? 'admitted' : 'refused', ...readingOf(plan, reply), lease };
+        return { status: admitted ? 'admitted' : 'refused', ...readingOf(plan, answer), lease };
       },
       (err: unknown) => {
         this.#availability.down(err);
@@ -205,10 +223,10 @@ export class RedisCounterStore implements CounterStore {
       this.#local.release(this.#plan(rules).local, lease.inner);
       return;
     }
-    const keys = this.#leases.giveBack(lease as RedisLease, this.#plan(rules).keys);
+    const keys = this.#leases.giveBack(lease as RedisLease, this.#plan(rules).keyNames);
     // While Redis is down the lease cannot be removed; it expires on its own.
     if (keys.length === 0 || !this.#availability.up) return;
-    within(this.#client.floodgateRelease(keys.length, keys, (lease as RedisLease).id), this.#timeoutMs).catch((err: unknown) => this.#availability.down(err));
+    this.#batch.add(RELEASE, keys, Number.NaN, undefined, (lease as RedisLease).id, 0).catch((err: unknown) => this.#availability.down(err));
   }
 
   addTokens(rules: readonly CounterRule[], tokens: number, nowSeconds: number): MaybePromise<void> {
@@ -217,7 +235,7 @@ export class RedisCounterStore implements CounterStore {
       this.#fallbackTokens(plan, tokens, nowSeconds);
       return;
     }
-    return within(this.#client.floodgateAddTokens(plan.keys.length, plan.keys, tokens, plan.periods), this.#timeoutMs).then(noop, (err: unknown) => {
+    return this.#batch.add(ADD_TOKENS, plan.keys, tokens, plan.periodNumbers, undefined, 0).then(noop, (err: unknown) => {
       this.#availability.down(err);
       this.#fallbackTokens(plan, tokens, nowSeconds);
     });
@@ -227,8 +245,8 @@ export class RedisCounterStore implements CounterStore {
     const plan = this.#plan(rules);
     // Without Redis, the counters this gateway can see are its local ones (none under allow/deny).
     if (!this.#availability.up) return this.#local.read(plan.local, nowSeconds);
-    return within(this.#client.floodgateRead(plan.keys.length, plan.keys, plan.periods), this.#timeoutMs).then(
-      (reply) => readingOf(plan, reply),
+    return this.#batch.add(READ, plan.keys, Number.NaN, plan.periodNumbers, undefined, plan.width).then(
+      (answer) => readingOf(plan, answer),
       (err: unknown) => {
         this.#availability.down(err);
         return this.#local.read(plan.local, nowSeconds);
@@ -265,6 +283,8 @@ export class RedisCounterStore implements CounterStore {
   /** Runs an admin change on the shared counters; a failure is a CounterStoreUnavailableError. */
   async #shared(change: () => Promise<unknown>): Promise<void> {
     if (!this.#availability.up) throw new CounterStoreUnavailableError(UNREACHABLE);
+    // Operations queued before the change reach Redis before it.
+    this.#batch.flush();
     try {
       await within(change(), this.#timeoutMs * 4);
     } catch (err) {
@@ -299,17 +319,18 @@ const FALLBACK_DESCRIPTIONS: Readonly<Record<RedisOnError, string>> = {
   deny: 'refusing rate-limited requests with 503 rate_limits_unavailable (on_error: deny)',
 };
 
-/** A script's reply as rows: the server's time, then six numbers per rule (see scripts.ts). */
-function readingOf(plan: ScriptPlan, reply: readonly string[]): CounterReading {
-  const nowSeconds = Number(reply[0]);
+/** An admission's or read's answer as rows: the server's time, a flag, then six numbers per rule (see BATCH). */
+function readingOf(plan: ScriptPlan, { reply, at }: BatchAnswer): CounterReading {
+  const number = (index: number): number => reply.readDoubleLE(index * 8);
+  const nowSeconds = number(at);
   const periods = plan.periods;
   const rows: CounterRow[] = new Array<CounterRow>(periods.length);
-  for (let i = 0, at = 2; i < periods.length; i++, at += ROW_WIDTH) {
+  for (let i = 0, row = at + 2; i < periods.length; i++, row += ROW_WIDTH) {
     const period = periods[i]!;
     rows[i] =
       period === 0
-        ? concurrencyRow(Number(reply[at + 5]))
-        : windowedRow(Number(reply[at]), Number(reply[at + 1]), Number(reply[at + 2]), Number(reply[at + 3]), Number(reply[at + 4]), period, nowSeconds);
+        ? concurrencyRow(number(row + 5))
+        : windowedRow(number(row), number(row + 1), number(row + 2), number(row + 3), number(row + 4), period, nowSeconds);
   }
   return { nowSeconds, rows };
 }
