@@ -34,7 +34,8 @@ function rule(scope: Scope, subject: string, periodSeconds: number, maxTokens?: 
   return { scope, subject, periodSeconds, maxRequests: HUGE, maxTokens, source: 'config', createdAt: CREATED, updatedAt: CREATED };
 }
 
-function matchingRules(): RuleDefinition[] {
+/** The 10 rules that all match BENCH_TARGET; their caps are never reached. */
+export function matchingRules(): RuleDefinition[] {
   return [
     rule('user_path', '/', 60),
     rule('user_path', '/', 86400),
@@ -61,13 +62,13 @@ function distractors(count: number): RuleDefinition[] {
   return rules;
 }
 
-const TARGET = { userPath: '/org/team/alice', provider: 'openai', model: 'gpt-4o' } as const;
+export const BENCH_TARGET = { userPath: '/org/team/alice', provider: 'openai', model: 'gpt-4o' } as const;
 
 function timeAdmissions(limiter: RateLimiter, ops: number): number {
   let refused = 0;
   const start = process.hrtime.bigint();
   for (let i = 0; i < ops; i++) {
-    const result = limiter.admit(TARGET);
+    const result = limiter.admit(BENCH_TARGET);
     if (result instanceof Promise) throw new Error('the memory store answers synchronously');
     if (result.ok) result.release();
     else refused++;
