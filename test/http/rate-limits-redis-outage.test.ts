@@ -43,22 +43,19 @@ describe('gateways whose Redis stops mid-traffic', () => {
   let redis: OwnRedis;
   let upstream: FakeUpstream;
   const gateways = new Map<Mode, Replica>();
-
-  before(async () => {
-    redis = await ownRedis();
-    upstream = await startFakeUpstream({ models: ['gpt-x'] });
-    await Promise.all(
-      MODES.map(async (mode) => {
-        const yaml = `providers:
+  // Each gateway counts under a prefix of its own: the modes do not share counts.
+  const yamlFor = (mode: Mode): string => `providers:
   up: { type: openai, base_url: ${upstream.url}/v1, api_key: k, models: [gpt-x] }
 rate_limits:
   backend: redis
   redis: { url: "${redis.url}", prefix: "${testPrefix()}", timeout_ms: 200, on_error: ${mode} }
   user_paths: [ { path: /capped, limits: [ { period: hour, max_requests: 4 } ] } ]
 `;
-        gateways.set(mode, await startReplica(yaml, {}));
-      }),
-    );
+
+  before(async () => {
+    redis = await ownRedis();
+    upstream = await startFakeUpstream({ models: ['gpt-x'] });
+    await Promise.all(MODES.map(async (mode) => gateways.set(mode, await startReplica(yamlFor(mode), {}))));
   });
 
   after(async () => {
@@ -107,7 +104,18 @@ rate_limits:
       assert.equal(gateway.run.child.exitCode, null, 'the gateway is still running');
     }
 
-    await redis.start();
+    // A gateway started while Redis is down starts degraded, and serves.
+    const late = await startReplica(yamlFor('local'), {});
+    try {
+      assert.deepEqual(await health(late), DEGRADED);
+      assert.equal((await chatOn(late, '/capped')).status, 200);
+
+      await redis.start();
+      while (JSON.stringify(await health(late)) !== JSON.stringify({ status: 'ok' })) await sleep(50);
+      assert.equal((await chatOn(late, '/capped')).headers.get('x-ratelimit-remaining-requests'), '3');
+    } finally {
+      await late.stop();
+    }
     for (const gateway of gateways.values()) {
       while (JSON.stringify(await health(gateway)) !== JSON.stringify({ status: 'ok' })) await sleep(50);
       assert.equal(logged(gateway, 'Redis answers again; back to the shared counters'), 1, 'one log line when recovering');
