@@ -8,22 +8,11 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { MemoryCounterStore } from '../../src/counters/memory.ts';
 import type { CounterAdmission, CounterRule, CounterStore, SlotLease } from '../../src/ratelimit/index.ts';
+import { prng } from '../support/random.ts';
 import { freshSecond, openRedisStore, ownRedis, type OwnRedis, type TestRedisStore } from '../support/redis.ts';
 import { admit, counterRule, counterStoreContract, LONG, read, ruleKey } from './contract.ts';
 
 counterStoreContract('RedisCounterStore', () => openRedisStore());
-
-/** A small seeded generator, so a failing sequence can be replayed. */
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe('RedisCounterStore and MemoryCounterStore on the same traffic', () => {
   it('agree on every answer, second by second, across window rolls (memory on the Redis clock)', async () => {
@@ -38,7 +27,7 @@ describe('RedisCounterStore and MemoryCounterStore on the same traffic', () => {
       const c1 = both('/a', 0, { maxRequests: 2 });
       const lists = [[r1, r2, c1], [r2, r3], [r3, c1], [r1, r3]].map((list) => [list.map((r) => r[0]), list.map((r) => r[1])] as const);
       const held: Array<{ rules: readonly [CounterRule[], CounterRule[]]; leases: [SlotLease, SlotLease] }> = [];
-      const next = random(25);
+      const next = prng(25);
       const pick = <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)]!;
       const compareReads = async (t: number): Promise<void> => {
         for (const [onRedis, inMemory] of lists) {

@@ -9,7 +9,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.ts';
 import { chat, USER_PATH_HEADER } from '../support/rate-limits.ts';
 import { dropPrefix, testPrefix } from '../support/redis.ts';
-import { createTestDatabase, startReplica, type Replica, type TestDatabase } from '../support/replicas.ts';
+import { createTestDatabase, type TestDatabase } from '../support/postgres.ts';
+import { startReplica, type Replica } from '../support/replicas.ts';
 import type { TestResponse } from '../support/gateway.ts';
 
 /** The contract's bound for a rule written through one replica to be enforced by all. */

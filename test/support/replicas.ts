@@ -1,42 +1,13 @@
 /**
- * Several gateway processes sharing their counters (Redis) and their storage (a throwaway
- * PostgreSQL database), started as a user starts them: the `floodgate` command with a YAML file
- * and environment variables.
+ * Gateway processes started as a user starts them: the `floodgate` command with a YAML file and
+ * environment variables (several of them sharing their counters in Redis and their storage in a
+ * throwaway PostgreSQL database: see test/support/postgres.ts).
  */
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
 import { listeningUrl, logLines, runCli, type Run } from './cli.ts';
 import { request, type TestResponse } from './gateway.ts';
-
-const ADMIN_URL = process.env.POSTGRES_TEST_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-
-export interface TestDatabase {
-  readonly url: string;
-  drop(): Promise<void>;
-}
-
-async function asAdmin(sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: ADMIN_URL, connectionTimeoutMillis: 5000 });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
-  }
-}
-
-/** A fresh PostgreSQL database on the test server, dropped by drop(). */
-export async function createTestDatabase(): Promise<TestDatabase> {
-  // Hex digits only: safe to put into DDL.
-  const name = `floodgate_replicas_${randomBytes(6).toString('hex')}`;
-  await asAdmin(`CREATE DATABASE ${name}`);
-  const url = new URL(ADMIN_URL);
-  url.pathname = `/${name}`;
-  return { url: url.toString(), drop: () => asAdmin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) };
-}
 
 export interface Replica {
   readonly url: string;
