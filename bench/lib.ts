@@ -8,7 +8,9 @@ import { createRequire } from 'node:module';
 import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
+import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
 
 export const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
 export const REPO_DIR = dirname(BENCH_DIR);
@@ -130,7 +132,10 @@ export const startFloorProxy = (upstreamUrl: string, nodeFlags: readonly string[
 
 // ---- gateway configurations -----------------------------------------------------------------
 
-export type GatewayVariant = 'none' | 'ten' | 'tenThousand' | 'disabled';
+export type GatewayVariant = 'none' | 'ten' | 'tenThousand' | 'disabled' | 'redisNone' | 'redisTen';
+
+/** The Redis the `redis*` variants share their counters in (each process under a prefix of its own). */
+export const BENCH_REDIS_URL = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
 
 const HUGE = 1_000_000_000; // caps that are never reached during a run
 
@@ -196,8 +201,8 @@ providers:
     api_key: sk-bench
     models: [gpt-4o]
 `;
-  if (variant === 'none' || variant === 'disabled') return base;
-  if (variant === 'ten') return base + matchingRules() + TEN_TAIL('', '');
+  if (variant === 'none' || variant === 'disabled' || variant === 'redisNone') return base;
+  if (variant === 'ten' || variant === 'redisTen') return base + matchingRules() + TEN_TAIL('', '');
   const d = distractors(9_990);
   return base + matchingRules() + d.userPaths + TEN_TAIL(d.providers, d.models);
 }
@@ -207,7 +212,25 @@ export const GATEWAY_LABELS: Record<GatewayVariant, string> = {
   ten: '10 matching rules',
   tenThousand: '10,000 rules (10 match)',
   disabled: 'rate limits disabled',
+  redisNone: 'no rules, Redis counters',
+  redisTen: '10 matching rules, Redis counters',
 };
+
+/** Deletes the counter keys a gateway left under `prefix` (its day windows would otherwise live two days). */
+async function dropRedisPrefix(prefix: string): Promise<void> {
+  const client = new Redis(BENCH_REDIS_URL, { lazyConnect: true });
+  try {
+    await client.connect();
+    let cursor = '0';
+    do {
+      const [next, keys] = await client.scan(cursor, 'MATCH', `{${prefix}}*`, 'COUNT', 1000);
+      if (keys.length > 0) await client.del(...keys);
+      cursor = next;
+    } while (cursor !== '0');
+  } finally {
+    client.disconnect();
+  }
+}
 
 export function median(xs: readonly number[]): number {
   const sorted = [...xs].sort((x, y) => x - y);
@@ -230,7 +253,9 @@ export async function startGateway(
   const file = join(dir, 'floodgate.yaml');
   const sqlitePath = join(dir, 'floodgate.db');
   writeFileSync(file, gatewayYaml(variant, upstreamUrl, sqlitePath));
-  const env = { SQLITE_PATH: sqlitePath, USAGE_ENABLED: 'true', RATE_LIMITS_ENABLED: variant === 'disabled' ? 'false' : 'true' };
+  const env: Record<string, string> = { SQLITE_PATH: sqlitePath, USAGE_ENABLED: 'true', RATE_LIMITS_ENABLED: variant === 'disabled' ? 'false' : 'true' };
+  const redisPrefix = variant.startsWith('redis') ? `floodgate-bench-${randomBytes(4).toString('hex')}:` : undefined;
+  if (redisPrefix !== undefined) Object.assign(env, { RATE_LIMITS_BACKEND: 'redis', REDIS_URL: BENCH_REDIS_URL, RATE_LIMITS_REDIS_PREFIX: redisPrefix });
   const name = `gateway (${GATEWAY_LABELS[variant]}${checkout === REPO_DIR ? '' : ` at ${checkout}`})`;
   const child = await startChild(name, join(checkout, 'bench/servers/gateway.ts'), [file], env, nodeFlags, checkout);
   return {
@@ -239,6 +264,7 @@ export async function startGateway(
     async stop() {
       await child.stop();
       rmSync(dir, { recursive: true, force: true });
+      if (redisPrefix !== undefined) await dropRedisPrefix(redisPrefix);
     },
   };
 }

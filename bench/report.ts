@@ -12,6 +12,7 @@ interface Results {
   method: { durationSeconds: number; connections: number; rounds: number; pairRounds: number; instances: number };
   rows: Row[];
   engine: { figures: Array<{ scenario: string; nsPerOp: number }> };
+  admission?: { figures: Array<{ store: string; load: string; admissionsPerSecond: number; p50Us: number; p99Us: number }> };
   targets: Target[];
 }
 
@@ -33,5 +34,13 @@ const lines: string[] = [
   }),
   '',
   ...r.engine.figures.map((f) => `Engine, ${f.scenario}: ${f.nsPerOp} ns.`),
+  ...(r.admission === undefined
+    ? []
+    : [
+      '',
+      '| Admission (10 rules) | store | admissions/s | p50 µs | p99 µs |',
+      '|---|---|--:|--:|--:|',
+      ...r.admission.figures.map((f) => `| ${f.load} | ${f.store} | ${f.admissionsPerSecond} | ${f.p50Us} | ${f.p99Us} |`),
+    ]),
 ];
 process.stdout.write(`${lines.join('\n')}\n`);

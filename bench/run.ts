@@ -1,6 +1,8 @@
 /**
  * HTTP benchmark of Floodgate against its ceiling (the upstream alone) and its floor (a minimal
- * fastify + undici proxy), plus the rate-limit engine micro-benchmark. See docs/performance.md.
+ * fastify + undici proxy), with its counters in memory and in Redis (REDIS_URL, default
+ * 127.0.0.1:6379), plus the rate-limit engine and admission-latency micro-benchmarks. See
+ * docs/performance.md.
  *
  *   npm run bench                  # 3 processes per server; 5 interleaved rounds of 4 s runs, then 9 side-by-side rounds
  *   npm run bench -- --quick       # 1 process per server, 1 round of 2 s runs, 3 side-by-side rounds (smoke test)
@@ -16,6 +18,7 @@ import { cpus, totalmem } from 'node:os';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { runAdmissionBench, type AdmissionBenchResult } from './admission.bench.ts';
 import { runEngineBench, type EngineBenchResult } from './engine.bench.ts';
 import {
   BENCH_DIR, LOAD_CPU, SERVER_CPU, STEADY_FAULTS_PER_REQUEST, WARM_MAX_SECONDS, canPin, createCpuGroups, describeWarmUp, measure, median, pin, prime,
@@ -76,6 +79,8 @@ const ROWS: RowSpec[] = [
   { id: 'disabled', label: '3b. Floodgate, rate limits disabled', server: 'disabled', stream: false },
   { id: 'ten', label: '4. Floodgate, 10 matching rules', server: 'ten', stream: false },
   { id: 'tenThousand', label: '5. Floodgate, 10,000 rules (10 match)', server: 'tenThousand', stream: false },
+  { id: 'redisNone', label: '3r. Floodgate, no rules, Redis counters', server: 'redisNone', stream: false },
+  { id: 'redisTen', label: '4r. Floodgate, 10 matching rules, Redis counters', server: 'redisTen', stream: false },
   { id: 'upstream-stream', label: '1s. upstream directly, streaming', server: 'upstream', stream: true },
   { id: 'floor-stream', label: '2s. minimal proxy, streaming', server: 'floor', stream: true },
   { id: 'none-stream', label: '3s. Floodgate, no rules, streaming', server: 'none', stream: true },
@@ -102,6 +107,7 @@ const PAIRS: PairSpec[] = [
   { target: '10 matching rules >= 93% of no rules (row 4 / row 3)', a: 'ten', b: 'none', goal: 0.93 },
   { target: '10 matching rules >= 93% of no rules, streaming (4s / 3s)', a: 'ten-stream', b: 'none-stream', goal: 0.93 },
   { target: '10,000 rules >= 93% of 10 rules (row 5 / row 4)', a: 'tenThousand', b: 'ten', goal: 0.93 },
+  { target: '10 matching rules on Redis >= 60% of 10 in memory (row 4r / row 4)', a: 'redisTen', b: 'ten', goal: 0.6 },
   { target: 'no rules vs disabled within noise (3b / 3)', a: 'disabled', b: 'none', goal: undefined },
 ];
 
@@ -149,6 +155,9 @@ async function main(): Promise<number> {
   console.log('engine micro-benchmark (admit + release) ...');
   const engine: EngineBenchResult = flags.quick ? runEngineBench({ ops: 300_000, rounds: 3 }) : runEngineBench();
   for (const f of engine.figures) console.log(`  ${f.scenario}: ${f.nsPerOp} ns/op`);
+  console.log('admission latency, memory and Redis counters ...');
+  const admission: AdmissionBenchResult = await runAdmissionBench({ connections: CONNECTIONS, seconds: flags.quick ? 2 : DURATION });
+  for (const f of admission.figures) console.log(`  ${f.store.padEnd(6)} ${f.load.padEnd(16)} ${String(f.admissionsPerSecond).padStart(8)} admissions/s  p50 ${f.p50Us} us  p99 ${f.p99Us} us`);
 
   const servers = new Map<ServerKey, ChildServer[]>();
   /** The process of `key` a round uses: instances in turn, shifted by `offset`. */
@@ -166,7 +175,7 @@ async function main(): Promise<number> {
   try {
     const upstream = await startUpstream();
     servers.set('upstream', [upstream]);
-    for (const key of ['floor', 'none', 'ten', 'tenThousand', 'disabled'] as const) {
+    for (const key of ['floor', 'none', 'ten', 'tenThousand', 'disabled', 'redisNone', 'redisTen'] as const) {
       const list: ChildServer[] = [];
       for (let i = 0; i < INSTANCES; i++) {
         const server = key === 'floor' ? await startFloorProxy(upstream.url) : await startGateway(key, upstream.url);
@@ -178,7 +187,8 @@ async function main(): Promise<number> {
     }
     // Sanity: each target answers 200 with the right body, and the rules really match.
     for (const row of ROWS) {
-      for (const server of servers.get(row.server)!) await probe(server.url, row.stream, row.server === 'ten' || row.server === 'tenThousand' ? 'x-ratelimit-limit-requests' : undefined);
+      const limited = row.server === 'ten' || row.server === 'tenThousand' || row.server === 'redisTen';
+      for (const server of servers.get(row.server)!) await probe(server.url, row.stream, limited ? 'x-ratelimit-limit-requests' : undefined);
     }
     // Each process and answer kind until steady state: a new process first grows its heap and
     // buffers, and every page it touches for the first time costs it a fault (see lib.ts warmUp).
@@ -283,11 +293,18 @@ async function main(): Promise<number> {
       };
     }),
     { target: 'engine admit+release, 10 matching rules < 2 us', value: engine10, goal: '< 2000 ns', pass: engine10 < 2000 },
+    {
+      target: `admission latency added by Redis at a steady ${admission.rate} requests/s, p50 <= 0.5 ms`,
+      value: admission.addedP50Us,
+      goal: '<= 500 us',
+      pass: admission.addedP50Us <= 500,
+    },
   ];
 
   console.log('\nrows, best round of each:');
   console.table(results.map((r) => ({ row: r.label, 'req/s': r.rps, 'p50 ms': r.p50Ms, 'p99 ms': r.p99Ms, 'CPU us/req': r.medianCpuUsPerRequest, 'faults/req': r.medianFaultsPerRequest, 'errors+non2xx': r.errors + r.non2xx, 'vs upstream': r.vsUpstream, 'vs floor': r.vsFloor, rounds: r.roundsRps.join(' / ') })));
   console.table(engine.figures.map((f) => ({ scenario: f.scenario, rules: f.rules, 'ns/op': f.nsPerOp })));
+  console.table(admission.figures.map((f) => ({ store: f.store, load: f.load, 'admissions/s': f.admissionsPerSecond, 'p50 us': f.p50Us, 'p99 us': f.p99Us })));
   console.log('targets (decided side by side):');
   for (const t of targets) {
     const detail = 'sideBySideRatios' in t
@@ -315,6 +332,7 @@ async function main(): Promise<number> {
     rows: results,
     pairs: PAIRS.map((pair) => ({ ...pair, rounds: pairs.get(pair.target)!.map((p) => ({ a: p.a, b: p.b, ratio: round3(p.ratio) })) })),
     engine,
+    admission,
     targets,
     ok: !failed,
   };

@@ -6,6 +6,7 @@ import { BudgetManager, loadStoredBudgets } from './admin/budgets.ts';
 import { RuleManager } from './admin/rate-limit-rules.ts';
 import { BudgetTracker } from './budgets/tracker.ts';
 import { BUDGETS_WITHOUT_USAGE_WARNING, TOKEN_RULES_WITHOUT_USAGE_WARNING, type BudgetSeed, type RuleSeed } from './config/load.ts';
+import { openCounters, type Counters } from './counters/index.ts';
 import { RateLimiter } from './ratelimit/index.ts';
 import type { GatewayConfig } from './config/schema.ts';
 import type { HttpServices } from './http/context.ts';
@@ -85,7 +86,13 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     });
     cleanup.unshift(() => usage.close());
 
-    const { limiter, rules } = await startRateLimits(config, storage, options.rateLimitSeeds ?? [], now, logger, options.warnings ?? []);
+    const { limiter, rules, counters, stopFollowing } = await startRateLimits(config, storage, options.rateLimitSeeds ?? [], now, logger, options.warnings ?? []);
+    if (counters !== undefined) {
+      cleanup.unshift(() => {
+        stopFollowing();
+        return counters.close();
+      });
+    }
     const { tracker, manager: budgetManager } = await startBudgets(config, storage, usage, options.budgetSeeds ?? [], now, logger, options.warnings ?? []);
     budgets = tracker;
     // Before the usage recorder closes: a running refresh flushes it.
@@ -114,6 +121,10 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       inFlight,
       metrics: new GatewayMetrics({ rules: limiter, models: resolver.listModels(), onRuleStatusError: (err) => logger.warn({ err }, 'metrics: reading the rate-limit rules failed') }),
       now,
+      health: () => {
+        const problem = counters?.problem();
+        return problem === undefined ? { status: 'ok' } : { status: 'degraded', rate_limits: problem };
+      },
     };
     const server = buildServer(services);
     await server.listen({ host: config.server.host, port: config.server.port });
@@ -133,9 +144,12 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   }
 }
 
+/** The safety net under the rule-change notifications between replicas. */
+const RULES_RELOAD_INTERVAL_MS = 30_000;
+
 /**
  * The engine starts empty, then holds the stored rules: config seeds re-applied, manual rules
- * as they were. Counters start at zero (they live in memory only).
+ * as they were. Counters in memory start at zero; counters in Redis are as the replicas left them.
  */
 async function startRateLimits(
   config: GatewayConfig,
@@ -144,14 +158,22 @@ async function startRateLimits(
   now: () => number,
   logger: FastifyBaseLogger,
   warnings: readonly string[],
-): Promise<{ limiter: RateLimiter | undefined; rules: RuleManager | undefined }> {
+): Promise<{ limiter: RateLimiter | undefined; rules: RuleManager | undefined; counters: Counters | undefined; stopFollowing: () => void }> {
   for (const warning of warnings) logger.warn(warning);
   if (!config.rate_limits.enabled) {
     logger.info('rate limits are disabled (RATE_LIMITS_ENABLED=false)');
-    return { limiter: undefined, rules: undefined };
+    return { limiter: undefined, rules: undefined, counters: undefined, stopFollowing: () => {} };
   }
-  const limiter = new RateLimiter({ clock: { now }, enforceTokens: config.usage.enabled });
-  const { manager, shadowed, invalid } = await RuleManager.start(storage, limiter, seeds, now);
+  const counters = await openCounters(config.rate_limits, logger);
+  const limiter = new RateLimiter({ clock: { now }, store: counters.store, enforceTokens: config.usage.enabled });
+  let started: Awaited<ReturnType<typeof RuleManager.start>>;
+  try {
+    started = await RuleManager.start(storage, limiter, seeds, now);
+  } catch (err) {
+    await counters.close();
+    throw err;
+  }
+  const { manager, shadowed, invalid } = started;
   for (const { rule, error } of invalid) {
     logger.warn({ rule, error }, `stored rate limit ${rule} is invalid and is not enforced (${error}); delete it from storage or write it again within bounds`);
   }
@@ -161,8 +183,15 @@ async function startRateLimits(
   if (!config.usage.enabled && limiter.hasTokenRules && !warnings.includes(TOKEN_RULES_WITHOUT_USAGE_WARNING)) {
     logger.warn(TOKEN_RULES_WITHOUT_USAGE_WARNING);
   }
+  // Replicas sharing the counters follow each other's rule changes (their storage is shared too).
+  const stopFollowing = counters.ruleChanges === undefined
+    ? () => {}
+    : manager.follow(counters.ruleChanges, {
+      intervalMs: RULES_RELOAD_INTERVAL_MS,
+      onError: (err) => logger.warn({ err }, 'reloading the rate-limit rules from storage failed; the next change or periodic reload tries again'),
+    });
   logger.info({ rules: limiter.ruleCount }, 'rate limits enabled');
-  return { limiter, rules: manager };
+  return { limiter, rules: manager, counters, stopFollowing };
 }
 
 /**

@@ -93,7 +93,7 @@ export class BatchService {
    * Validates everything a submission needs (file, JSONL, model, provider type) before `admit`
    * runs, so a malformed submission is not counted; then submits.
    */
-  async createBatch(owner: Owner, input: NewBatch, admit: () => void): Promise<BatchRecord> {
+  async createBatch(owner: Owner, input: NewBatch, admit: () => Promise<void>): Promise<BatchRecord> {
     const endpoint = BATCH_ENDPOINTS[input.endpoint];
     if (endpoint === undefined) throw badRequest(`endpoint: must be one of ${Object.keys(BATCH_ENDPOINTS).join(', ')}`, 'endpoint');
     const file = await this.opts.storage.getFile(input.inputFileId);
@@ -105,7 +105,7 @@ export class BatchService {
     const target = route.first;
     const ability = target.provider.batch;
     if (ability === undefined) throw unsupportedByProvider('batches', target.provider, 'input_file_id');
-    admit();
+    await admit();
 
     const now = this.opts.now();
     const batch: BatchRecord = {

@@ -11,7 +11,7 @@ import { normalizeUserPath, validateProviderSubject } from '../ratelimit/normali
 import type { z } from 'zod';
 import { budgetLimitsSchema, limitsSchema, parseBoolean, type BudgetLimitConfig, type LimitConfig, type PeriodName } from './schema.ts';
 
-type Kind = 'string' | 'boolean' | 'port' | 'storage_type' | 'header' | 'postgres_url';
+type Kind = 'string' | 'boolean' | 'port' | 'storage_type' | 'header' | 'postgres_url' | 'rate_limits_backend' | 'redis_url' | 'redis_on_error' | 'milliseconds';
 
 interface Override {
   variable: string;
@@ -34,6 +34,11 @@ const ENV_OVERRIDES: readonly Override[] = [
   { variable: 'BUDGETS_ENABLED', path: ['budgets', 'enabled'], kind: 'boolean' },
   // Validated by the schema, which names the key.
   { variable: 'BUDGETS_REFRESH_SECONDS', path: ['budgets', 'refresh_seconds'], kind: 'string' },
+  { variable: 'RATE_LIMITS_BACKEND', path: ['rate_limits', 'backend'], kind: 'rate_limits_backend' },
+  { variable: 'REDIS_URL', path: ['rate_limits', 'redis', 'url'], kind: 'redis_url' },
+  { variable: 'RATE_LIMITS_REDIS_PREFIX', path: ['rate_limits', 'redis', 'prefix'], kind: 'string' },
+  { variable: 'RATE_LIMITS_REDIS_TIMEOUT_MS', path: ['rate_limits', 'redis', 'timeout_ms'], kind: 'milliseconds' },
+  { variable: 'RATE_LIMITS_REDIS_ON_ERROR', path: ['rate_limits', 'redis', 'on_error'], kind: 'redis_on_error' },
 ];
 
 /** Parses a port: an integer 0..65535; undefined when malformed. */
@@ -71,7 +76,26 @@ function parseOverride(o: Override, raw: string): { value: unknown } | { error: 
       return /^postgres(ql)?:\/\//.test(v)
         ? { value: v }
         : { error: `${o.variable}: must be a postgres:// or postgresql:// URL` };
+    case 'rate_limits_backend':
+      return oneOf(o.variable, raw, ['memory', 'redis']);
+    case 'redis_on_error':
+      return oneOf(o.variable, raw, ['local', 'allow', 'deny']);
+    case 'redis_url':
+      return /^rediss?:\/\/[^/]/.test(v)
+        ? { value: v }
+        : { error: `${o.variable}: must be a redis:// or rediss:// URL` };
+    case 'milliseconds': {
+      const n = /^\d+$/.test(v) ? Number(v) : NaN;
+      return Number.isSafeInteger(n) && n >= 1 && n <= 60_000
+        ? { value: n }
+        : { error: `${o.variable}: must be an integer 1..60000 (milliseconds), got "${raw}"` };
+    }
   }
+}
+
+function oneOf(variable: string, raw: string, values: readonly string[]): { value: string } | { error: string } {
+  const v = raw.trim().toLowerCase();
+  return values.includes(v) ? { value: v } : { error: `${variable}: must be one of ${values.join(', ')}, got "${raw}"` };
 }
 
 /**

@@ -285,8 +285,51 @@ const userPathSchema = z.preprocess(
   }),
 );
 
+/** `redis://` or `rediss://` (TLS), with optional credentials and database number. */
+function redisUrl(v: string, ctx: z.RefinementCtx): string {
+  let url: URL | undefined;
+  try {
+    url = new URL(v);
+  } catch {
+    url = undefined;
+  }
+  if (url === undefined || (url.protocol !== 'redis:' && url.protocol !== 'rediss:') || url.hostname === '') {
+    ctx.addIssue({ code: 'custom', message: `must be a redis:// or rediss:// URL (got "${v}")` });
+    return z.NEVER;
+  }
+  return v;
+}
+
+/**
+ * Where the counters of several replicas meet (CONTRACT §7). Every Redis key is the prefix in
+ * braces (a Redis Cluster hash tag) followed by the rule, so the braces may not appear in it.
+ */
+const redisSchema = z.strictObject({
+  url: z.preprocess(coerceString, nonEmptyStr().transform(redisUrl).default('redis://127.0.0.1:6379')),
+  prefix: z.preprocess(
+    coerceString,
+    nonEmptyStr()
+      .regex(/^[^{}\s]+$/, { error: 'must not contain braces or whitespace' })
+      .default('floodgate:'),
+  ),
+  /** A replica that dies holding concurrency slots frees them within this time. */
+  lease_seconds: defInt(30, 1, 3600),
+  /** The longest an admission waits for Redis before on_error decides. */
+  timeout_ms: defInt(250, 1, 60_000),
+  on_error: z.preprocess(
+    absentToUndefined,
+    z.enum(['local', 'allow', 'deny'], { error: 'must be one of local, allow, deny' }).default('local'),
+  ),
+});
+
 const rateLimitsSchema = z.strictObject({
   enabled: defBool(true),
+  /** Where the counters live: this process's memory, or Redis shared by every replica. */
+  backend: z.preprocess(
+    absentToUndefined,
+    z.enum(['memory', 'redis'], { error: 'must be one of memory, redis' }).default('memory'),
+  ),
+  redis: section(redisSchema.prefault({})),
   user_paths: section(z.array(z.strictObject({ path: userPathSchema, limits: limitsSchema })).default([])),
   providers: section(
     z
@@ -395,4 +438,5 @@ export const configSchema = z.strictObject(
 
 /** The resolved configuration: YAML field names, every default filled in, body_limit in bytes. */
 export type GatewayConfig = z.output<typeof configSchema>;
+export type RateLimitsConfig = GatewayConfig['rate_limits'];
 

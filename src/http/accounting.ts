@@ -18,7 +18,8 @@ export interface Completed {
 export function accountCompleted(services: HttpServices, identity: Identity, done: Completed): void {
   const usage = done.usage;
   if (usage !== undefined && !done.cached && services.limiter !== undefined) {
-    services.limiter.chargeTokens({ userPath: identity.userPath, provider: done.provider, model: done.model }, usage.totalTokens);
+    // A shared store answers later and never rejects: nothing here waits for the charge to land.
+    void services.limiter.chargeTokens({ userPath: identity.userPath, provider: done.provider, model: done.model }, usage.totalTokens);
   }
   if (!done.cached) services.metrics.tokens(done.provider, done.model, usage);
   services.usage.record({

@@ -31,7 +31,11 @@ export interface HttpServices {
   /** Prometheus metrics (`GET /metrics`). */
   metrics: GatewayMetrics;
   now(): number;
+  /** The body of `GET /health`: `{"status":"ok"}`, or `degraded` with what is wrong. */
+  health(): HealthReport;
 }
+
+export type HealthReport = { status: 'ok' } | { status: 'degraded'; rate_limits: string };
 
 export interface HttpOptions {
   masterKey: string | undefined;

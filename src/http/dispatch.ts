@@ -5,7 +5,7 @@ import { Cancellation } from '../providers/cancellation.ts';
 import { readBody } from '../providers/results.ts';
 import type { ProviderCall, ProviderResult } from '../providers/types.ts';
 import { asGatewayError, upstreamError } from '../errors/from-provider.ts';
-import type { AdmissionRefusal, AdmissionTarget, AdmissionTicket, AdmitOptions } from '../ratelimit/index.ts';
+import type { AdmissionRefusal, AdmissionResult, AdmissionTarget, AdmissionTicket, AdmitOptions } from '../ratelimit/index.ts';
 import type { Route, Target } from '../routing/resolver.ts';
 import { accountCompleted } from './accounting.ts';
 import { checkBudget } from './budget-admission.ts';
@@ -116,9 +116,10 @@ async function execute(
     let attempt: AdmissionTicket | undefined;
     if (limiter !== undefined) {
       const first = ticket === undefined;
-      const admission = limiter.admit(
+      let admission = limiter.admit(
         first ? { userPath, provider: target.provider.name, model: target.model } : { provider: target.provider.name, model: target.model },
       );
+      if (admission instanceof Promise) admission = await admission;
       services.metrics.admission(admission, first ? userPath : undefined, target.provider.name, target.model);
       if (!admission.ok) {
         if (admission.userPathBreached) throw rateLimitedError(admission);
@@ -261,12 +262,19 @@ export async function callTarget(target: Target, modelRequest: ModelRequest, can
 /**
  * Checks and counts every matching rule in one step; a breach is thrown as the 429. With `end`,
  * the request takes its concurrency slots and holds them until the response ends; without, it
- * takes none (a batch submission).
+ * takes none (a batch submission). A promise only when the counter store answers later.
  */
-export function admit(services: HttpServices, target: AdmissionTarget, end?: ResponseEnd): Record<string, string> | undefined {
+type RateLimitHeaders = Record<string, string>;
+
+export function admit(services: HttpServices, target: AdmissionTarget, end?: ResponseEnd): RateLimitHeaders | undefined | Promise<RateLimitHeaders | undefined> {
   const limiter = services.limiter;
   if (limiter === undefined) return undefined;
   const admission = limiter.admit(target, end === undefined ? NO_SLOTS : undefined);
+  if (admission instanceof Promise) return admission.then((result) => admitted(services, target, result, end));
+  return admitted(services, target, admission, end);
+}
+
+function admitted(services: HttpServices, target: AdmissionTarget, admission: AdmissionResult, end: ResponseEnd | undefined): RateLimitHeaders | undefined {
   services.metrics.admission(admission, target.userPath, target.provider, target.model);
   if (!admission.ok) throw rateLimitedError(admission);
   if (admission.holdsSlots) end?.hold(admission);

@@ -19,6 +19,14 @@ export function rateLimitHeaders(data: RateLimitHeaderData | undefined): Record<
   return headers;
 }
 
+/**
+ * The 503 when the shared rate-limit counters cannot be reached and `on_error` is `deny` (or an
+ * admin reset cannot reach them): the gateway, not the client, is at fault, so `provider_error`.
+ */
+export function rateLimitsUnavailable(err: Error): GatewayError {
+  return new GatewayError({ status: 503, type: 'provider_error', message: err.message, code: 'rate_limits_unavailable' });
+}
+
 /** The 429 of a refused admission: exact message, Retry-After in seconds and milliseconds. */
 export function rateLimitedError(refusal: Pick<AdmissionRefusal, 'message' | 'retryAfterSeconds' | 'headers'>): GatewayError {
   const headers: Record<string, string> = {

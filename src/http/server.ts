@@ -5,9 +5,11 @@ import { registerAuth, registerWithAccess } from './auth.ts';
 import { registerJsonBody } from './json-body.ts';
 import { registerBatches } from './routes/batches.ts';
 import type { HttpServices } from './context.ts';
+import { CounterStoreUnavailableError } from '../ratelimit/index.ts';
 import { GatewayError, dialectOf, sendError } from './errors.ts';
 import { registerAdminBudgets } from './routes/admin-budgets.ts';
 import { registerAdminExplain } from './routes/admin-explain.ts';
+import { rateLimitsUnavailable } from './rate-limit-headers.ts';
 import { registerAdminKeys } from './routes/admin-keys.ts';
 import { registerAdminRateLimits } from './routes/admin-rate-limits.ts';
 import { registerAdminUsage } from './routes/admin-usage.ts';
@@ -53,7 +55,7 @@ export function buildServer(services: HttpServices): FastifyInstance {
   registerWebSocketUpgrades(app, services);
   registerAuth(app, services);
   registerJsonBody(app);
-  app.get('/health', { config: { access: 'public' } }, async () => ({ status: 'ok' }));
+  app.get('/health', { config: { access: 'public' } }, async () => services.health());
   registerWithAccess(app, 'public', (scope) => registerDashboard(scope));
   registerWithAccess(app, 'model', (scope) => {
     registerModelEndpoints(scope, services);
@@ -78,6 +80,7 @@ export function buildServer(services: HttpServices): FastifyInstance {
   app.setErrorHandler((error: FastifyError | GatewayError | Error, request, reply) => {
     const dialect = dialectOf(request);
     if (error instanceof GatewayError) return sendError(reply, error, dialect);
+    if (error instanceof CounterStoreUnavailableError) return sendError(reply, rateLimitsUnavailable(error), dialect);
     const mapped = mapFrameworkError(error as FastifyError, services.options.bodyLimitBytes);
     if (mapped) return sendError(reply, mapped, dialect);
     request.log.error({ err: error }, 'unhandled error');

@@ -3,7 +3,7 @@
  * them into `x-ratelimit-*` headers.
  */
 import type { CompiledRule } from './rules.ts';
-import type { CounterSnapshot } from './store.ts';
+import type { CounterRow } from './store.ts';
 
 /** One dimension's `x-ratelimit-{limit,remaining,reset}-*` values. */
 export interface RateLimitTriple {
@@ -20,12 +20,12 @@ export interface RateLimitHeaderData {
 
 /**
  * For each dimension, the windowed rule with the least remaining wins (all scopes
- * compete; on a tie the first in evaluation order). `snapshot` holds the counts after
- * this request was counted. Returns undefined when no windowed cap matched.
+ * compete; on a tie the first in evaluation order). `rows` hold the counts after this
+ * request was counted (row i is rule i). Returns undefined when no windowed cap matched.
  */
 export function successHeaders(
   rules: readonly CompiledRule[],
-  snapshot: CounterSnapshot,
+  rows: readonly CounterRow[],
   nowSeconds: number,
 ): RateLimitHeaderData | undefined {
   let requestLimit = 0;
@@ -34,7 +34,6 @@ export function successHeaders(
   let tokenLimit = 0;
   let tokenRemaining = Infinity;
   let tokenReset = 0;
-  const rows = snapshot.rows;
   for (let i = 0; i < rules.length; i++) {
     const rule = rules[i]!;
     const period = rule.periodSeconds;

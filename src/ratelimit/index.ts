@@ -5,7 +5,20 @@ export type { BreachedLimit } from './rules.ts';
 export { canonicalKey, ruleIdentity } from './rules.ts';
 export type { RateLimitHeaderData, RateLimitTriple } from './headers.ts';
 export type { RuleStatus, UserPathUsage } from './status.ts';
-export type { CounterHandle, CounterRule, CounterStore } from './store.ts';
+export type {
+  AdmitOutcome,
+  CounterAdmission,
+  CounterHandle,
+  CounterReading,
+  CounterRow,
+  CounterRule,
+  CounterStore,
+  MaybePromise,
+  SlotLease,
+  StoreUnavailable,
+} from './store.ts';
+export { concurrencyRow, CounterStoreUnavailableError, windowedRow } from './store.ts';
+export { retryAfterSeconds, slidingEstimate, windowStart } from './window.ts';
 export type {
   AdmissionPreview,
   AdmissionRefusal,

@@ -1,7 +1,9 @@
 /**
  * The rate-limit engine's facade: rule management, admission, token charging and
  * status. Pure: no I/O, no timers, no logging. Time comes from a Clock, counters
- * live in a CounterStore.
+ * live in a CounterStore (src/counters), which may answer synchronously or not: every
+ * method that reads or changes counters answers a value when the store did, a promise
+ * when it did not, so the in-memory hot path never awaits.
  */
 import type { RateLimitHeaderData } from './headers.ts';
 import { successHeaders } from './headers.ts';
@@ -11,8 +13,8 @@ import type { BreachedLimit } from './rules.ts';
 import { canonicalKey, compareRules, CompiledRule, ruleKeyString } from './rules.ts';
 import type { RuleStatus, UserPathUsage } from './status.ts';
 import { ruleStatus, userPathUsage } from './status.ts';
-import type { CounterRow, CounterStore } from './store.ts';
-import { CounterSnapshot, MemoryCounterStore } from './store.ts';
+import type { AdmitOutcome, CounterReading, CounterRow, CounterStore, MaybePromise, SlotLease } from './store.ts';
+import { CounterStoreUnavailableError } from './store.ts';
 import type { Clock, RuleDefinition, RuleKey } from './types.ts';
 import { retryAfterSeconds } from './window.ts';
 
@@ -37,8 +39,8 @@ export interface AdmitOptions {
 export interface RateLimiterOptions {
   /** Default: the system clock. */
   readonly clock?: Clock;
-  /** Where counters live. Default: in this process's memory (MemoryCounterStore). */
-  readonly store?: CounterStore;
+  /** Where counters live (src/counters: in this process's memory, or Redis). */
+  readonly store: CounterStore;
   /** Enforce token caps at admission. False when usage tracking is off (token rules are then inert). Default true. */
   readonly enforceTokens?: boolean;
 }
@@ -102,13 +104,15 @@ const NONE = '\u0000';
 class MatchPlan {
   readonly rules: readonly CompiledRule[];
   readonly slots: readonly CompiledRule[];
-  /** Position of the first slot rule in `rules`, to read the slots' generation from the snapshot; -1 if none. */
-  readonly firstSlot: number;
+  /** The slots split for a failover attempt's end: provider and model ones go back first. */
+  readonly userSlots: readonly CompiledRule[];
+  readonly targetSlots: readonly CompiledRule[];
 
   constructor(rules: readonly CompiledRule[]) {
     this.rules = rules;
     this.slots = rules.filter((rule) => rule.concurrent);
-    this.firstSlot = rules.findIndex((rule) => rule.concurrent);
+    this.userSlots = this.slots.filter((rule) => rule.scope === 'user_path');
+    this.targetSlots = this.slots.filter((rule) => rule.scope !== 'user_path');
   }
 }
 
@@ -127,47 +131,58 @@ class MatchSet {
   }
 }
 
-class HeldTicket implements AdmissionTicket {
+/** An admission that only carries headers: no slots to give back. */
+class HeadersTicket implements AdmissionTicket {
   readonly ok = true as const;
   readonly headers: RateLimitHeaderData | undefined;
-  private readonly store: CounterStore;
-  /** The concurrency slots taken; empty for a ticket that only carries headers. */
-  private readonly slots: readonly CompiledRule[];
-  /** Store generation the slots were taken in; a reset since makes their release a no-op. */
-  private readonly generation: number;
-  private releasedUserSlots = false;
-  private releasedTargetSlots = false;
+  readonly holdsSlots = false;
 
-  constructor(store: CounterStore, slots: readonly CompiledRule[], generation: number, headers: RateLimitHeaderData | undefined) {
-    this.store = store;
-    this.slots = slots;
-    this.generation = generation;
+  constructor(headers: RateLimitHeaderData | undefined) {
     this.headers = headers;
   }
 
-  get holdsSlots(): boolean {
-    return this.slots.length > 0;
+  release(): void {}
+  releaseTargetSlots(): void {}
+}
+
+/** An admission holding concurrency slots under the store's lease. */
+class HeldTicket implements AdmissionTicket {
+  readonly ok = true as const;
+  readonly headers: RateLimitHeaderData | undefined;
+  readonly holdsSlots = true;
+  private readonly store: CounterStore;
+  private readonly plan: MatchPlan;
+  /** What the store took the slots under; a reset since makes their release a no-op. */
+  private readonly lease: SlotLease;
+  private releasedUserSlots = false;
+  private releasedTargetSlots = false;
+
+  constructor(store: CounterStore, plan: MatchPlan, lease: SlotLease, headers: RateLimitHeaderData | undefined) {
+    this.store = store;
+    this.plan = plan;
+    this.lease = lease;
+    this.headers = headers;
   }
 
   release(): void {
-    this.releaseTargetSlots();
     if (this.releasedUserSlots) return;
     this.releasedUserSlots = true;
-    this.releaseWhere(true);
+    // Everything still held goes back in one store call.
+    if (this.releasedTargetSlots) this.giveBack(this.plan.userSlots);
+    else {
+      this.releasedTargetSlots = true;
+      this.giveBack(this.plan.slots);
+    }
   }
 
   releaseTargetSlots(): void {
     if (this.releasedTargetSlots) return;
     this.releasedTargetSlots = true;
-    this.releaseWhere(false);
+    this.giveBack(this.plan.targetSlots);
   }
 
-  private releaseWhere(userPath: boolean): void {
-    const slots = this.slots;
-    for (let i = 0; i < slots.length; i++) {
-      const slot = slots[i]!;
-      if ((slot.scope === 'user_path') === userPath) this.store.release(slot.counter, this.generation);
-    }
+  private giveBack(slots: readonly CompiledRule[]): void {
+    if (slots.length > 0) this.store.release(slots, this.lease);
   }
 }
 
@@ -197,12 +212,10 @@ export class RateLimiter {
   private lastUserPath: string | undefined;
   private lastProvider: string | undefined;
   private lastModel: string | undefined;
-  /** Reused scratch space for store snapshots; sized to the largest match set seen. */
-  private snapshot = new CounterSnapshot(16);
 
-  constructor(options: RateLimiterOptions = {}) {
+  constructor(options: RateLimiterOptions) {
     this.clock = options.clock ?? { now: Date.now };
-    this.store = options.store ?? new MemoryCounterStore();
+    this.store = options.store;
     this.enforceTokens = options.enforceTokens ?? true;
   }
 
@@ -219,22 +232,20 @@ export class RateLimiter {
 
   /**
    * Check every rule matching the target and, if none is breached, count the request in
-   * every matching window and take every matching concurrency slot, atomically.
-   * Throws RangeError if `userPath` is not a valid user path (validate it first).
+   * every matching window and take every matching concurrency slot, atomically. Answers at
+   * once when no rule matches or the store answered at once; else a promise.
+   * Throws RangeError if `userPath` is not a valid user path (validate it first). When the
+   * store is unavailable and its fallback is `deny`, throws (or rejects with)
+   * CounterStoreUnavailableError; under `allow` the request is admitted uncounted.
    */
-  admit(target: AdmissionTarget, options?: AdmitOptions): AdmissionResult {
+  admit(target: AdmissionTarget, options?: AdmitOptions): MaybePromise<AdmissionResult> {
     if (this.index.size === 0) return NO_OP_TICKET;
     const set = this.matchSet(target.userPath, target.provider, target.model);
     const plan = options !== undefined && options.holdSlot === false ? set.withoutSlots : set.admission;
-    const rules = plan.rules;
-    if (rules.length === 0) return NO_OP_TICKET;
-    const now = this.nowSeconds();
-    const snapshot = this.snapshot;
-    if (!this.store.tryAdmit(rules, now, snapshot)) return this.refusal(rules, snapshot, now);
-
-    const headers = successHeaders(rules, snapshot, now);
-    if (plan.firstSlot < 0) return headers === undefined ? NO_OP_TICKET : new HeldTicket(this.store, plan.slots, 0, headers);
-    return new HeldTicket(this.store, plan.slots, snapshot.rows[plan.firstSlot]!.generation, headers);
+    if (plan.rules.length === 0) return NO_OP_TICKET;
+    const outcome = this.store.tryAdmit(plan.rules, this.nowSeconds());
+    if (outcome instanceof Promise) return outcome.then((answer) => this.decide(plan, answer));
+    return this.decide(plan, outcome);
   }
 
   /**
@@ -246,28 +257,31 @@ export class RateLimiter {
     if (this.index.size === 0) return { rules: [], refusal: undefined };
     const set = this.matchSet(target.userPath, target.provider, target.model);
     const rules = (options !== undefined && options.holdSlot === false ? set.withoutSlots : set.admission).rules;
-    const now = this.nowSeconds();
-    // A snapshot of its own: admissions reuse this.snapshot while the read may be awaited.
-    const snapshot = new CounterSnapshot(rules.length);
-    await this.store.read(rules, now, snapshot);
-    const found = this.findBreach(rules, snapshot, now);
-    return { rules: rules.map((rule, i) => ruleStatus(rule, snapshot.rows[i]!)), refusal: found === undefined ? undefined : refusalOf(found) };
+    return this.read(rules, ({ nowSeconds, rows }) => {
+      const found = this.findBreach(rules, rows, nowSeconds);
+      return { rules: rules.map((rule, i) => ruleStatus(rule, rows[i]!)), refusal: found === undefined ? undefined : refusalOf(found) };
+    });
   }
 
   /**
    * After a response completes: add its total tokens to every matching token window —
    * the user path (`/` when none) and the provider and model that actually executed it.
+   * A promise only when the store answers later; it never rejects.
    */
-  chargeTokens(target: AdmissionTarget, tokens: number): void {
+  chargeTokens(target: AdmissionTarget, tokens: number): MaybePromise<void> {
     if (!(tokens > 0) || !this.index.hasTokenRules) return;
     const set = this.matchSet(target.userPath ?? '/', target.provider, target.model);
     if (set.tokenRules.length === 0) return;
-    this.store.addTokens(set.tokenRules, Math.ceil(tokens), this.nowSeconds());
+    return this.store.addTokens(set.tokenRules, Math.ceil(tokens), this.nowSeconds());
   }
 
   // ---------------------------------------------------------------- rules
 
-  /** Replace the whole rule set. Counters of keys present before and after are kept; others are dropped. */
+  /**
+   * Replace the whole rule set (at start-up, and when another gateway changed the stored rules).
+   * Counters of keys present before and after are kept; the store forgets the others here
+   * (counters shared with other gateways are theirs to clear).
+   */
   replaceRules(rules: readonly RuleDefinition[]): void {
     const compiled = new Map<string, RuleDefinition>();
     for (const rule of rules) {
@@ -275,7 +289,7 @@ export class RateLimiter {
       compiled.set(keyOf(valid), valid);
     }
     for (const key of [...this.index.byKey.keys()]) {
-      if (!compiled.has(key)) this.store.drop(key);
+      if (!compiled.has(key)) this.store.retire(key);
     }
     this.index.clear();
     for (const [key, rule] of compiled) this.index.put(this.compile(rule, key));
@@ -295,25 +309,31 @@ export class RateLimiter {
     return valid;
   }
 
-  /** Delete a rule and its counters. Returns false when no such rule exists. */
-  deleteRule(key: RuleKey): boolean {
+  /**
+   * Delete a rule and its counters (for every gateway sharing them). Returns false when no such
+   * rule exists. The rule stops being enforced at once; a promise when clearing its counters takes
+   * a round trip.
+   */
+  deleteRule(key: RuleKey): MaybePromise<boolean> {
     const canonical = canonicalKey(key);
     if (canonical === undefined || this.index.remove(canonical) === undefined) return false;
-    this.store.drop(canonical);
     this.invalidate();
-    return true;
+    return afterwards(this.store.clear(canonical), true);
   }
 
-  /** Zero one rule's counters (live tickets' later releases become no-ops). False when no such rule. */
-  resetRule(key: RuleKey): boolean {
+  /**
+   * Zero one rule's counters (live tickets' later releases become no-ops). False when no such
+   * rule. Rejects with CounterStoreUnavailableError when the counters cannot be reached.
+   */
+  resetRule(key: RuleKey): MaybePromise<boolean> {
     const canonical = canonicalKey(key);
     if (canonical === undefined || !this.index.byKey.has(canonical)) return false;
-    this.store.reset(canonical);
-    return true;
+    return afterwards(this.store.reset(canonical), true);
   }
 
-  resetAll(): void {
-    this.store.resetAll();
+  /** Zero every counter. Rejects with CounterStoreUnavailableError when the counters cannot be reached. */
+  resetAll(): MaybePromise<void> {
+    return this.store.resetAll();
   }
 
   getRule(key: RuleKey): RuleDefinition | undefined {
@@ -324,10 +344,9 @@ export class RateLimiter {
   // ---------------------------------------------------------------- status
 
   /** Every rule with its live counters, sorted by scope, subject, period_seconds. */
-  status(): RuleStatus[] {
+  status(): MaybePromise<RuleStatus[]> {
     const rules = [...this.index.byKey.values()].sort((a, b) => compareRules(a.definition, b.definition));
-    const rows = this.read(rules, this.nowSeconds());
-    return rules.map((rule, i) => ruleStatus(rule, rows[i]!));
+    return this.read(rules, ({ rows }) => rules.map((rule, i) => ruleStatus(rule, rows[i]!)));
   }
 
   /**
@@ -335,12 +354,10 @@ export class RateLimiter {
    * with their counters, how much of each cap is used, when each window resets and
    * whether each would refuse a request now. Throws RangeError if the path is invalid.
    */
-  usageFor(userPath: string): UserPathUsage[] {
+  usageFor(userPath: string): MaybePromise<UserPathUsage[]> {
     const rules: CompiledRule[] = [];
     this.index.collectUserPath(normalizedLowerPath(userPath), rules);
-    const now = this.nowSeconds();
-    const rows = this.read(rules, now);
-    return rules.map((rule, i) => userPathUsage(rule, rows[i]!, now, this.enforceTokens));
+    return this.read(rules, ({ nowSeconds, rows }) => rules.map((rule, i) => userPathUsage(rule, rows[i]!, nowSeconds, this.enforceTokens)));
   }
 
   // ---------------------------------------------------------------- internals
@@ -353,11 +370,25 @@ export class RateLimiter {
     return new CompiledRule(rule, key, this.store.counter(key), this.enforceTokens);
   }
 
-  /** The rules' counters at `nowSeconds`, read without changing them (row i is rule i). */
-  private read(rules: readonly CompiledRule[], nowSeconds: number): readonly CounterRow[] {
-    const snapshot = new CounterSnapshot(rules.length);
-    this.store.read(rules, nowSeconds, snapshot);
-    return snapshot.rows;
+  /** The rules' counters now, read without changing them, handed to `use` (row i is rule i). */
+  private read<T>(rules: readonly CompiledRule[], use: (reading: CounterReading) => T): MaybePromise<T> {
+    if (rules.length === 0) return use({ nowSeconds: this.nowSeconds(), rows: [] });
+    const reading = this.store.read(rules, this.nowSeconds());
+    return reading instanceof Promise ? reading.then(use) : use(reading);
+  }
+
+  /** The engine's answer to a store's: a ticket, a refusal, or what the store's fallback says. */
+  private decide(plan: MatchPlan, outcome: AdmitOutcome): AdmissionResult {
+    if (outcome.status === 'unavailable') {
+      if (outcome.fallback === 'allow') return NO_OP_TICKET;
+      throw new CounterStoreUnavailableError(outcome.reason);
+    }
+    const { rules } = plan;
+    const { rows, nowSeconds } = outcome;
+    if (outcome.status === 'refused') return this.refusal(rules, rows, nowSeconds);
+    const headers = successHeaders(rules, rows, nowSeconds);
+    if (outcome.lease !== undefined) return new HeldTicket(this.store, plan, outcome.lease, headers);
+    return headers === undefined ? NO_OP_TICKET : new HeadersTicket(headers);
   }
 
   private invalidate(): void {
@@ -391,9 +422,6 @@ export class RateLimiter {
       if (model !== undefined) this.index.collectModel(lowerProvider, model.toLowerCase(), rules);
     }
     const set = new MatchSet(rules);
-    if (this.snapshot.capacity < rules.length) {
-      this.snapshot = new CounterSnapshot(rules.length * 2);
-    }
     // A flood of distinct paths must not grow memory without bound: start over past the limit.
     if (this.matchCacheSize >= MATCH_CACHE_LIMIT) this.invalidate();
     let byProvider = this.matchCache.get(userPath ?? NONE);
@@ -411,8 +439,8 @@ export class RateLimiter {
     return set;
   }
 
-  private refusal(rules: readonly CompiledRule[], snapshot: CounterSnapshot, now: number): AdmissionRefusal {
-    const found = this.findBreach(rules, snapshot, now);
+  private refusal(rules: readonly CompiledRule[], rows: readonly CounterRow[], now: number): AdmissionRefusal {
+    const found = this.findBreach(rules, rows, now);
     if (found === undefined) {
       // The store refused but the engine sees no breach: the two disagree on the arithmetic.
       throw new Error('rate-limit store refused a request without a breached rule');
@@ -420,14 +448,14 @@ export class RateLimiter {
     return refusalOf(found);
   }
 
-  /** Every breached limit in the snapshot; the one with the longest Retry-After wins (first on a tie). */
-  private findBreach(rules: readonly CompiledRule[], snapshot: CounterSnapshot, now: number): FoundBreach | undefined {
+  /** Every breached limit in the rows; the one with the longest Retry-After wins (first on a tie). */
+  private findBreach(rules: readonly CompiledRule[], rows: readonly CounterRow[], now: number): FoundBreach | undefined {
     let worst: BreachedLimit | undefined;
     let worstRetry = 0;
     let userPathBreached = false;
     for (let i = 0; i < rules.length; i++) {
       const rule = rules[i]!;
-      const row = snapshot.rows[i]!;
+      const row = rows[i]!;
       if (rule.concurrent) {
         if (row.inFlight >= rule.maxRequests) {
           userPathBreached ||= rule.scope === 'user_path';
@@ -475,6 +503,11 @@ function refusalOf(found: FoundBreach): AdmissionRefusal {
   const headers: RateLimitHeaderData | undefined =
     breach.kind === 'requests' ? { requests: triple } : breach.kind === 'tokens' ? { tokens: triple } : undefined;
   return { ok: false, breach, retryAfterSeconds: retryAfter, message: breach.message, headers, userPathBreached };
+}
+
+/** `value` once `done` has happened: at once when it already has. */
+function afterwards<T>(done: MaybePromise<void>, value: T): MaybePromise<T> {
+  return done instanceof Promise ? done.then(() => value) : value;
 }
 
 function validated(rule: RuleDefinition): RuleDefinition {

@@ -13,7 +13,14 @@ describe('config schema: defaults', () => {
       providers: {},
       aliases: {},
       failover: {},
-      rate_limits: { enabled: true, user_paths: [], providers: [], models: [] },
+      rate_limits: {
+        enabled: true,
+        backend: 'memory',
+        redis: { url: 'redis://127.0.0.1:6379', prefix: 'floodgate:', lease_seconds: 30, timeout_ms: 250, on_error: 'local' },
+        user_paths: [],
+        providers: [],
+        models: [],
+      },
       pricing: {},
       budgets: { enabled: true, refresh_seconds: 5, user_paths: [] },
     });

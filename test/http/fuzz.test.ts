@@ -11,22 +11,12 @@ import { after, before, describe, it } from 'node:test';
 import { listeningUrl, runCli, withTimeout, type Run } from '../support/cli.ts';
 import { openaiProvider } from '../support/e2e.ts';
 import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.ts';
+import { prng } from '../support/random.ts';
 
 const MASTER = 'fuzz-master';
 const SEED = 0x5eed_f00d;
 const PAYLOADS = 1_200;
 
-/** mulberry32: small, fast, and the same sequence on every machine. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
 
 const ENDPOINTS: Array<[string, string]> = [
   ['POST', '/v1/chat/completions'],

@@ -122,6 +122,7 @@ async function startServer(lines: Array<Record<string, unknown>>): Promise<{ app
     budgets: undefined,
     budgetManager: undefined,
     metrics: new GatewayMetrics({ models: [] }),
+    health: () => ({ status: 'ok' }),
   };
   const app = buildServer(services);
   return {

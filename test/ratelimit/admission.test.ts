@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { MemoryCounterStore } from '../../src/counters/memory.ts';
 import { RateLimiter } from '../../src/ratelimit/index.ts';
-import { admitted, MIDNIGHT, refused, rule, setup, statusOf, T0 } from './helpers.ts';
+import { admitted, immediate, MIDNIGHT, refused, rule, setup, statusOf, T0 } from './helpers.ts';
 
 describe('admission', () => {
   it('costs nothing and returns one shared ticket when no rules exist', () => {
-    const limiter = new RateLimiter();
+    const limiter = new RateLimiter({ store: new MemoryCounterStore() });
     const first = admitted(limiter.admit({ userPath: '/a', provider: 'p', model: 'm' }));
     const second = admitted(limiter.admit({ userPath: '/b' }));
     assert.equal(first, second);
@@ -85,8 +86,8 @@ describe('admission', () => {
     let concurrent = 0;
     let windowed = 0;
     for (let i = 0; i < 200; i++) {
-      if (limiter.admit({ userPath: '/c' }).ok) concurrent++;
-      if (limiter.admit({ userPath: '/r' }).ok) windowed++;
+      if (immediate(limiter.admit({ userPath: '/c' })).ok) concurrent++;
+      if (immediate(limiter.admit({ userPath: '/r' })).ok) windowed++;
     }
     assert.equal(concurrent, 50);
     assert.equal(windowed, 50);
@@ -112,7 +113,7 @@ describe('admission', () => {
     for (let i = 0; i < 5; i++) admitted(limiter.admit({ userPath: '/team' }));
     refused(limiter.admit({ userPath: '/team' }));
     limiter.upsertRule(rule('user_path', '/TEAM', 60, { maxRequests: 6 }));
-    assert.equal(limiter.status().length, 1);
+    assert.equal(immediate(limiter.status()).length, 1);
     const ticket = admitted(limiter.admit({ userPath: '/team' }));
     assert.deepEqual(ticket.headers, { requests: { limit: 6, remaining: 0, reset: 60 } });
     const refusal = refused(limiter.admit({ userPath: '/team' }));
@@ -122,7 +123,7 @@ describe('admission', () => {
   it('restarts counters for a moved rule (different period is a different key)', () => {
     const { limiter } = setup([rule('user_path', '/team', 60, { maxRequests: 1 })]);
     admitted(limiter.admit({ userPath: '/team' }));
-    assert.ok(limiter.deleteRule({ scope: 'user_path', subject: '/team', periodSeconds: 60 }));
+    assert.equal(immediate(limiter.deleteRule({ scope: 'user_path', subject: '/team', periodSeconds: 60 })), true);
     limiter.upsertRule(rule('user_path', '/team', 3600, { maxRequests: 1 }));
     admitted(limiter.admit({ userPath: '/team' }));
     refused(limiter.admit({ userPath: '/team' }));
@@ -133,7 +134,7 @@ describe('admission', () => {
     const key = { scope: 'user_path' as const, subject: '/a', periodSeconds: 0 };
     const old1 = admitted(limiter.admit({ userPath: '/a' }));
     const old2 = admitted(limiter.admit({ userPath: '/a' }));
-    assert.ok(limiter.resetRule(key));
+    assert.equal(immediate(limiter.resetRule(key)), true);
     assert.equal(statusOf(limiter, 'user_path', '/a', 0).in_flight, 0);
     const fresh = admitted(limiter.admit({ userPath: '/a' }));
     old1.release();
@@ -142,13 +143,13 @@ describe('admission', () => {
     admitted(limiter.admit({ userPath: '/a' }));
     refused(limiter.admit({ userPath: '/a' }));
 
-    limiter.resetAll();
+    immediate(limiter.resetAll());
     assert.equal(statusOf(limiter, 'user_path', '/a', 0).in_flight, 0);
     const afterAll = admitted(limiter.admit({ userPath: '/a' }));
     fresh.release();
     assert.equal(statusOf(limiter, 'user_path', '/a', 0).in_flight, 1);
 
-    assert.ok(limiter.deleteRule(key));
+    assert.equal(immediate(limiter.deleteRule(key)), true);
     limiter.upsertRule(rule('user_path', '/a', 0, { maxRequests: 2 }));
     assert.equal(statusOf(limiter, 'user_path', '/a', 0).in_flight, 0);
     const recreated = admitted(limiter.admit({ userPath: '/a' }));
@@ -162,7 +163,7 @@ describe('admission', () => {
   it('still gives back the slots of rules that were not reset', () => {
     const { limiter } = setup([rule('user_path', '/a', 0, { maxRequests: 5 }), rule('provider', 'p', 0, { maxRequests: 5 })]);
     const ticket = admitted(limiter.admit({ userPath: '/a', provider: 'p', model: 'm' }));
-    assert.ok(limiter.resetRule({ scope: 'user_path', subject: '/a', periodSeconds: 0 }));
+    assert.equal(immediate(limiter.resetRule({ scope: 'user_path', subject: '/a', periodSeconds: 0 })), true);
     const fresh = admitted(limiter.admit({ userPath: '/a', provider: 'p', model: 'm' }));
     assert.equal(statusOf(limiter, 'provider', 'p', 0).in_flight, 2);
     ticket.release();
@@ -177,10 +178,10 @@ describe('admission', () => {
     const { limiter } = setup([rule('provider', 'p', 60, { maxRequests: 1 })]);
     admitted(limiter.admit({ provider: 'p' }));
     refused(limiter.admit({ provider: 'p' }));
-    assert.ok(limiter.resetRule({ scope: 'provider', subject: 'P', periodSeconds: 60 }));
+    assert.equal(immediate(limiter.resetRule({ scope: 'provider', subject: 'P', periodSeconds: 60 })), true);
     admitted(limiter.admit({ provider: 'p' }));
-    assert.equal(limiter.resetRule({ scope: 'provider', subject: 'q', periodSeconds: 60 }), false);
-    assert.equal(limiter.deleteRule({ scope: 'provider', subject: 'p', periodSeconds: 3600 }), false);
+    assert.equal(immediate(limiter.resetRule({ scope: 'provider', subject: 'q', periodSeconds: 60 })), false);
+    assert.equal(immediate(limiter.deleteRule({ scope: 'provider', subject: 'p', periodSeconds: 3600 })), false);
   });
 
   it('validates rules on write', () => {
@@ -220,7 +221,7 @@ describe('tokens', () => {
     const ticket = admitted(limiter.admit({ userPath: '/a' }));
     assert.deepEqual(ticket.headers, { requests: { limit: 100, remaining: 99, reset: 60 } });
     assert.ok(limiter.hasTokenRules);
-    assert.equal(limiter.usageFor('/a/b')[0]!.exhausted, false);
+    assert.equal(immediate(limiter.usageFor('/a/b'))[0]!.exhausted, false);
   });
 
   it('enforces token caps when usage tracking is on', () => {

@@ -1,14 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { AdmissionTarget, RateLimiter } from '../../src/ratelimit/index.ts';
-import { admitted, rule, setup, T0 } from './helpers.ts';
+import { admitted, immediate, rule, setup, T0 } from './helpers.ts';
 
 /** explain() and then admit() on the same target, at the same instant: the dry run must predict the real decision. */
 async function explainThenAdmit(limiter: RateLimiter, target: AdmissionTarget) {
-  const before = limiter.status();
+  const before = immediate(limiter.status());
   const preview = await limiter.explain(target);
-  assert.deepEqual(limiter.status(), before, 'explain counts nothing');
-  const result = limiter.admit(target);
+  assert.deepEqual(immediate(limiter.status()), before, 'explain counts nothing');
+  const result = immediate(limiter.admit(target));
   if (result.ok) {
     assert.equal(preview.refusal, undefined, 'explain said refused, admit admitted');
   } else {
@@ -49,7 +49,7 @@ describe('explain: a dry run of admission', () => {
     ]);
     const ticket = admitted(limiter.admit({ userPath: '/a', provider: 'p', model: 'm' }));
     const preview = await limiter.explain({ userPath: '/a', provider: 'p', model: 'm' });
-    const listed = new Map(limiter.status().map((s) => [`${s.scope} ${s.subject} ${s.period_seconds}`, s]));
+    const listed = new Map(immediate(limiter.status()).map((s) => [`${s.scope} ${s.subject} ${s.period_seconds}`, s]));
     assert.deepEqual(
       preview.rules,
       ['user_path / 60', 'user_path /a 0', 'provider p 3600', 'model m 60'].map((key) => listed.get(key)),

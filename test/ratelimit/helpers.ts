@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
+import { MemoryCounterStore } from '../../src/counters/memory.ts';
 import { RateLimiter } from '../../src/ratelimit/index.ts';
-import type { AdmissionRefusal, AdmissionResult, AdmissionTicket, RuleDefinition, Scope } from '../../src/ratelimit/index.ts';
+import type { AdmissionRefusal, AdmissionResult, AdmissionTicket, MaybePromise, RuleDefinition, Scope } from '../../src/ratelimit/index.ts';
 
 /** 2023-11-14T22:14:00Z: aligned to minute windows (not to hours or days). */
 export const T0 = 1_700_000_040;
@@ -27,23 +28,31 @@ export function setup(rules: RuleDefinition[], options: { enforceTokens?: boolea
       nowMs = seconds * 1000;
     },
   };
-  const limiter = new RateLimiter({ clock, enforceTokens: options.enforceTokens ?? true });
+  const limiter = new RateLimiter({ clock, store: new MemoryCounterStore(), enforceTokens: options.enforceTokens ?? true });
   limiter.replaceRules(rules);
   return { clock, limiter };
 }
 
-export function admitted(result: AdmissionResult): AdmissionTicket {
+/** A limiter over the memory store answers at once: the hot path never awaits. */
+export function immediate<T>(value: MaybePromise<T>): T {
+  assert.ok(!(value instanceof Promise), 'the memory store answered with a promise');
+  return value;
+}
+
+export function admitted(answer: MaybePromise<AdmissionResult>): AdmissionTicket {
+  const result = immediate(answer);
   assert.ok(result.ok, result.ok ? '' : `refused: ${result.message}`);
   return result;
 }
 
-export function refused(result: AdmissionResult): AdmissionRefusal {
+export function refused(answer: MaybePromise<AdmissionResult>): AdmissionRefusal {
+  const result = immediate(answer);
   assert.ok(!result.ok, 'expected a refusal');
   return result;
 }
 
 export function statusOf(limiter: RateLimiter, scope: Scope, subject: string, periodSeconds: number) {
-  const found = limiter.status().find(
+  const found = immediate(limiter.status()).find(
     (s) => s.scope === scope && s.subject.toLowerCase() === subject.toLowerCase() && s.period_seconds === periodSeconds,
   );
   assert.ok(found, `no status for ${scope} ${subject} ${periodSeconds}`);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { admitted, refused, rule, setup, statusOf } from './helpers.ts';
+import { admitted, immediate, refused, rule, setup, statusOf } from './helpers.ts';
 
 describe('rule matching', () => {
   it('applies a user-path rule to its subtree only, respecting segment boundaries', () => {
@@ -75,7 +75,7 @@ describe('rule matching', () => {
     limiter.upsertRule(rule('user_path', '/a', 60, { maxRequests: 1 }));
     admitted(limiter.admit({ userPath: '/a/b' }));
     refused(limiter.admit({ userPath: '/a/b' }));
-    assert.ok(limiter.deleteRule({ scope: 'user_path', subject: '/A', periodSeconds: 60 }));
+    assert.equal(immediate(limiter.deleteRule({ scope: 'user_path', subject: '/A', periodSeconds: 60 })), true);
     admitted(limiter.admit({ userPath: '/a/b' }));
   });
 

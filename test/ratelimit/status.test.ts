@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { admitted, MIDNIGHT, rule, setup, T0 } from './helpers.ts';
+import { admitted, immediate, MIDNIGHT, rule, setup, T0 } from './helpers.ts';
 
 describe('status', () => {
   it('lists every rule with its counters, sorted by scope, subject and period; every record is whole', () => {
@@ -19,7 +19,7 @@ describe('status', () => {
     limiter.chargeTokens({ userPath: '/b', provider: 'p', model: 'm' }, 70);
     clock.setSeconds(MIDNIGHT + 62);
 
-    const status = limiter.status();
+    const status = immediate(limiter.status());
     assert.deepEqual(
       status.map((s) => `${s.scope} ${s.subject} ${s.period_label}`),
       ['model p/m 300s', 'provider p day', 'user_path /A concurrent', 'user_path /a minute', 'user_path /b minute'],
@@ -106,7 +106,7 @@ describe('status', () => {
       rule('user_path', '/teammate', 60, { maxRequests: 1 }),
     ]);
     admitted(limiter.admit({ userPath: '/team/me' }, { holdSlot: false }));
-    const usage = limiter.usageFor('/Team/me');
+    const usage = immediate(limiter.usageFor('/Team/me'));
     assert.deepEqual(
       usage.map((u) => [u.subject, u.period_label, u.exhausted]),
       [
@@ -133,7 +133,7 @@ describe('status', () => {
     const held = admitted(limiter.admit({ userPath: '/team/me' }));
     limiter.chargeTokens({ userPath: '/team/me' }, 50);
 
-    const usage = limiter.usageFor('/team/me');
+    const usage = immediate(limiter.usageFor('/team/me'));
     const project = (u: (typeof usage)[number]) => [u.subject, u.period_label, u.requests_usage_ratio, u.tokens_usage_ratio, u.resets_in_seconds, u.exhausted];
     assert.deepEqual(usage.map(project), [
       ['/', 'day', 0.02, undefined, 6345, false],
@@ -148,7 +148,7 @@ describe('status', () => {
     // 30 s into the next minute the previous window still weighs half: floor(2 × 30/60) = 1.
     held.release();
     clock.setSeconds(T0 + 90);
-    const later = limiter.usageFor('/team/me');
+    const later = immediate(limiter.usageFor('/team/me'));
     assert.deepEqual(later.map(project), [
       ['/', 'day', 0.02, undefined, 6270, false],
       ['/team', 'concurrent', 0, undefined, undefined, false],

@@ -56,6 +56,8 @@ export interface FakeUpstream {
   readonly name: string;
   readonly port: number;
   readonly calls: RecordedCall[];
+  /** The most requests it was answering at one time since it started (or since reset()). */
+  readonly maxConcurrent: number;
   /** Number of recorded requests, optionally only those for one path (e.g. `/v1/chat/completions`). */
   callCount(path?: string): number;
   /** The next `n` requests answer with this error. */
@@ -154,6 +156,8 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
   let earlyDrops = 0;
   let holds: Array<Promise<void>> = [];
   let seq = 0;
+  let concurrent = 0;
+  let maxConcurrent = 0;
   const batchApi = createFakeBatchApi(name);
 
   const send = (res: ServerResponse, call: RecordedCall, status: number, body: unknown, headers: Record<string, string> = {}): void => {
@@ -351,6 +355,8 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
   };
 
   const server = createServer((req, res) => {
+    maxConcurrent = Math.max(maxConcurrent, ++concurrent);
+    res.once('close', () => concurrent--);
     handle(req, res).catch(() => res.destroy());
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -382,7 +388,11 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
       holds.push(new Promise<void>((resolve) => { release = resolve; }));
       return () => release();
     },
+    get maxConcurrent() {
+      return maxConcurrent;
+    },
     reset: () => {
+      maxConcurrent = concurrent;
       calls.length = 0;
       latencyMs = options.latencyMs ?? 0;
       chunkDelayMs = options.chunkDelayMs ?? 0;

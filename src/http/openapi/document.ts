@@ -60,7 +60,7 @@ const ERROR_DESCRIPTIONS: Record<ErrorStatus | 401, string> = {
   426: 'A realtime session needs a WebSocket upgrade.',
   429: 'Rate limited (`rate_limit_exceeded`), by the gateway or passed on from the provider, or a budget reached (`budget_exceeded`); `Retry-After` says when to retry.',
   502: 'The provider failed; an upstream error status is passed on with type `provider_error`.',
-  503: 'The feature is disabled on this gateway (`feature_unavailable`), or no target is available.',
+  503: 'The feature is disabled on this gateway (`feature_unavailable`), no target is available, or the shared rate-limit counters cannot be reached (`rate_limits_unavailable`).',
 };
 
 const RATE_LIMIT_HEADERS = ['x-ratelimit-limit-requests', 'x-ratelimit-remaining-requests', 'x-ratelimit-reset-requests', 'x-ratelimit-limit-tokens', 'x-ratelimit-remaining-tokens', 'x-ratelimit-reset-tokens'];

@@ -9,7 +9,7 @@ import { parseBody } from '../validation.ts';
 
 /** The rate-limit admin API (master key only; the auth hook has checked it already). */
 export function registerAdminRateLimits(app: FastifyInstance, services: HttpServices): void {
-  const list = (limiter: RateLimiter) => ({ rate_limits: limiter.status(), server_time: new Date(services.now()).toISOString() });
+  const list = async (limiter: RateLimiter) => ({ rate_limits: await limiter.status(), server_time: new Date(services.now()).toISOString() });
 
   app.get('/admin/rate-limits', async () => list(enabled(services).limiter));
 
@@ -31,14 +31,14 @@ export function registerAdminRateLimits(app: FastifyInstance, services: HttpServ
   app.post('/admin/rate-limits/reset-one', async (request) => {
     const { limiter, rules } = enabled(services);
     const key = parseBody(resetOneRateLimitBody, request.body);
-    await change(async () => rules.resetOne(key));
+    await change(() => rules.resetOne(key));
     return list(limiter);
   });
 
   app.post('/admin/rate-limits/reset', async (request) => {
     const { rules } = enabled(services);
     parseBody(resetRateLimitsBody, request.body);
-    rules.resetAll();
+    await rules.resetAll();
     return { status: 'ok' };
   });
 }

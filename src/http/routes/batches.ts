@@ -47,9 +47,9 @@ export function registerBatches(app: FastifyInstance, services: HttpServices): v
     const batch = await batches.createBatch(
       request.identity,
       { inputFileId: body.input_file_id, endpoint: body.endpoint, completionWindow: body.completion_window, metadata: body.metadata ?? null },
-      () => {
+      async () => {
         // A submission holds no concurrency slot.
-        const headers = admit(services, { userPath: request.identity.userPath });
+        const headers = await admit(services, { userPath: request.identity.userPath });
         checkBudget(services, request.identity.userPath);
         if (headers) reply.headers(headers);
       },

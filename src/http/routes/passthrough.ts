@@ -27,7 +27,8 @@ export function registerPassthrough(app: FastifyInstance, services: HttpServices
       const body = Buffer.isBuffer(request.body) ? request.body : undefined;
       const model = modelOf(body, request.headers['content-type']);
       const end = new ResponseEnd(reply.raw);
-      const headers = admit(services, { userPath: request.identity.userPath, provider: provider.name, model }, end);
+      let headers = admit(services, { userPath: request.identity.userPath, provider: provider.name, model }, end);
+      if (headers instanceof Promise) headers = await headers;
       checkBudget(services, request.identity.userPath);
       const untrack = services.inFlight.track(end);
       try {

@@ -94,7 +94,7 @@ async function prepare(request: FastifyRequest, services: HttpServices): Promise
   if (!route) throw notFound(`model "${model}" not found`, 'model_not_found');
   // Every target an alias may pick must serve realtime, so that a refusal does not depend on the turn.
   for (const target of route.primary) realtimeOf(target);
-  const { target, ticket } = admitSession(route, request.identity.userPath, services);
+  const { target, ticket } = await admitSession(route, request.identity.userPath, services);
   let released = false;
   const release = (): void => {
     if (released) return;
@@ -118,12 +118,13 @@ async function prepare(request: FastifyRequest, services: HttpServices): Promise
  * One request and one concurrency slot for the whole session, checked against user-path,
  * provider and model rules. An alias's saturated targets are skipped like on other endpoints.
  */
-function admitSession(route: Route, userPath: string, services: HttpServices): { target: Target; ticket: AdmissionTicket | undefined } {
+async function admitSession(route: Route, userPath: string, services: HttpServices): Promise<{ target: Target; ticket: AdmissionTicket | undefined }> {
   const limiter = services.limiter;
   if (limiter === undefined) return { target: route.first, ticket: undefined };
   let refusal: AdmissionRefusal | undefined;
   for (const target of route.primary) {
-    const admission = limiter.admit({ userPath, provider: target.provider.name, model: target.model });
+    let admission = limiter.admit({ userPath, provider: target.provider.name, model: target.model });
+    if (admission instanceof Promise) admission = await admission;
     services.metrics.admission(admission, userPath, target.provider.name, target.model);
     if (admission.ok) return { target, ticket: admission };
     if (admission.userPathBreached) throw rateLimitedError(admission);

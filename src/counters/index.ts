@@ -1,0 +1,67 @@
+/**
+ * The counter store adapters of the rate-limit engine (its `CounterStore` port): this process's
+ * memory, or Redis shared by every replica. The composition root opens one here and hands the
+ * store to the RateLimiter; src/ratelimit never imports this folder.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import type { RateLimitsConfig } from '../config/schema.ts';
+import type { CounterStore } from '../ratelimit/index.ts';
+import { MemoryCounterStore } from './memory.ts';
+import type { CountersLogger } from './redis/availability.ts';
+import { createCountersClient, within } from './redis/client.ts';
+import { RedisNames } from './redis/keys.ts';
+import { RedisRuleChanges } from './redis/notifications.ts';
+import { RedisCounterStore } from './redis/store.ts';
+
+export type { CountersLogger } from './redis/availability.ts';
+
+export interface Counters {
+  readonly store: CounterStore;
+  /** What is wrong with the counters, for `GET /health`; undefined while all is well. */
+  problem(): string | undefined;
+  /** Rule changes between gateways sharing the counters; undefined for the memory store. */
+  readonly ruleChanges: RedisRuleChanges | undefined;
+  close(): Promise<void>;
+}
+
+/** Opens the configured store. Never fails because Redis is unreachable: the gateway then starts degraded. */
+export async function openCounters(config: RateLimitsConfig, logger: CountersLogger): Promise<Counters> {
+  if (config.backend === 'memory') {
+    return { store: new MemoryCounterStore(), problem: () => undefined, ruleChanges: undefined, close: async () => {} };
+  }
+  const { url, prefix, lease_seconds: leaseSeconds, timeout_ms: timeoutMs, on_error: onError } = config.redis;
+  const names = new RedisNames(prefix);
+  const client = createCountersClient({ url, timeoutMs, name: 'floodgate-counters' });
+  const store = new RedisCounterStore({ client, names, leaseSeconds, timeoutMs, onError, logger });
+  const connectMs = Math.max(timeoutMs, 1000);
+  try {
+    await within(client.connect(), connectMs);
+  } catch (err) {
+    store.markUnavailable(err);
+  }
+  // Subscriptions wait for their connection: this client may queue while Redis is away.
+  const subscriber = client.duplicate({ enableOfflineQueue: true, maxRetriesPerRequest: null, commandTimeout: undefined, connectionName: 'floodgate-rule-changes' });
+  subscriber.on('error', () => {});
+  const ruleChanges = new RedisRuleChanges({ publisher: client, subscriber, channel: names.channel, self: randomBytes(6).toString('base64url'), timeoutMs, logger });
+  await ruleChanges.start();
+  logger.info({ prefix, leaseSeconds, timeoutMs, onError }, 'rate-limit counters: shared in Redis');
+  return {
+    store,
+    problem: () => (store.available ? undefined : 'redis unreachable'),
+    ruleChanges,
+    async close() {
+      store.close();
+      await Promise.all([quit(client, connectMs), quit(subscriber, connectMs)]);
+    },
+  };
+}
+
+/** Closes a connection after its pending replies (releases sent at shutdown), or drops it if Redis is gone. */
+async function quit(client: Redis, ms: number): Promise<void> {
+  try {
+    await within(client.quit(), ms);
+  } catch {
+    client.disconnect();
+  }
+}

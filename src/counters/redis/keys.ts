@@ -1,0 +1,36 @@
+/**
+ * Names in Redis. Every counter key starts with the configured prefix in braces, a Redis Cluster
+ * hash tag: all the keys one admission touches (user path, provider and model rules alike) hash
+ * to the same slot, which a multi-key script on a cluster requires. Gateways sharing one Redis
+ * and one prefix share every counter; another prefix is another, independent set of counters.
+ *
+ *   {floodgate:}rl:user_path:/team/a:60     a windowed rule (hash)
+ *   {floodgate:}rl:provider:openai:0        a concurrency rule (sorted set of leases)
+ *   floodgate:events                        the pub/sub channel of rule changes and resets
+ */
+export class RedisNames {
+  /** `{prefix}`: the hash tag every counter key starts with. */
+  readonly tag: string;
+  /** The pub/sub channel the gateways sharing this prefix talk on. */
+  readonly channel: string;
+
+  constructor(prefix: string) {
+    this.tag = `{${prefix}}`;
+    this.channel = `${prefix}events`;
+  }
+
+  /**
+   * The key of a rule's counter, from the engine's rule key (scope, lowercase subject and period,
+   * NUL-separated). The scope comes first and the period last, and neither holds a `:`, so the
+   * name is unambiguous whatever the subject contains.
+   */
+  counterKey(ruleKey: string): string {
+    const [scope, subject, period] = ruleKey.split('\u0000');
+    return `${this.tag}rl:${scope}:${subject}:${period}`;
+  }
+
+  /** A SCAN pattern matching every counter key of this prefix (glob characters in it escaped). */
+  get counterPattern(): string {
+    return `${this.tag.replace(/[*?[\]\\]/g, '\\$&')}rl:*`;
+  }
+}

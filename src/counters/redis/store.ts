@@ -1,0 +1,338 @@
+/**
+ * Counters in Redis, shared by every gateway that uses the same Redis and prefix (CONTRACT §7).
+ *
+ * One round trip per admission (one script run over every matching rule) and one per completed
+ * request for its tokens; releases and the lease renewal are off the request path. The operations
+ * of one event-loop turn travel together in one script call (batch.ts).
+ *
+ * When Redis fails or does not answer within `timeoutMs`, the store degrades at once and stays
+ * degraded until a probe gets an answer (see availability.ts); meanwhile `onError` decides:
+ * `local` counts in this process's memory, `allow` admits uncounted, `deny` refuses. No call ever
+ * waits longer than `timeoutMs`, and none rejects except the admin resets, which cannot pretend.
+ */
+import { MemoryCounterStore } from '../memory.ts';
+import {
+  concurrencyRow,
+  CounterStoreUnavailableError,
+  windowedRow,
+  type AdmitOutcome,
+  type CounterHandle,
+  type CounterReading,
+  type CounterRow,
+  type CounterRule,
+  type CounterStore,
+  type MaybePromise,
+  type SlotLease,
+} from '../../ratelimit/index.ts';
+import { RedisAvailability, type CountersLogger } from './availability.ts';
+import { ADD_TOKENS, ADMIT, READ, RELEASE, ScriptBatch, type BatchAnswer } from './batch.ts';
+import { within, type CountersClient } from './client.ts';
+import type { RedisNames } from './keys.ts';
+import { LeaseBook, RedisLease } from './leases.ts';
+
+export type RedisOnError = 'local' | 'allow' | 'deny';
+
+export interface RedisCounterStoreOptions {
+  client: CountersClient;
+  names: RedisNames;
+  /** How long a concurrency slot stays held without renewal. */
+  leaseSeconds: number;
+  /** The longest any call waits for Redis. */
+  timeoutMs: number;
+  onError: RedisOnError;
+  logger: CountersLogger;
+  /** Time between probes of a Redis that is down; default 500 ms. */
+  probeIntervalMs?: number;
+}
+
+/** A rule's counter: its Redis key, and its counter in the local fallback store. */
+class RedisCounter implements CounterHandle {
+  readonly key: string;
+  readonly redisKey: string;
+  readonly local: CounterHandle;
+
+  constructor(key: string, redisKey: string, local: CounterHandle) {
+    this.key = key;
+    this.redisKey = redisKey;
+    this.local = local;
+  }
+}
+
+/** What the scripts need for one list of rules, computed once per list (the engine reuses its lists). */
+class ScriptPlan {
+  /**
+   * The rules' keys and packed parameters, encoded once: ioredis writes Buffer arguments with a
+   * copy, where it would build and encode one long string per pipeline from string arguments.
+   */
+  readonly keys: Buffer[];
+  /** The same keys as text, as leases record them. */
+  readonly keyNames: string[];
+  readonly periods: number[];
+  /** The periods, as a batch operation's parameters. */
+  readonly periodNumbers: Float64Array;
+  /** Per rule: period, request cap, token cap, as an admission's parameters. */
+  readonly capNumbers: Float64Array;
+  readonly slotKeys: string[] = [];
+  readonly hasSlots: boolean;
+  /** How many numbers an admission or read of these rules answers. */
+  readonly width: number;
+  /** The same rules over the fallback store's counters. */
+  readonly local: CounterRule[];
+
+  constructor(rules: readonly CounterRule[]) {
+    this.keyNames = rules.map((rule) => (rule.counter as RedisCounter).redisKey);
+    this.keys = this.keyNames.map((name) => Buffer.from(name));
+    this.periods = rules.map((rule) => rule.periodSeconds);
+    this.periodNumbers = Float64Array.from(this.periods);
+    this.capNumbers = Float64Array.from(rules.flatMap((rule) => [rule.periodSeconds, rule.maxRequests, rule.maxTokens]));
+    for (const rule of rules) {
+      if (rule.periodSeconds === 0) this.slotKeys.push((rule.counter as RedisCounter).redisKey);
+    }
+    this.hasSlots = this.slotKeys.length > 0;
+    this.width = 2 + ROW_WIDTH * rules.length;
+    this.local = rules.map((rule) => ({
+      counter: (rule.counter as RedisCounter).local,
+      periodSeconds: rule.periodSeconds,
+      maxRequests: rule.maxRequests,
+      maxTokens: rule.maxTokens,
+    }));
+  }
+}
+
+/** Slots taken in the local fallback store while Redis was down. */
+class LocalLease {
+  readonly inner: SlotLease;
+  constructor(inner: SlotLease) {
+    this.inner = inner;
+  }
+}
+
+const ROW_WIDTH = 6;
+const RENEW_BATCH = 500;
+
+export class RedisCounterStore implements CounterStore {
+  readonly #client: CountersClient;
+  readonly #names: RedisNames;
+  readonly #leaseMs: number;
+  readonly #timeoutMs: number;
+  readonly #onError: RedisOnError;
+  readonly #logger: CountersLogger;
+  readonly #availability: RedisAvailability;
+  /** Counts while Redis is down (on_error: local); emptied when it answers again. */
+  readonly #local = new MemoryCounterStore();
+  readonly #counters = new Map<string, RedisCounter>();
+  readonly #plans = new WeakMap<readonly CounterRule[], ScriptPlan>();
+  readonly #leases = new LeaseBook();
+  readonly #batch: ScriptBatch;
+  readonly #renewal: NodeJS.Timeout;
+
+  constructor(options: RedisCounterStoreOptions) {
+    this.#client = options.client;
+    this.#names = options.names;
+    this.#leaseMs = options.leaseSeconds * 1000;
+    this.#timeoutMs = options.timeoutMs;
+    this.#onError = options.onError;
+    this.#logger = options.logger;
+    const client = options.client;
+    this.#batch = new ScriptBatch((keys, numbers, leases) => client.floodgateBatchBuffer(keys.length, keys, numbers, leases), options.timeoutMs);
+    this.#availability = new RedisAvailability({
+      probe: () => this.#probe(),
+      probeIntervalMs: options.probeIntervalMs ?? 500,
+      logger: options.logger,
+      fallback: FALLBACK_DESCRIPTIONS[options.onError],
+      // Local counts stood in for the shared ones during the outage only.
+      onRecover: () => this.#local.resetAll(),
+    });
+    // Three renewals per lease period: a lease survives two missed ones.
+    this.#renewal = setInterval(() => this.#renew(), Math.max(100, Math.floor(this.#leaseMs / 3)));
+    this.#renewal.unref();
+  }
+
+  /** False while Redis is unreachable and the fallback answers. */
+  get available(): boolean {
+    return this.#availability.up;
+  }
+
+  /** Record a failure seen outside the store's own calls (e.g. the first connection). */
+  markUnavailable(err: unknown): void {
+    this.#availability.down(err);
+  }
+
+  counter(key: string): CounterHandle {
+    let counter = this.#counters.get(key);
+    if (counter === undefined) {
+      counter = new RedisCounter(key, this.#names.counterKey(key), this.#local.counter(key));
+      this.#counters.set(key, counter);
+    }
+    return counter;
+  }
+
+  retire(key: string): void {
+    this.#counters.delete(key);
+    this.#local.retire(key);
+  }
+
+  clear(key: string): MaybePromise<void> {
+    const redisKey = this.#names.counterKey(key);
+    this.retire(key);
+    if (!this.#availability.up) return;
+    this.#batch.flush();
+    // A failure leaves the old counts in Redis until their windows expire; the rule is gone anyway.
+    return within(this.#client.del(redisKey), this.#timeoutMs).then(noop, (err: unknown) => {
+      this.#availability.down(err);
+      this.#logger.warn({ key: redisKey }, 'rate-limit counters: could not clear the counters of a deleted rule in Redis; they expire with their windows');
+    });
+  }
+
+  async reset(key: string): Promise<void> {
+    this.#local.reset(key);
+    await this.#shared(() => this.#client.del(this.#names.counterKey(key)));
+  }
+
+  async resetAll(): Promise<void> {
+    this.#local.resetAll();
+    await this.#shared(async () => {
+      let cursor = '0';
+      do {
+        const [next, keys] = await within(this.#client.scan(cursor, 'MATCH', this.#names.counterPattern, 'COUNT', 1000), this.#timeoutMs);
+        if (keys.length > 0) await within(this.#client.unlink(...keys), this.#timeoutMs);
+        cursor = next;
+      } while (cursor !== '0');
+    });
+  }
+
+  tryAdmit(rules: readonly CounterRule[], nowSeconds: number): MaybePromise<AdmitOutcome> {
+    const plan = this.#plan(rules);
+    if (!this.#availability.up) return this.#fallbackAdmit(plan, nowSeconds);
+    const leaseId = plan.hasSlots ? this.#leases.nextId() : '';
+    return this.#batch.add(ADMIT, plan.keys, this.#leaseMs, plan.capNumbers, leaseId, plan.width).then(
+      (answer) => {
+        const admitted = answer.reply.readDoubleLE((answer.at + 1) * 8) === 1;
+        const lease = admitted && plan.hasSlots ? this.#leases.hold(leaseId, plan.slotKeys) : undefined;
+        return { status: admitted ? 'admitted' : 'refused', ...readingOf(plan, answer), lease };
+      },
+      (err: unknown) => {
+        this.#availability.down(err);
+        return this.#fallbackAdmit(plan, nowSeconds);
+      },
+    );
+  }
+
+  release(rules: readonly CounterRule[], lease: SlotLease): void {
+    if (lease instanceof LocalLease) {
+      this.#local.release(this.#plan(rules).local, lease.inner);
+      return;
+    }
+    const keys = this.#leases.giveBack(lease as RedisLease, this.#plan(rules).keyNames);
+    // While Redis is down the lease cannot be removed; it expires on its own.
+    if (keys.length === 0 || !this.#availability.up) return;
+    this.#batch.add(RELEASE, keys, Number.NaN, undefined, (lease as RedisLease).id, 0).catch((err: unknown) => this.#availability.down(err));
+  }
+
+  addTokens(rules: readonly CounterRule[], tokens: number, nowSeconds: number): MaybePromise<void> {
+    const plan = this.#plan(rules);
+    if (!this.#availability.up) {
+      this.#fallbackTokens(plan, tokens, nowSeconds);
+      return;
+    }
+    return this.#batch.add(ADD_TOKENS, plan.keys, tokens, plan.periodNumbers, undefined, 0).then(noop, (err: unknown) => {
+      this.#availability.down(err);
+      this.#fallbackTokens(plan, tokens, nowSeconds);
+    });
+  }
+
+  read(rules: readonly CounterRule[], nowSeconds: number): MaybePromise<CounterReading> {
+    const plan = this.#plan(rules);
+    // Without Redis, the counters this gateway can see are its local ones (none under allow/deny).
+    if (!this.#availability.up) return this.#local.read(plan.local, nowSeconds);
+    return this.#batch.add(READ, plan.keys, Number.NaN, plan.periodNumbers, undefined, plan.width).then(
+      (answer) => readingOf(plan, answer),
+      (err: unknown) => {
+        this.#availability.down(err);
+        return this.#local.read(plan.local, nowSeconds);
+      },
+    );
+  }
+
+  /** Stops renewing leases and probing. The client is closed by its owner. */
+  close(): void {
+    clearInterval(this.#renewal);
+    this.#availability.close();
+  }
+
+  #plan(rules: readonly CounterRule[]): ScriptPlan {
+    let plan = this.#plans.get(rules);
+    if (plan === undefined) {
+      plan = new ScriptPlan(rules);
+      this.#plans.set(rules, plan);
+    }
+    return plan;
+  }
+
+  #fallbackAdmit(plan: ScriptPlan, nowSeconds: number): AdmitOutcome {
+    if (this.#onError !== 'local') return { status: 'unavailable', fallback: this.#onError, reason: UNREACHABLE };
+    const outcome = this.#local.tryAdmit(plan.local, nowSeconds);
+    if (outcome.status !== 'admitted' || outcome.lease === undefined) return outcome;
+    return { ...outcome, lease: new LocalLease(outcome.lease) };
+  }
+
+  #fallbackTokens(plan: ScriptPlan, tokens: number, nowSeconds: number): void {
+    if (this.#onError === 'local') this.#local.addTokens(plan.local, tokens, nowSeconds);
+  }
+
+  /** Runs an admin change on the shared counters; a failure is a CounterStoreUnavailableError. */
+  async #shared(change: () => Promise<unknown>): Promise<void> {
+    if (!this.#availability.up) throw new CounterStoreUnavailableError(UNREACHABLE);
+    // Operations queued before the change reach Redis before it.
+    this.#batch.flush();
+    try {
+      await within(change(), this.#timeoutMs * 4);
+    } catch (err) {
+      this.#availability.down(err);
+      throw new CounterStoreUnavailableError(UNREACHABLE);
+    }
+  }
+
+  #renew(): void {
+    if (this.#leases.size === 0 || !this.#availability.up) return;
+    const { keys, ids } = this.#leases.pairs();
+    for (let at = 0; at < keys.length; at += RENEW_BATCH) {
+      const batch = keys.slice(at, at + RENEW_BATCH);
+      within(this.#client.floodgateRenew(batch.length, batch, this.#leaseMs, ids.slice(at, at + RENEW_BATCH)), this.#timeoutMs).catch((err: unknown) =>
+        this.#availability.down(err),
+      );
+    }
+  }
+
+  async #probe(): Promise<void> {
+    const client = this.#client;
+    if (client.status === 'wait' || client.status === 'end') await within(client.connect(), this.#timeoutMs);
+    await within(client.ping(), this.#timeoutMs);
+  }
+}
+
+const UNREACHABLE = 'the rate-limit counters (Redis) cannot be reached; try again shortly';
+
+const FALLBACK_DESCRIPTIONS: Readonly<Record<RedisOnError, string>> = {
+  local: "counting in this process's memory (on_error: local)",
+  allow: 'admitting requests without counting them (on_error: allow)',
+  deny: 'refusing rate-limited requests with 503 rate_limits_unavailable (on_error: deny)',
+};
+
+/** An admission's or read's answer as rows: the server's time, a flag, then six numbers per rule (see BATCH). */
+function readingOf(plan: ScriptPlan, { reply, at }: BatchAnswer): CounterReading {
+  const number = (index: number): number => reply.readDoubleLE(index * 8);
+  const nowSeconds = number(at);
+  const periods = plan.periods;
+  const rows: CounterRow[] = new Array<CounterRow>(periods.length);
+  for (let i = 0, row = at + 2; i < periods.length; i++, row += ROW_WIDTH) {
+    const period = periods[i]!;
+    rows[i] =
+      period === 0
+        ? concurrencyRow(number(row + 5))
+        : windowedRow(number(row), number(row + 1), number(row + 2), number(row + 3), number(row + 4), period, nowSeconds);
+  }
+  return { nowSeconds, rows };
+}
+
+function noop(): void {}

@@ -1,0 +1,197 @@
+/**
+ * The counter store contract: the same vectors, with the same expected results, for every store
+ * (memory, Redis). The stores run on their own clocks (the engine's for memory, the Redis
+ * server's for Redis), so the vectors use the longest window a rule may have (366 days) and read
+ * every expectation relative to the time the store says it used.
+ */
+import assert from 'node:assert/strict';
+import { afterEach, beforeEach, describe, it } from 'node:test';
+import type { AdmitOutcome, CounterAdmission, CounterReading, CounterRow, CounterRule, CounterStore, SlotLease } from '../../src/ratelimit/index.ts';
+
+export interface StoreUnderTest {
+  store: CounterStore;
+  close(): Promise<void>;
+}
+
+/** The longest window: its boundaries are 366 days apart, so no vector crosses one. */
+export const LONG = 31_622_400;
+const MAX_SAFE = Number.MAX_SAFE_INTEGER;
+
+export function ruleKey(subject: string, periodSeconds: number, scope = 'user_path'): string {
+  return [scope, subject.toLowerCase(), periodSeconds].join('\u0000');
+}
+
+export function counterRule(store: CounterStore, subject: string, periodSeconds: number, caps: { maxRequests?: number; maxTokens?: number }, scope = 'user_path'): CounterRule {
+  return { counter: store.counter(ruleKey(subject, periodSeconds, scope)), periodSeconds, maxRequests: caps.maxRequests ?? 0, maxTokens: caps.maxTokens ?? 0 };
+}
+
+const wallSeconds = (): number => Math.floor(Date.now() / 1000);
+
+export async function admit(store: CounterStore, rules: readonly CounterRule[]): Promise<CounterAdmission> {
+  const outcome: AdmitOutcome = await store.tryAdmit(rules, wallSeconds());
+  assert.notEqual(outcome.status, 'unavailable');
+  return outcome as CounterAdmission;
+}
+
+export async function read(store: CounterStore, rules: readonly CounterRule[]): Promise<CounterReading> {
+  return store.read(rules, wallSeconds());
+}
+
+/** A windowed row in the window containing `now` with these counts (no previous window in these vectors). */
+function windowed(now: number, period: number, requests: number, tokens = 0): CounterRow {
+  return { windowStart: now - (now % period), requestsPrevious: 0, requestsCurrent: requests, tokensPrevious: 0, tokensCurrent: tokens, requestsUsed: requests, tokensUsed: tokens, inFlight: 0 };
+}
+
+function slots(inFlight: number): CounterRow {
+  return { windowStart: 0, requestsPrevious: 0, requestsCurrent: 0, tokensPrevious: 0, tokensCurrent: 0, requestsUsed: 0, tokensUsed: 0, inFlight };
+}
+
+function leaseOf(admission: CounterAdmission): SlotLease {
+  assert.equal(admission.status, 'admitted');
+  assert.ok(admission.lease !== undefined, 'an admission with concurrency rules holds a lease');
+  return admission.lease;
+}
+
+export function counterStoreContract(name: string, open: () => Promise<StoreUnderTest>): void {
+  describe(`${name}: the counter store contract`, () => {
+    let subject: StoreUnderTest;
+    let store: CounterStore;
+    beforeEach(async () => {
+      subject = await open();
+      store = subject.store;
+    });
+    afterEach(() => subject.close());
+
+    it('counts a request in every window and refuses at the cap without counting', async () => {
+      const team = counterRule(store, '/team', LONG, { maxRequests: 3 });
+      const root = counterRule(store, '/', LONG, { maxRequests: 100 });
+      for (let i = 1; i <= 3; i++) {
+        const admission = await admit(store, [root, team]);
+        assert.equal(admission.status, 'admitted');
+        assert.equal(admission.lease, undefined, 'no concurrency rule, no lease');
+        assert.deepEqual(admission.rows, [windowed(admission.nowSeconds, LONG, i), windowed(admission.nowSeconds, LONG, i)]);
+      }
+      const refusal = await admit(store, [root, team]);
+      assert.equal(refusal.status, 'refused');
+      assert.equal(refusal.lease, undefined);
+      assert.deepEqual(refusal.rows, [windowed(refusal.nowSeconds, LONG, 3), windowed(refusal.nowSeconds, LONG, 3)]);
+      const after = await read(store, [root, team]);
+      assert.deepEqual(after.rows, [windowed(after.nowSeconds, LONG, 3), windowed(after.nowSeconds, LONG, 3)]);
+    });
+
+    it('checks every rule before counting any, token caps included', async () => {
+      const requests = counterRule(store, '/a', LONG, { maxRequests: 10 });
+      const tokens = counterRule(store, 'p', LONG, { maxTokens: 100 }, 'provider');
+      const slot = counterRule(store, 'm', 0, { maxRequests: 5 }, 'model');
+      await store.addTokens([tokens], 100, wallSeconds());
+      const refusal = await admit(store, [requests, tokens, slot]);
+      assert.equal(refusal.status, 'refused');
+      assert.deepEqual(refusal.rows, [windowed(refusal.nowSeconds, LONG, 0), windowed(refusal.nowSeconds, LONG, 0, 100), slots(0)]);
+      const admitted = await admit(store, [requests, slot]);
+      assert.equal(admitted.status, 'admitted');
+      assert.deepEqual(admitted.rows, [windowed(admitted.nowSeconds, LONG, 1), slots(1)]);
+    });
+
+    it('takes a slot per admission up to the cap and gives back exactly the released ones', async () => {
+      const user = counterRule(store, '/a', 0, { maxRequests: 2 });
+      const provider = counterRule(store, 'p', 0, { maxRequests: 5 }, 'provider');
+      const first = leaseOf(await admit(store, [user, provider]));
+      const second = leaseOf(await admit(store, [user, provider]));
+      const full = await admit(store, [user, provider]);
+      assert.equal(full.status, 'refused');
+      assert.deepEqual(full.rows, [slots(2), slots(2)]);
+      // A failover attempt ends: the provider slot goes back, the user-path slot stays.
+      store.release([provider], first);
+      assert.deepEqual((await read(store, [user, provider])).rows, [slots(2), slots(1)]);
+      store.release([user], first);
+      assert.deepEqual((await read(store, [user, provider])).rows, [slots(1), slots(1)]);
+      const third = leaseOf(await admit(store, [user, provider]));
+      store.release([user, provider], second);
+      store.release([user, provider], third);
+      assert.deepEqual((await read(store, [user, provider])).rows, [slots(0), slots(0)]);
+    });
+
+    it('does not give back slots taken before a reset, nor after a clear', async () => {
+      const rule = counterRule(store, '/a', 0, { maxRequests: 2 });
+      const old = leaseOf(await admit(store, [rule]));
+      await store.reset(ruleKey('/a', 0));
+      assert.deepEqual((await read(store, [rule])).rows, [slots(0)]);
+      const fresh = leaseOf(await admit(store, [rule]));
+      store.release([rule], old);
+      assert.deepEqual((await read(store, [rule])).rows, [slots(1)], "the old lease did not free the fresh one's slot");
+      await store.clear(ruleKey('/a', 0));
+      const again = counterRule(store, '/a', 0, { maxRequests: 2 });
+      assert.deepEqual((await read(store, [again])).rows, [slots(0)]);
+      leaseOf(await admit(store, [again]));
+      store.release([rule], fresh);
+      assert.deepEqual((await read(store, [again])).rows, [slots(1)]);
+    });
+
+    it('adds tokens to windowed rules only, and refuses once a token cap is reached', async () => {
+      const minute = counterRule(store, '/a', LONG, { maxRequests: 50, maxTokens: 100 });
+      const slot = counterRule(store, '/a', 0, { maxRequests: 5 });
+      await store.addTokens([minute, slot], 60, wallSeconds());
+      let reading = await read(store, [minute, slot]);
+      assert.deepEqual(reading.rows, [windowed(reading.nowSeconds, LONG, 0, 60), slots(0)]);
+      const admitted = await admit(store, [minute]);
+      assert.equal(admitted.status, 'admitted');
+      assert.deepEqual(admitted.rows, [windowed(admitted.nowSeconds, LONG, 1, 60)]);
+      await store.addTokens([minute], 40, wallSeconds());
+      const refused = await admit(store, [minute]);
+      assert.equal(refused.status, 'refused');
+      assert.deepEqual(refused.rows, [windowed(refused.nowSeconds, LONG, 1, 100)]);
+      reading = await read(store, [minute]);
+      assert.deepEqual(reading.rows, [windowed(reading.nowSeconds, LONG, 1, 100)]);
+    });
+
+    it('reads without changing anything, unknown counters as zero', async () => {
+      const rule = counterRule(store, '/never', LONG, { maxRequests: 1 });
+      const slot = counterRule(store, '/never', 0, { maxRequests: 1 });
+      for (let i = 0; i < 3; i++) {
+        const reading = await read(store, [rule, slot]);
+        assert.deepEqual(reading.rows, [windowed(reading.nowSeconds, LONG, 0), slots(0)]);
+      }
+      assert.equal((await admit(store, [rule, slot])).status, 'admitted');
+    });
+
+    it('resets one rule, clears a deleted one, and resets all', async () => {
+      const a = counterRule(store, '/a', LONG, { maxRequests: 9 });
+      const b = counterRule(store, '/b', LONG, { maxRequests: 9 });
+      const c = counterRule(store, 'p', 0, { maxRequests: 9 }, 'provider');
+      for (let i = 0; i < 2; i++) await admit(store, [a, b, c]);
+      await store.reset(ruleKey('/a', LONG));
+      let reading = await read(store, [a, b, c]);
+      assert.deepEqual(reading.rows, [windowed(reading.nowSeconds, LONG, 0), windowed(reading.nowSeconds, LONG, 2), slots(2)]);
+      await store.clear(ruleKey('/b', LONG));
+      const b2 = counterRule(store, '/b', LONG, { maxRequests: 9 });
+      reading = await read(store, [a, b2, c]);
+      assert.deepEqual(reading.rows, [windowed(reading.nowSeconds, LONG, 0), windowed(reading.nowSeconds, LONG, 0), slots(2)]);
+      await admit(store, [a, b2]);
+      await store.resetAll();
+      reading = await read(store, [a, b2, c]);
+      assert.deepEqual(reading.rows, [windowed(reading.nowSeconds, LONG, 0), windowed(reading.nowSeconds, LONG, 0), slots(0)]);
+    });
+
+    it('counts exactly up to 2^53 - 1 and breaches exactly at the cap', async () => {
+      const big = MAX_SAFE - 10;
+      const atCap = counterRule(store, '/x', LONG, { maxTokens: big });
+      const belowCap = counterRule(store, '/y', LONG, { maxTokens: big + 1 });
+      await store.addTokens([atCap, belowCap], big, wallSeconds());
+      const reading = await read(store, [atCap, belowCap]);
+      assert.deepEqual(reading.rows, [windowed(reading.nowSeconds, LONG, 0, big), windowed(reading.nowSeconds, LONG, 0, big)]);
+      assert.equal((await admit(store, [atCap])).status, 'refused');
+      const admitted = await admit(store, [belowCap]);
+      assert.equal(admitted.status, 'admitted');
+      assert.deepEqual(admitted.rows, [windowed(admitted.nowSeconds, LONG, 1, big)]);
+    });
+
+    it('answers each call with rows of its own', async () => {
+      const rule = counterRule(store, '/a', LONG, { maxRequests: 9 });
+      const first = await admit(store, [rule]);
+      const second = await admit(store, [rule]);
+      assert.notEqual(first.rows, second.rows);
+      assert.equal(first.rows[0]!.requestsCurrent, 1, 'a later admission does not change an earlier answer');
+      assert.equal(second.rows[0]!.requestsCurrent, 2);
+    });
+  });
+}

@@ -1,0 +1,242 @@
+/**
+ * The Redis counter store against a real Redis (127.0.0.1:6379, a key prefix per test): the
+ * contract shared with the memory store, the same traffic through both on the Redis clock, what
+ * several gateways sharing one prefix see, keys and leases, and what happens when Redis stops.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { MemoryCounterStore } from '../../src/counters/memory.ts';
+import type { CounterAdmission, CounterRule, CounterStore, SlotLease } from '../../src/ratelimit/index.ts';
+import { prng } from '../support/random.ts';
+import { freshSecond, openRedisStore, ownRedis, type OwnRedis, type TestRedisStore } from '../support/redis.ts';
+import { admit, counterRule, counterStoreContract, LONG, read, ruleKey } from './contract.ts';
+
+counterStoreContract('RedisCounterStore', () => openRedisStore());
+
+describe('RedisCounterStore and MemoryCounterStore on the same traffic', () => {
+  it('agree on every answer, second by second, across window rolls (memory on the Redis clock)', async () => {
+    const redis = await openRedisStore();
+    try {
+      const memory = new MemoryCounterStore();
+      const both = (subject: string, period: number, caps: { maxRequests?: number; maxTokens?: number }, scope?: string) =>
+        [counterRule(redis.store, subject, period, caps, scope), counterRule(memory, subject, period, caps, scope)] as const;
+      const r1 = both('/a', 1, { maxRequests: 3 });
+      const r2 = both('/a', 2, { maxRequests: 5, maxTokens: 40 });
+      const r3 = both('p', 3, { maxRequests: 8, maxTokens: 25 }, 'provider');
+      const c1 = both('/a', 0, { maxRequests: 2 });
+      const lists = [[r1, r2, c1], [r2, r3], [r3, c1], [r1, r3]].map((list) => [list.map((r) => r[0]), list.map((r) => r[1])] as const);
+      const held: Array<{ rules: readonly [CounterRule[], CounterRule[]]; leases: [SlotLease, SlotLease] }> = [];
+      const next = prng(25);
+      const pick = <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)]!;
+      const compareReads = async (t: number): Promise<void> => {
+        for (const [onRedis, inMemory] of lists) {
+          const shared = await redis.store.read(onRedis, t);
+          assert.equal(shared.nowSeconds, t);
+          assert.deepEqual(shared.rows, memory.read(inMemory, t).rows);
+        }
+      };
+      let admissions = 0;
+      let refusals = 0;
+      for (let round = 0; round < 6; round++) {
+        const t = await freshSecond(redis.client);
+        for (let op = 0; op < 8; op++) {
+          const choice = next();
+          if (choice < 0.6) {
+            const [onRedis, inMemory] = pick(lists);
+            const shared = (await redis.store.tryAdmit(onRedis, t)) as CounterAdmission;
+            const local = memory.tryAdmit(inMemory, t) as CounterAdmission;
+            assert.equal(shared.nowSeconds, t, 'the operation ran in the second it was planned for');
+            assert.equal(shared.status, local.status);
+            assert.deepEqual(shared.rows, local.rows);
+            if (shared.status === 'admitted') admissions++;
+            else refusals++;
+            if (shared.lease !== undefined) held.push({ rules: [onRedis, inMemory], leases: [shared.lease, local.lease!] });
+          } else if (choice < 0.8) {
+            const [onRedis, inMemory] = pick(lists);
+            const tokens = 1 + Math.floor(next() * 12);
+            await redis.store.addTokens(onRedis, tokens, t);
+            memory.addTokens(inMemory, tokens, t);
+          } else if (held.length > 0) {
+            const { rules, leases } = held.splice(Math.floor(next() * held.length), 1)[0]!;
+            const slots = (list: CounterRule[]) => list.filter((rule) => rule.periodSeconds === 0);
+            redis.store.release(slots(rules[0]), leases[0]);
+            memory.release(slots(rules[1]), leases[1]);
+          }
+          await compareReads(t);
+        }
+        // On to the next second, or the one after: windows of 1, 2 and 3 s roll in every way.
+        if (next() < 0.5) await sleep(1000);
+      }
+      assert.ok(admissions > 5 && refusals > 5, `the traffic both admitted and refused (${admissions} / ${refusals})`);
+    } finally {
+      await redis.close();
+    }
+  });
+});
+
+describe('RedisCounterStore: gateways sharing one prefix', () => {
+  it('share every counter: a cap admits that many in total, whichever gateway asks', async () => {
+    const a = await openRedisStore();
+    const b = await openRedisStore({ prefix: a.prefix });
+    try {
+      const onA = [counterRule(a.store, '/team', LONG, { maxRequests: 5 }), counterRule(a.store, '/team', 0, { maxRequests: 50 })];
+      const onB = [counterRule(b.store, '/team', LONG, { maxRequests: 5 }), counterRule(b.store, '/team', 0, { maxRequests: 50 })];
+      const outcomes = await Promise.all(Array.from({ length: 20 }, (_, i) => admit(i % 2 === 0 ? a.store : b.store, i % 2 === 0 ? onA : onB)));
+      assert.equal(outcomes.filter((o) => o.status === 'admitted').length, 5);
+      const reading = await read(b.store, onB);
+      assert.equal(reading.rows[0]!.requestsCurrent, 5);
+      assert.equal(reading.rows[1]!.inFlight, 5);
+      // A gateway that stops enforcing the rule (its rules reloaded) leaves the shared counters alone.
+      a.store.retire(ruleKey('/team', LONG));
+      assert.equal((await read(b.store, onB)).rows[0]!.requestsCurrent, 5);
+      assert.equal((await read(a.store, [counterRule(a.store, '/team', LONG, { maxRequests: 5 })])).rows[0]!.requestsCurrent, 5);
+      // A reset through either is seen by both.
+      await b.store.reset(ruleKey('/team', LONG));
+      assert.equal((await admit(a.store, onA)).status, 'admitted');
+    } finally {
+      await b.close();
+      await a.close();
+    }
+  });
+
+  it("give back all of a request's slots at once, removing its lease from every rule", async () => {
+    const gateway = await openRedisStore();
+    try {
+      const rules = [counterRule(gateway.store, '/a', 0, { maxRequests: 3 }), counterRule(gateway.store, 'p', 0, { maxRequests: 3 }, 'provider')];
+      const admission = await admit(gateway.store, rules);
+      const keys = rules.map((rule) => gateway.names.counterKey(rule.counter.key));
+      for (const key of keys) assert.equal(Number(await gateway.client.zcard(key)), 1);
+      gateway.store.release(rules, admission.lease!);
+      // A read through the store travels after the release.
+      assert.deepEqual((await read(gateway.store, rules)).rows.map((row) => row.inFlight), [0, 0]);
+      for (const key of keys) assert.equal(Number(await gateway.client.zcard(key)), 0);
+    } finally {
+      await gateway.close();
+    }
+  });
+});
+
+describe('RedisCounterStore: keys and leases', () => {
+  it('keeps the keys of one admission under one hash tag, expiring two windows after theirs started', async () => {
+    const gateway = await openRedisStore();
+    try {
+      const rules = [counterRule(gateway.store, '/team', 60, { maxRequests: 9 }), counterRule(gateway.store, 'openai', 0, { maxRequests: 9 }, 'provider'), counterRule(gateway.store, 'openai/gpt-4o', 3600, { maxTokens: 9 }, 'model')];
+      const admission = await admit(gateway.store, rules);
+      const keys = rules.map((rule) => gateway.names.counterKey(rule.counter.key));
+      for (const key of keys) {
+        assert.ok(key.startsWith(`{${gateway.prefix}}`), key);
+        assert.equal(key.indexOf('{'), 0, 'the prefix in braces is the first (and only) hash tag');
+      }
+      assert.equal(Number(await gateway.client.expiretime(keys[0]!)), admission.rows[0]!.windowStart + 120);
+      assert.equal(Number(await gateway.client.expiretime(keys[2]!)), admission.rows[2]!.windowStart + 7200);
+      const [, expiry] = await gateway.client.zrange(keys[1]!, '0', '0', 'WITHSCORES');
+      assert.ok(Number(await gateway.client.pexpiretime(keys[1]!)) >= Number(expiry), 'the lease set lives at least as long as its lease');
+    } finally {
+      await gateway.close();
+    }
+  });
+
+  it('frees the slots of a gateway that stopped renewing within the lease time, and keeps a renewed one', async () => {
+    const dead = await openRedisStore({ leaseSeconds: 1 });
+    const alive = await openRedisStore({ leaseSeconds: 1, prefix: dead.prefix });
+    const watcher = await openRedisStore({ prefix: dead.prefix });
+    try {
+      const slot = (store: CounterStore) => [counterRule(store, '/a', 0, { maxRequests: 2 })];
+      assert.equal((await admit(dead.store, slot(dead.store))).status, 'admitted');
+      assert.equal((await admit(alive.store, slot(alive.store))).status, 'admitted');
+      dead.store.close(); // like a kill -9: nothing renews its lease any more
+      assert.equal((await admit(watcher.store, slot(watcher.store))).status, 'refused');
+      // Twice the lease time: the dead gateway's slot is gone, the renewed one is still held.
+      await sleep(2000);
+      const reading = await read(watcher.store, slot(watcher.store));
+      assert.equal(reading.rows[0]!.inFlight, 1);
+      assert.equal((await admit(watcher.store, slot(watcher.store))).status, 'admitted');
+    } finally {
+      await watcher.close();
+      await alive.close();
+      await dead.close();
+    }
+  });
+});
+
+describe('RedisCounterStore: when Redis stops', () => {
+  let redis: OwnRedis;
+  before(async () => {
+    redis = await ownRedis();
+  });
+  after(() => redis.stop());
+
+  const open = async (onError: 'local' | 'allow' | 'deny'): Promise<TestRedisStore> => {
+    await redis.start(); // after a test that left it stopped
+    return openRedisStore({ url: redis.url, onError, timeoutMs: 200 });
+  };
+
+  it('on_error local: counts in memory while Redis is down, then goes back to the shared counters', async () => {
+    const gateway = await open('local');
+    try {
+      const rules = [counterRule(gateway.store, '/a', LONG, { maxRequests: 3 })];
+      assert.equal((await admit(gateway.store, rules)).status, 'admitted');
+      await redis.stop();
+      const statuses: string[] = [];
+      for (let i = 0; i < 4; i++) statuses.push((await admit(gateway.store, rules)).status);
+      assert.deepEqual(statuses, ['admitted', 'admitted', 'admitted', 'refused'], 'a fresh local count with the same cap');
+      assert.equal(gateway.store.available, false);
+      await assert.rejects(gateway.store.reset(ruleKey('/a', LONG)), { name: 'CounterStoreUnavailableError' });
+      await redis.start();
+      await waitUntil(() => gateway.store.available);
+      // This Redis kept nothing (no persistence): the shared count starts again.
+      const admission = await admit(gateway.store, rules);
+      assert.equal(admission.status, 'admitted');
+      assert.equal(admission.rows[0]!.requestsCurrent, 1);
+      assert.equal(Number(await gateway.client.exists(gateway.names.counterKey(rules[0]!.counter.key))), 1);
+    } finally {
+      await gateway.close();
+    }
+  });
+
+  for (const onError of ['allow', 'deny'] as const) {
+    it(`on_error ${onError}: answers 'unavailable' with that fallback while Redis is down, and counts nothing`, async () => {
+      const gateway = await open(onError);
+      try {
+        const rules = [counterRule(gateway.store, '/a', LONG, { maxRequests: 1 })];
+        await redis.stop();
+        for (let i = 0; i < 3; i++) assert.deepEqual(await gateway.store.tryAdmit(rules, 0), { status: 'unavailable', fallback: onError, reason: 'the rate-limit counters (Redis) cannot be reached; try again shortly' });
+        await gateway.store.addTokens(rules, 5, 0);
+        await redis.start();
+        await waitUntil(() => gateway.store.available);
+        const admission = await admit(gateway.store, rules);
+        assert.equal(admission.status, 'admitted');
+        assert.deepEqual([admission.rows[0]!.requestsCurrent, admission.rows[0]!.tokensCurrent], [1, 0]);
+      } finally {
+        await gateway.close();
+      }
+    });
+  }
+
+  it('answers within the timeout while Redis hangs, and recovers when it resumes', async () => {
+    const gateway = await open('local');
+    try {
+      const rules = [counterRule(gateway.store, '/a', LONG, { maxRequests: 9 })];
+      assert.equal((await admit(gateway.store, rules)).status, 'admitted');
+      redis.pause();
+      try {
+        // Answered by the local fallback while Redis still answers nothing.
+        const [first, second, reading] = await Promise.all([admit(gateway.store, rules), admit(gateway.store, rules), read(gateway.store, rules)]);
+        assert.deepEqual([first.status, second.status], ['admitted', 'admitted']);
+        assert.equal(reading.rows[0]!.requestsCurrent, 2, 'the local count');
+      } finally {
+        redis.resume();
+      }
+      await waitUntil(() => gateway.store.available);
+      // The shared count has the admission from before the hang (and maybe those it ran late).
+      assert.ok((await read(gateway.store, rules)).rows[0]!.requestsCurrent >= 1);
+    } finally {
+      await gateway.close();
+    }
+  });
+});
+
+async function waitUntil(condition: () => boolean): Promise<void> {
+  while (!condition()) await sleep(20);
+}
