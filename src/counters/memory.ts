@@ -1,20 +1,66 @@
 /**
  * Counters in this process's memory: the default store, and the fallback of the Redis store
  * while Redis is unreachable. Every call answers synchronously, so the hot path never awaits.
+ *
+ * Per-child rules keep one counter per child in a table of their own (ChildTable), bounded by
+ * `maxChildren`: children whose counts no longer matter are dropped, least recently used first.
+ * With a journal (persistence.ts), the store also notes which windows changed and which counters
+ * were reset or dropped, so that they can be saved off the request path.
  */
 import {
+  childCounterKey,
   concurrencyRow,
+  rowMatters,
   slidingEstimate,
   windowedRow,
   windowStart,
   type AdmitOutcome,
+  type ChildReading,
+  type ChildrenFull,
   type CounterHandle,
   type CounterReading,
   type CounterRow,
   type CounterRule,
   type CounterStore,
+  type MaybePromise,
   type SlotLease,
 } from '../ratelimit/index.ts';
+
+/** The request and token windows of one counter, as saved and restored (never its slots). */
+export interface CounterWindows {
+  /** The engine's counter key. */
+  readonly key: string;
+  readonly periodSeconds: number;
+  readonly windowStart: number;
+  readonly requestsPrevious: number;
+  readonly requestsCurrent: number;
+  readonly tokensPrevious: number;
+  readonly tokensCurrent: number;
+}
+
+/**
+ * Counters that were reset, deleted or dropped: their saved windows must go. `withChildren`: the
+ * key is a per-child rule's own counter, and every child's goes too.
+ */
+export type CounterRemoval = { readonly all: true } | { readonly all: false; readonly key: string; readonly withChildren: boolean };
+
+/** Where the store reports removals (persistence.ts). */
+export interface CounterJournal {
+  /**
+   * Called as counters are reset, deleted or dropped. The store answers a reset or delete with the
+   * journal's answer, so an admin operation waits until the saved windows are gone too.
+   */
+  removed(removal: CounterRemoval): MaybePromise<void>;
+}
+
+export interface MemoryCounterStoreOptions {
+  /** Most children a per-child rule keeps counters for (rate_limits.max_children). Default 100,000. */
+  maxChildren?: number;
+  /** Set to keep track of changed windows and removals, for saving them. */
+  journal?: CounterJournal;
+}
+
+export const DEFAULT_MAX_CHILDREN = 100_000;
 
 /** One rule's counters. A rule has both a request and a token window on the same clock. */
 class MemoryCounter implements CounterHandle {
@@ -37,6 +83,17 @@ class MemoryCounter implements CounterHandle {
   /** The previous window's share of the sliding estimates at rolledAt (see window.ts). */
   requestsCarried = 0;
   tokensCarried = 0;
+  /** A child's counter: the table keeping it, and its neighbours in the table's use order. */
+  table: ChildTable | undefined = undefined;
+  older: MemoryCounter | undefined = undefined;
+  newer: MemoryCounter | undefined = undefined;
+  /** In the table's use order (a child with slots in flight is not: it cannot be dropped). */
+  listed = false;
+  /** No longer kept by the store (reset, deleted, or dropped while idle): handles to it are stale. */
+  dropped = false;
+  /** With a journal: the windows changed since they were last taken, and their period. */
+  dirty = false;
+  periodSeconds = 0;
 
   constructor(key: string) {
     this.key = key;
@@ -80,6 +137,17 @@ class MemoryCounter implements CounterHandle {
     this.tokensCarried = slidingEstimate(this.tokensPrevious, 0, periodSeconds, elapsed);
   }
 
+  /** Saved windows back in place (persistence.ts); the next use rolls them to its time. */
+  restore(saved: CounterWindows): void {
+    this.windowStart = saved.windowStart;
+    this.requestsPrevious = saved.requestsPrevious;
+    this.requestsCurrent = saved.requestsCurrent;
+    this.tokensPrevious = saved.tokensPrevious;
+    this.tokensCurrent = saved.tokensCurrent;
+    this.periodSeconds = saved.periodSeconds;
+    this.rolledAt = -1;
+  }
+
   /** The row of a windowed counter just rolled to now. */
   windowedRow(): CounterRow {
     return {
@@ -95,6 +163,98 @@ class MemoryCounter implements CounterHandle {
   }
 }
 
+/**
+ * The children of one per-child rule, at most `limit`. A child's counter is dropped once it is
+ * idle: its windows are over (two periods after the window of its last request, when the sliding
+ * estimate no longer weighs it) and it holds no slot. Children are kept in the order of their last
+ * use; as the least recently used one is the first whose windows end, checking the oldest one
+ * finds any idle child in O(1). Children holding slots (concurrent rules) leave that order until
+ * their last slot comes back.
+ */
+class ChildTable {
+  readonly ownKey: string;
+  readonly periodSeconds: number;
+  readonly limit: number;
+  readonly byChild = new Map<string, MemoryCounter>();
+  /** Least and most recently used of the children in use order. */
+  oldest: MemoryCounter | undefined = undefined;
+  newest: MemoryCounter | undefined = undefined;
+
+  constructor(ownKey: string, periodSeconds: number, limit: number) {
+    this.ownKey = ownKey;
+    this.periodSeconds = periodSeconds;
+    this.limit = limit;
+  }
+
+  /**
+   * A new child's counter as the most recently used. `generation`: the store's now, so that no
+   * lease taken before (on a counter this one replaces) gives back a slot of this one.
+   */
+  add(child: string, generation: number): MemoryCounter {
+    const counter = new MemoryCounter(childCounterKey(this.ownKey, child));
+    counter.resetGeneration = generation;
+    counter.table = this;
+    this.byChild.set(child, counter);
+    this.link(counter);
+    return counter;
+  }
+
+  touch(counter: MemoryCounter): void {
+    if (!counter.listed || counter === this.newest) return;
+    this.unlink(counter);
+    this.link(counter);
+  }
+
+  /** Its first slot is taken: out of the use order until the last one comes back. */
+  pin(counter: MemoryCounter): void {
+    if (counter.listed) this.unlink(counter);
+  }
+
+  unpin(counter: MemoryCounter): void {
+    if (!counter.listed) this.link(counter);
+  }
+
+  /** Whether the oldest child in use order is idle at `now`; for concurrent rules every listed child is. */
+  oldestIdle(now: number): boolean {
+    const oldest = this.oldest;
+    return oldest !== undefined && (this.periodSeconds === 0 || oldest.windowStart + 2 * this.periodSeconds <= now);
+  }
+
+  /** The answer when no child is idle: how long until the oldest one is. */
+  full(now: number): ChildrenFull {
+    const oldest = this.oldest;
+    const retryAfterSeconds = this.periodSeconds === 0 || oldest === undefined ? 1 : Math.max(1, oldest.windowStart + 2 * this.periodSeconds - now);
+    return { full: true, limit: this.limit, retryAfterSeconds };
+  }
+
+  /** Takes a child out of the table; its counter is marked stale. */
+  remove(counter: MemoryCounter): void {
+    if (counter.listed) this.unlink(counter);
+    this.byChild.delete(counter.key.slice(this.ownKey.length));
+    counter.table = undefined;
+    counter.dropped = true;
+  }
+
+  private link(counter: MemoryCounter): void {
+    counter.older = this.newest;
+    counter.newer = undefined;
+    if (this.newest !== undefined) this.newest.newer = counter;
+    else this.oldest = counter;
+    this.newest = counter;
+    counter.listed = true;
+  }
+
+  private unlink(counter: MemoryCounter): void {
+    if (counter.older !== undefined) counter.older.newer = counter.newer;
+    else this.oldest = counter.newer;
+    if (counter.newer !== undefined) counter.newer.older = counter.older;
+    else this.newest = counter.older;
+    counter.older = undefined;
+    counter.newer = undefined;
+    counter.listed = false;
+  }
+}
+
 /** The generation an admission took its slots in (see MemoryCounter.resetGeneration). */
 class GenerationLease {
   readonly generation: number;
@@ -105,10 +265,21 @@ class GenerationLease {
 
 export class MemoryCounterStore implements CounterStore {
   private readonly counters = new Map<string, MemoryCounter>();
+  /** The children of each per-child rule, by the key of the rule's own counter. */
+  private readonly tables = new Map<string, ChildTable>();
+  private readonly maxChildren: number;
+  private readonly journal: CounterJournal | undefined;
+  /** With a journal: the counters whose windows changed since takeChangedWindows(). */
+  private changed: MemoryCounter[] = [];
   /** Bumped by every reset and drop; a lease of an earlier generation gives back nothing to a counter reset since. */
   private generation = 0;
   /** The lease of the current generation, shared by every admission until the next reset. */
   private lease = new GenerationLease(0);
+
+  constructor(options: MemoryCounterStoreOptions = {}) {
+    this.maxChildren = options.maxChildren ?? DEFAULT_MAX_CHILDREN;
+    this.journal = options.journal;
+  }
 
   counter(key: string): CounterHandle {
     let counter = this.counters.get(key);
@@ -119,24 +290,68 @@ export class MemoryCounterStore implements CounterStore {
     return counter;
   }
 
+  childCounter(ownKey: string, periodSeconds: number, child: string, nowSeconds: number, held: CounterHandle | undefined): CounterHandle | ChildrenFull {
+    const heldCounter = held as MemoryCounter | undefined;
+    let table: ChildTable | undefined;
+    let counter: MemoryCounter | undefined;
+    if (heldCounter !== undefined && !heldCounter.dropped) {
+      counter = heldCounter;
+      table = heldCounter.table!;
+    } else {
+      table = this.tables.get(ownKey);
+      if (table === undefined) {
+        table = new ChildTable(ownKey, periodSeconds, this.maxChildren);
+        this.tables.set(ownKey, table);
+      }
+      counter = table.byChild.get(child);
+    }
+    if (counter !== undefined) {
+      table.touch(counter);
+      // Children that went idle are dropped as the rule is used, one per use at most.
+      if (table.oldest !== counter && table.oldestIdle(nowSeconds)) this.drop(table, table.oldest!);
+      return counter;
+    }
+    if (table.oldestIdle(nowSeconds)) this.drop(table, table.oldest!);
+    if (table.byChild.size >= table.limit) {
+      if (!table.oldestIdle(nowSeconds)) return table.full(nowSeconds);
+      this.drop(table, table.oldest!);
+    }
+    return table.add(child, this.generation);
+  }
+
+  findChild(ownKey: string, child: string): CounterHandle | undefined {
+    return this.tables.get(ownKey)?.byChild.get(child);
+  }
+
+  readChildren(ownKey: string, periodSeconds: number, nowSeconds: number): ChildReading[] {
+    const table = this.tables.get(ownKey);
+    if (table === undefined) return [];
+    const found: ChildReading[] = [];
+    for (const [child, counter] of table.byChild) {
+      const row = readRow(counter, periodSeconds, nowSeconds);
+      if (rowMatters(row)) found.push({ child, row });
+    }
+    return found.sort((a, b) => (a.child < b.child ? -1 : a.child > b.child ? 1 : 0));
+  }
+
   retire(key: string): void {
-    const counter = this.counters.get(key);
-    if (counter === undefined) return;
-    counter.clear(this.nextGeneration()); // tickets still holding it took their slots earlier and release nothing
-    this.counters.delete(key);
+    void this.remove(key, false);
   }
 
-  clear(key: string): void {
-    this.retire(key);
+  clear(key: string): MaybePromise<void> {
+    return this.remove(key, false);
   }
 
-  reset(key: string): void {
-    this.counters.get(key)?.clear(this.nextGeneration());
+  reset(key: string): MaybePromise<void> {
+    return this.remove(key, true);
   }
 
-  resetAll(): void {
+  resetAll(): MaybePromise<void> {
     const generation = this.nextGeneration();
     for (const counter of this.counters.values()) counter.clear(generation);
+    for (const table of this.tables.values()) this.dropTable(table, generation);
+    this.tables.clear();
+    return this.journal?.removed({ all: true });
   }
 
   tryAdmit(rules: readonly CounterRule[], nowSeconds: number): AdmitOutcome {
@@ -157,11 +372,16 @@ export class MemoryCounterStore implements CounterStore {
       else if (rule.maxTokens > 0 && counter.tokensCarried + counter.tokensCurrent >= rule.maxTokens) breached = true;
     }
     if (!breached) {
+      const journaling = this.journal !== undefined;
       for (let i = 0; i < count; i++) {
         const rule = rules[i]!;
         const counter = rule.counter as MemoryCounter;
-        if (rule.periodSeconds === 0) counter.inFlight++;
-        else counter.requestsCurrent++;
+        if (rule.periodSeconds === 0) {
+          if (counter.inFlight++ === 0 && counter.table !== undefined) counter.table.pin(counter);
+        } else {
+          counter.requestsCurrent++;
+          if (journaling && !counter.dirty) this.markChanged(counter, rule.periodSeconds);
+        }
       }
     }
     const rows: CounterRow[] = new Array<CounterRow>(count);
@@ -177,35 +397,129 @@ export class MemoryCounterStore implements CounterStore {
     const generation = (lease as GenerationLease).generation;
     for (let i = 0; i < rules.length; i++) {
       const counter = rules[i]!.counter as MemoryCounter;
-      if (counter.resetGeneration <= generation && counter.inFlight > 0) counter.inFlight--;
+      if (counter.resetGeneration <= generation && counter.inFlight > 0) {
+        if (--counter.inFlight === 0 && counter.table !== undefined) counter.table.unpin(counter);
+      }
     }
   }
 
   addTokens(rules: readonly CounterRule[], tokens: number, nowSeconds: number): void {
+    const journaling = this.journal !== undefined;
     for (let i = 0; i < rules.length; i++) {
       const rule = rules[i]!;
       if (rule.periodSeconds === 0) continue;
       const counter = rule.counter as MemoryCounter;
       counter.roll(nowSeconds, rule.periodSeconds);
       counter.tokensCurrent += tokens;
+      if (journaling && !counter.dirty) this.markChanged(counter, rule.periodSeconds);
     }
   }
 
   read(rules: readonly CounterRule[], nowSeconds: number): CounterReading {
-    const rows = rules.map((rule): CounterRow => {
-      const counter = rule.counter as MemoryCounter;
-      const period = rule.periodSeconds;
-      if (period === 0) return concurrencyRow(counter.inFlight);
-      // The rolled view, computed without touching the counter.
-      const start = windowStart(nowSeconds, period);
-      const shift = start - counter.windowStart;
-      if (shift <= 0) {
-        return windowedRow(start, counter.requestsPrevious, counter.requestsCurrent, counter.tokensPrevious, counter.tokensCurrent, period, nowSeconds);
-      }
-      if (shift === period) return windowedRow(start, counter.requestsCurrent, 0, counter.tokensCurrent, 0, period, nowSeconds);
-      return windowedRow(start, 0, 0, 0, 0, period, nowSeconds);
-    });
+    const rows = rules.map((rule): CounterRow => readRow(rule.counter as MemoryCounter, rule.periodSeconds, nowSeconds));
     return { nowSeconds, rows };
+  }
+
+  /** How many children the per-child rule `ownKey` keeps counters for now (idle ones not yet dropped included). */
+  childCount(ownKey: string): number {
+    return this.tables.get(ownKey)?.byChild.size ?? 0;
+  }
+
+  /**
+   * With a journal: the windows of every counter changed since the last call, still kept by the
+   * store (the saved form; slots are never part of it).
+   */
+  takeChangedWindows(): CounterWindows[] {
+    const changed = this.changed;
+    this.changed = [];
+    const windows: CounterWindows[] = [];
+    for (const counter of changed) {
+      counter.dirty = false;
+      if (counter.dropped) continue;
+      windows.push({
+        key: counter.key,
+        periodSeconds: counter.periodSeconds,
+        windowStart: counter.windowStart,
+        requestsPrevious: counter.requestsPrevious,
+        requestsCurrent: counter.requestsCurrent,
+        tokensPrevious: counter.tokensPrevious,
+        tokensCurrent: counter.tokensCurrent,
+      });
+    }
+    return windows;
+  }
+
+  /**
+   * Puts saved windows back, into the counter of a rule the engine has compiled or, for a child
+   * of a per-child rule, into a new child counter (as the most recently used: restore children
+   * oldest first). False when no rule here has that counter, or a table is full: the windows are
+   * not restored.
+   */
+  restoreWindows(saved: CounterWindows): boolean {
+    let counter = this.counters.get(saved.key);
+    if (counter === undefined) {
+      const cut = saved.key.lastIndexOf('\u0000') + 1;
+      const ownKey = saved.key.slice(0, cut);
+      const child = saved.key.slice(cut);
+      if (child === '' || !this.counters.has(ownKey)) return false;
+      let table = this.tables.get(ownKey);
+      if (table === undefined) {
+        table = new ChildTable(ownKey, saved.periodSeconds, this.maxChildren);
+        this.tables.set(ownKey, table);
+      }
+      counter = table.byChild.get(child);
+      if (counter === undefined) {
+        if (table.byChild.size >= table.limit) return false;
+        counter = table.add(child, this.generation);
+      }
+    }
+    counter.restore(saved);
+    return true;
+  }
+
+  private markChanged(counter: MemoryCounter, periodSeconds: number): void {
+    counter.dirty = true;
+    counter.periodSeconds = periodSeconds;
+    this.changed.push(counter);
+  }
+
+  /**
+   * Resets (`keep`) or forgets a counter, with its children when it is a per-child rule's own.
+   * Answers when the journal has recorded it.
+   */
+  private remove(key: string, keep: boolean): MaybePromise<void> {
+    const generation = this.nextGeneration();
+    const counter = this.counters.get(key);
+    if (counter !== undefined) {
+      counter.clear(generation); // tickets still holding it took their slots earlier and release nothing
+      if (!keep) {
+        counter.dropped = true;
+        this.counters.delete(key);
+      }
+    }
+    const table = this.tables.get(key);
+    if (table !== undefined) {
+      this.dropTable(table, generation);
+      this.tables.delete(key);
+    }
+    return this.journal?.removed({ all: false, key, withChildren: table !== undefined || key.endsWith('\u0000') });
+  }
+
+  /** Drops an idle child: its windows no longer matter, so nothing is lost. */
+  private drop(table: ChildTable, counter: MemoryCounter): void {
+    table.remove(counter);
+    if (this.journal !== undefined) void this.journal.removed({ all: false, key: counter.key, withChildren: false });
+  }
+
+  private dropTable(table: ChildTable, generation: number): void {
+    for (const counter of table.byChild.values()) {
+      counter.clear(generation);
+      counter.table = undefined;
+      counter.dropped = true;
+    }
+    table.byChild.clear();
+    table.oldest = undefined;
+    table.newest = undefined;
   }
 
   private nextGeneration(): number {
@@ -213,4 +527,16 @@ export class MemoryCounterStore implements CounterStore {
     this.lease = new GenerationLease(this.generation);
     return this.generation;
   }
+}
+
+/** A counter's row at `nowSeconds`, rolled in the reading only: the counter is not touched. */
+function readRow(counter: MemoryCounter, period: number, nowSeconds: number): CounterRow {
+  if (period === 0) return concurrencyRow(counter.inFlight);
+  const start = windowStart(nowSeconds, period);
+  const shift = start - counter.windowStart;
+  if (shift <= 0) {
+    return windowedRow(start, counter.requestsPrevious, counter.requestsCurrent, counter.tokensPrevious, counter.tokensCurrent, period, nowSeconds);
+  }
+  if (shift === period) return windowedRow(start, counter.requestsCurrent, 0, counter.tokensCurrent, 0, period, nowSeconds);
+  return windowedRow(start, 0, 0, 0, 0, period, nowSeconds);
 }

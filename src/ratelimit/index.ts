@@ -2,11 +2,13 @@
 export * from './types.ts';
 export * from './normalize.ts';
 export type { BreachedLimit } from './rules.ts';
-export { canonicalKey, ruleIdentity } from './rules.ts';
+export { canonicalKey, childCounterKey, counterKeyOf, ruleIdentity } from './rules.ts';
 export type { RateLimitHeaderData, RateLimitTriple } from './headers.ts';
 export type { RuleStatus, UserPathUsage } from './status.ts';
 export type {
   AdmitOutcome,
+  ChildReading,
+  ChildrenFull,
   CounterAdmission,
   CounterHandle,
   CounterReading,
@@ -17,7 +19,7 @@ export type {
   SlotLease,
   StoreUnavailable,
 } from './store.ts';
-export { concurrencyRow, CounterStoreUnavailableError, windowedRow } from './store.ts';
+export { concurrencyRow, CounterStoreUnavailableError, rowMatters, windowedRow } from './store.ts';
 export { retryAfterSeconds, slidingEstimate, windowStart } from './window.ts';
 export type {
   AdmissionPreview,

@@ -10,13 +10,13 @@ import { successHeaders } from './headers.ts';
 import { buildRule, normalizeUserPath } from './normalize.ts';
 import { RuleIndex } from './rule-index.ts';
 import type { BreachedLimit } from './rules.ts';
-import { canonicalKey, compareRules, CompiledRule, ruleKeyString } from './rules.ts';
+import { canonicalKey, compareRules, CompiledRule, counterKeyOf, ruleKeyString } from './rules.ts';
 import type { RuleStatus, UserPathUsage } from './status.ts';
 import { ruleStatus, userPathUsage } from './status.ts';
-import type { AdmitOutcome, CounterReading, CounterRow, CounterStore, MaybePromise, SlotLease } from './store.ts';
-import { CounterStoreUnavailableError } from './store.ts';
+import type { AdmitOutcome, ChildReading, ChildrenFull, CounterHandle, CounterReading, CounterRow, CounterStore, MaybePromise, SlotLease } from './store.ts';
+import { concurrencyRow, CounterStoreUnavailableError, windowedRow } from './store.ts';
 import type { Clock, RuleDefinition, RuleKey } from './types.ts';
-import { retryAfterSeconds } from './window.ts';
+import { retryAfterSeconds, windowStart } from './window.ts';
 
 /** What a request is: any of its user path, the provider instance called and the model executed. */
 export interface AdmissionTarget {
@@ -122,12 +122,21 @@ class MatchSet {
   /** Same without concurrency rules (holdSlot: false). */
   readonly withoutSlots: MatchPlan;
   readonly tokenRules: readonly CompiledRule[];
+  /** The child counters of per-child rules among the rules: each admission checks they are still kept. */
+  readonly children: readonly CompiledRule[];
+  /**
+   * A per-child rule had no room for the path's child: the rule is left out, and an admission is
+   * refused with this. Such a set is never cached.
+   */
+  readonly blocked: FoundBreach | undefined;
 
-  constructor(rules: readonly CompiledRule[]) {
+  constructor(rules: readonly CompiledRule[], blocked?: FoundBreach) {
     this.admission = new MatchPlan(rules);
     this.withoutSlots =
       this.admission.slots.length === 0 ? this.admission : new MatchPlan(rules.filter((rule) => !rule.concurrent));
     this.tokenRules = rules.filter((rule) => rule.configuredMaxTokens > 0);
+    this.children = rules.filter((rule) => rule.parent !== undefined);
+    this.blocked = blocked;
   }
 }
 
@@ -240,10 +249,17 @@ export class RateLimiter {
    */
   admit(target: AdmissionTarget, options?: AdmitOptions): MaybePromise<AdmissionResult> {
     if (this.index.size === 0) return NO_OP_TICKET;
-    const set = this.matchSet(target.userPath, target.provider, target.model);
+    const now = this.nowSeconds();
+    let set = this.matchSet(target.userPath, target.provider, target.model, now);
+    if (set.children.length > 0) {
+      const live = this.liveChildren(set, target, now);
+      if (!(live instanceof MatchSet)) return refusalOf(live);
+      set = live;
+    }
+    if (set.blocked !== undefined) return refusalOf(set.blocked);
     const plan = options !== undefined && options.holdSlot === false ? set.withoutSlots : set.admission;
     if (plan.rules.length === 0) return NO_OP_TICKET;
-    const outcome = this.store.tryAdmit(plan.rules, this.nowSeconds());
+    const outcome = this.store.tryAdmit(plan.rules, now);
     if (outcome instanceof Promise) return outcome.then((answer) => this.decide(plan, answer));
     return this.decide(plan, outcome);
   }
@@ -255,11 +271,21 @@ export class RateLimiter {
    */
   async explain(target: AdmissionTarget, options?: AdmitOptions): Promise<AdmissionPreview> {
     if (this.index.size === 0) return { rules: [], refusal: undefined };
-    const set = this.matchSet(target.userPath, target.provider, target.model);
-    const rules = (options !== undefined && options.holdSlot === false ? set.withoutSlots : set.admission).rules;
-    return this.read(rules, ({ nowSeconds, rows }) => {
-      const found = this.findBreach(rules, rows, nowSeconds);
-      return { rules: rules.map((rule, i) => ruleStatus(rule, rows[i]!)), refusal: found === undefined ? undefined : refusalOf(found) };
+    // Resolved like admit()'s set, without making counters for children not counted yet (they read as zero).
+    const rules: CompiledRule[] = [];
+    const lowerPath = target.userPath === undefined ? undefined : normalizedLowerPath(target.userPath);
+    if (lowerPath !== undefined) this.index.collectUserPath(lowerPath, rules);
+    if (target.provider !== undefined) {
+      const lowerProvider = target.provider.toLowerCase();
+      this.index.collectProvider(lowerProvider, rules);
+      if (target.model !== undefined) this.index.collectModel(lowerProvider, target.model.toLowerCase(), rules);
+    }
+    const checked = options !== undefined && options.holdSlot === false ? rules.filter((rule) => !rule.concurrent) : rules;
+    const shown = checked.map((rule) => (lowerPath !== undefined && rule.scope === 'user_path' ? this.counterShownFor(rule, lowerPath) : { rule, counted: true }));
+    return this.readShown(shown, ({ nowSeconds, rows }) => {
+      const counted = shown.map((entry) => entry.rule);
+      const found = this.findBreach(counted, rows, nowSeconds);
+      return { rules: counted.map((rule, i) => ruleStatus(rule, rows[i]!)), refusal: found === undefined ? undefined : refusalOf(found) };
     });
   }
 
@@ -270,9 +296,16 @@ export class RateLimiter {
    */
   chargeTokens(target: AdmissionTarget, tokens: number): MaybePromise<void> {
     if (!(tokens > 0) || !this.index.hasTokenRules) return;
-    const set = this.matchSet(target.userPath ?? '/', target.provider, target.model);
+    const now = this.nowSeconds();
+    const userPath = target.userPath ?? '/';
+    let set = this.matchSet(userPath, target.provider, target.model, now);
+    if (set.children.length > 0) {
+      // A child with no room left is not charged: its counter was dropped, nothing reads it.
+      const live = this.liveChildren(set, { userPath, provider: target.provider, model: target.model }, now);
+      if (live instanceof MatchSet) set = live;
+    }
     if (set.tokenRules.length === 0) return;
-    return this.store.addTokens(set.tokenRules, Math.ceil(tokens), this.nowSeconds());
+    return this.store.addTokens(set.tokenRules, Math.ceil(tokens), now);
   }
 
   // ---------------------------------------------------------------- rules
@@ -288,8 +321,10 @@ export class RateLimiter {
       const valid = validated(rule);
       compiled.set(keyOf(valid), valid);
     }
-    for (const key of [...this.index.byKey.keys()]) {
-      if (!compiled.has(key)) this.store.retire(key);
+    for (const [key, old] of [...this.index.byKey]) {
+      // A rule that turned per-child or back counts on other counters: the old ones go.
+      const next = compiled.get(key);
+      if (next === undefined || (next.perChild === true) !== old.perChild) this.store.retire(old.counter.key);
     }
     this.index.clear();
     for (const [key, rule] of compiled) this.index.put(this.compile(rule, key));
@@ -304,6 +339,9 @@ export class RateLimiter {
   upsertRule(rule: RuleDefinition): RuleDefinition {
     const valid = validated(rule);
     const key = keyOf(valid);
+    const existing = this.index.byKey.get(key);
+    // Changing per_child moves the rule: its counters restart (deleteRule first clears them for every gateway).
+    if (existing !== undefined && existing.perChild !== (valid.perChild === true)) this.store.retire(existing.counter.key);
     this.index.put(this.compile(valid, key));
     this.invalidate();
     return valid;
@@ -316,9 +354,10 @@ export class RateLimiter {
    */
   deleteRule(key: RuleKey): MaybePromise<boolean> {
     const canonical = canonicalKey(key);
-    if (canonical === undefined || this.index.remove(canonical) === undefined) return false;
+    const removed = canonical === undefined ? undefined : this.index.remove(canonical);
+    if (removed === undefined) return false;
     this.invalidate();
-    return afterwards(this.store.clear(canonical), true);
+    return afterwards(this.store.clear(removed.counter.key), true);
   }
 
   /**
@@ -327,8 +366,10 @@ export class RateLimiter {
    */
   resetRule(key: RuleKey): MaybePromise<boolean> {
     const canonical = canonicalKey(key);
-    if (canonical === undefined || !this.index.byKey.has(canonical)) return false;
-    return afterwards(this.store.reset(canonical), true);
+    const rule = canonical === undefined ? undefined : this.index.byKey.get(canonical);
+    if (rule === undefined) return false;
+    // A per-child rule's own counter key covers its children: they are reset too.
+    return afterwards(this.store.reset(rule.counter.key), true);
   }
 
   /** Zero every counter. Rejects with CounterStoreUnavailableError when the counters cannot be reached. */
@@ -343,21 +384,31 @@ export class RateLimiter {
 
   // ---------------------------------------------------------------- status
 
-  /** Every rule with its live counters, sorted by scope, subject, period_seconds. */
-  status(): MaybePromise<RuleStatus[]> {
+  /**
+   * Every rule with its live counters, sorted by scope, subject, period_seconds. With
+   * `expandChildren`, each per-child rule is followed by one record per active child (sorted by
+   * child), whose `user_path` is the child's path.
+   */
+  status(options?: { expandChildren?: boolean }): MaybePromise<RuleStatus[]> {
     const rules = [...this.index.byKey.values()].sort((a, b) => compareRules(a.definition, b.definition));
-    return this.read(rules, ({ rows }) => rules.map((rule, i) => ruleStatus(rule, rows[i]!)));
+    const records = this.read(rules, ({ rows }) => rules.map((rule, i) => ruleStatus(rule, rows[i]!)));
+    if (options?.expandChildren !== true || !this.index.hasPerChildRules) return records;
+    return this.withChildren(rules, records);
   }
 
   /**
    * The user-path rules governing `userPath` (its own and its ancestors', root first),
    * with their counters, how much of each cap is used, when each window resets and
-   * whether each would refuse a request now. Throws RangeError if the path is invalid.
+   * whether each would refuse a request now. A per-child rule above the path shows the counter
+   * of the path's child under it, the one that governs the caller. Throws RangeError if the
+   * path is invalid.
    */
   usageFor(userPath: string): MaybePromise<UserPathUsage[]> {
+    const lowerPath = normalizedLowerPath(userPath);
     const rules: CompiledRule[] = [];
-    this.index.collectUserPath(normalizedLowerPath(userPath), rules);
-    return this.read(rules, ({ nowSeconds, rows }) => rules.map((rule, i) => userPathUsage(rule, rows[i]!, nowSeconds, this.enforceTokens)));
+    this.index.collectUserPath(lowerPath, rules);
+    const shown = rules.map((rule) => this.counterShownFor(rule, lowerPath));
+    return this.readShown(shown, ({ nowSeconds, rows }) => shown.map((rule, i) => userPathUsage(rule.rule, rows[i]!, nowSeconds, this.enforceTokens)));
   }
 
   // ---------------------------------------------------------------- internals
@@ -367,7 +418,49 @@ export class RateLimiter {
   }
 
   private compile(rule: RuleDefinition, key: string): CompiledRule {
-    return new CompiledRule(rule, key, this.store.counter(key), this.enforceTokens);
+    return new CompiledRule(rule, key, this.store.counter(counterKeyOf(key, rule.perChild === true)), this.enforceTokens);
+  }
+
+  /** The rule as it counts one child: the rule's caps on the child's counter. */
+  private forChild(rule: CompiledRule, child: string, counter: CounterHandle): CompiledRule {
+    return new CompiledRule(rule.definition, rule.key, counter, this.enforceTokens, { rule, child });
+  }
+
+  /**
+   * For a read: the counter `rule` keeps for `lowerPath`: a per-child rule above the path shows
+   * its child's, which is `counted` only when the store keeps one (else it reads as zero).
+   */
+  private counterShownFor(rule: CompiledRule, lowerPath: string): ShownCounter {
+    const child = rule.perChild ? childSegment(rule.lowerSubject, lowerPath) : undefined;
+    if (child === undefined) return { rule, counted: true };
+    const counter = this.store.findChild(rule.counter.key, child);
+    return { rule: this.forChild(rule, child, counter ?? rule.counter), counted: counter !== undefined };
+  }
+
+  /** Reads the counted ones; a child the store keeps nothing for reads as an empty window. */
+  private readShown<T>(shown: readonly ShownCounter[], use: (reading: CounterReading) => T): MaybePromise<T> {
+    if (shown.every((entry) => entry.counted)) return this.read(shown.map((entry) => entry.rule), use);
+    const counted = shown.filter((entry) => entry.counted).map((entry) => entry.rule);
+    return this.read(counted, ({ nowSeconds, rows }) => {
+      let next = 0;
+      const all = shown.map((entry) => (entry.counted ? rows[next++]! : emptyRow(entry.rule, nowSeconds)));
+      return use({ nowSeconds, rows: all });
+    });
+  }
+
+  /** The status records with each per-child rule's active children after it. */
+  private async withChildren(rules: readonly CompiledRule[], records: MaybePromise<RuleStatus[]>): Promise<RuleStatus[]> {
+    const listed = await records;
+    const now = this.nowSeconds();
+    const out: RuleStatus[] = [];
+    for (let i = 0; i < rules.length; i++) {
+      const rule = rules[i]!;
+      out.push(listed[i]!);
+      if (!rule.perChild) continue;
+      const children: ChildReading[] = await this.store.readChildren(rule.counter.key, rule.periodSeconds, now);
+      for (const { child, row } of children) out.push(ruleStatus(this.forChild(rule, child, rule.counter), row));
+    }
+    return out;
   }
 
   /** The rules' counters now, read without changing them, handed to `use` (row i is rule i). */
@@ -398,14 +491,27 @@ export class RateLimiter {
   }
 
   /** Matching rules for a lookup, cached per distinct (path, provider, model) until rules change. */
-  private matchSet(userPath: string | undefined, provider: string | undefined, model: string | undefined): MatchSet {
+  private matchSet(userPath: string | undefined, provider: string | undefined, model: string | undefined, now: number): MatchSet {
     const last = this.lastSet;
     if (last !== undefined && userPath === this.lastUserPath && provider === this.lastProvider && model === this.lastModel) return last;
-    const set = this.cachedMatchSet(userPath, provider, model) ?? this.resolveMatchSet(userPath, provider, model);
-    this.lastSet = set;
-    this.lastUserPath = userPath;
-    this.lastProvider = provider;
-    this.lastModel = model;
+    return this.cachedMatchSet(userPath, provider, model) ?? this.resolveMatchSet(userPath, provider, model, now);
+  }
+
+  /**
+   * Keeps a set's child counters current: one store call per child counter, which answers the
+   * counter the set holds while the store keeps it. A child dropped since (it went idle) has a new
+   * counter: the set is resolved again. A child that cannot be counted gives its breach.
+   */
+  private liveChildren(set: MatchSet, target: AdmissionTarget, now: number): MatchSet | FoundBreach {
+    const children = set.children;
+    for (let i = 0; i < children.length; i++) {
+      const rule = children[i]!;
+      const parent = rule.parent!;
+      const counter = this.store.childCounter(parent.counter.key, parent.periodSeconds, rule.child!, now, rule.counter);
+      if (counter === rule.counter) continue;
+      if (isFull(counter)) return childrenFull(parent, rule.child!, counter);
+      return this.resolveMatchSet(target.userPath, target.provider, target.model, now);
+    }
     return set;
   }
 
@@ -413,15 +519,22 @@ export class RateLimiter {
     return this.matchCache.get(userPath ?? NONE)?.get(provider ?? NONE)?.get(model ?? NONE);
   }
 
-  private resolveMatchSet(userPath: string | undefined, provider: string | undefined, model: string | undefined): MatchSet {
+  private resolveMatchSet(userPath: string | undefined, provider: string | undefined, model: string | undefined, now: number): MatchSet {
     const rules: CompiledRule[] = [];
-    if (userPath !== undefined) this.index.collectUserPath(normalizedLowerPath(userPath), rules);
+    let blocked: FoundBreach | undefined;
+    if (userPath !== undefined) {
+      const lowerPath = normalizedLowerPath(userPath);
+      this.index.collectUserPath(lowerPath, rules);
+      if (this.index.hasPerChildRules) blocked = this.resolveChildren(rules, lowerPath, now);
+    }
     if (provider !== undefined) {
       const lowerProvider = provider.toLowerCase();
       this.index.collectProvider(lowerProvider, rules);
       if (model !== undefined) this.index.collectModel(lowerProvider, model.toLowerCase(), rules);
     }
-    const set = new MatchSet(rules);
+    const set = new MatchSet(rules, blocked);
+    // Asked again next time: a child may have room by then.
+    if (blocked !== undefined) return set;
     // A flood of distinct paths must not grow memory without bound: start over past the limit.
     if (this.matchCacheSize >= MATCH_CACHE_LIMIT) this.invalidate();
     let byProvider = this.matchCache.get(userPath ?? NONE);
@@ -434,9 +547,35 @@ export class RateLimiter {
       byModel = new Map();
       byProvider.set(provider ?? NONE, byModel);
     }
+    if (!byModel.has(model ?? NONE)) this.matchCacheSize++;
     byModel.set(model ?? NONE, set);
-    this.matchCacheSize++;
+    this.lastSet = set;
+    this.lastUserPath = userPath;
+    this.lastProvider = provider;
+    this.lastModel = model;
     return set;
+  }
+
+  /**
+   * Replaces each per-child rule governing `lowerPath` from above by the rule on the counter of
+   * the path's child under it. A child that cannot be counted (no room) leaves its rule out and
+   * gives the breach of the set.
+   */
+  private resolveChildren(rules: CompiledRule[], lowerPath: string, now: number): FoundBreach | undefined {
+    let blocked: FoundBreach | undefined;
+    for (let i = 0; i < rules.length; i++) {
+      const rule = rules[i]!;
+      const child = rule.perChild ? childSegment(rule.lowerSubject, lowerPath) : undefined;
+      if (child === undefined) continue;
+      const counter = this.store.childCounter(rule.counter.key, rule.periodSeconds, child, now, undefined);
+      if (isFull(counter)) {
+        blocked ??= childrenFull(rule, child, counter);
+        rules.splice(i--, 1);
+      } else {
+        rules[i] = this.forChild(rule, child, counter);
+      }
+    }
+    return blocked;
   }
 
   private refusal(rules: readonly CompiledRule[], rows: readonly CounterRow[], now: number): AdmissionRefusal {
@@ -495,6 +634,36 @@ export class RateLimiter {
     }
     return worst === undefined ? undefined : { breach: worst, retryAfterSeconds: worstRetry, userPathBreached };
   }
+}
+
+/** A read of one rule: a child's counter the store keeps nothing for yet reads as zero. */
+interface ShownCounter {
+  readonly rule: CompiledRule;
+  readonly counted: boolean;
+}
+
+function isFull(answer: CounterHandle | ChildrenFull): answer is ChildrenFull {
+  return (answer as ChildrenFull).full === true;
+}
+
+function childrenFull(rule: CompiledRule, child: string, full: ChildrenFull): FoundBreach {
+  return { breach: rule.childrenBreach(child, full.limit), retryAfterSeconds: full.retryAfterSeconds, userPathBreached: true };
+}
+
+/**
+ * The direct child of `lowerSubject` that `lowerPath` lies in (`alice` for `/team/alice/x` under
+ * `/team`); undefined for the subject's own path. The path is one the subject governs.
+ */
+function childSegment(lowerSubject: string, lowerPath: string): string | undefined {
+  if (lowerPath.length === lowerSubject.length) return undefined;
+  const start = lowerSubject === '/' ? 1 : lowerSubject.length + 1;
+  const end = lowerPath.indexOf('/', start);
+  return end === -1 ? lowerPath.slice(start) : lowerPath.slice(start, end);
+}
+
+/** The row of a counter that holds nothing, at `now`. */
+function emptyRow(rule: CompiledRule, now: number): CounterRow {
+  return rule.concurrent ? concurrencyRow(0) : windowedRow(windowStart(now, rule.periodSeconds), 0, 0, 0, 0, rule.periodSeconds, now);
 }
 
 function refusalOf(found: FoundBreach): AdmissionRefusal {

@@ -168,6 +168,14 @@ export function validateLimits(periodSeconds: number, maxRequests: unknown, maxT
   return ok({ maxRequests: requests.value, maxTokens: tokens.value });
 }
 
+/** `per_child` is a boolean (absent or null: false), and only user-path rules have children. */
+export function validatePerChild(scope: Scope, raw: unknown, field = 'per_child'): Result<boolean> {
+  if (raw === undefined || raw === null || raw === false) return ok(false);
+  if (raw !== true) return fail(`${field} must be true or false`);
+  if (scope !== 'user_path') return fail(`${field} is only for user-path rules (a ${scope} rule has no children)`);
+  return ok(true);
+}
+
 export interface RuleInput {
   readonly scope: unknown;
   readonly subject: unknown;
@@ -175,6 +183,8 @@ export interface RuleInput {
   readonly periodSeconds: number;
   readonly maxRequests?: unknown;
   readonly maxTokens?: unknown;
+  /** `true` for a per-child rule (user-path rules only); absent, null or false otherwise. */
+  readonly perChild?: unknown;
   readonly source: RuleSource;
   readonly createdAt: Date;
   readonly updatedAt?: Date;
@@ -192,12 +202,15 @@ export function buildRule(input: RuleInput): Result<RuleDefinition> {
   }
   const limits = validateLimits(input.periodSeconds, input.maxRequests, input.maxTokens);
   if (!limits.ok) return limits;
+  const perChild = validatePerChild(scope.value, input.perChild);
+  if (!perChild.ok) return perChild;
   return ok({
     scope: scope.value,
     subject: subject.value,
     periodSeconds: input.periodSeconds,
     maxRequests: limits.value.maxRequests,
     maxTokens: limits.value.maxTokens,
+    ...(perChild.value && { perChild: true as const }),
     source: input.source,
     createdAt: input.createdAt,
     updatedAt: input.updatedAt ?? input.createdAt,

@@ -14,6 +14,7 @@ export class RuleIndex {
   private readonly providers: Buckets = new Map();
   private readonly models: Buckets = new Map();
   private tokenRuleCount = 0;
+  private perChildRuleCount = 0;
 
   get size(): number {
     return this.byKey.size;
@@ -21,6 +22,10 @@ export class RuleIndex {
 
   get hasTokenRules(): boolean {
     return this.tokenRuleCount > 0;
+  }
+
+  get hasPerChildRules(): boolean {
+    return this.perChildRuleCount > 0;
   }
 
   /** Insert or replace the rule with the same key. */
@@ -37,6 +42,7 @@ export class RuleIndex {
     // Within a subject, shorter periods first: a stable, explainable evaluation order.
     bucket.sort((a, b) => a.periodSeconds - b.periodSeconds);
     if (rule.configuredMaxTokens > 0) this.tokenRuleCount++;
+    if (rule.perChild) this.perChildRuleCount++;
   }
 
   remove(key: string): CompiledRule | undefined {
@@ -51,6 +57,7 @@ export class RuleIndex {
       if (bucket.length === 0) buckets.delete(rule.lowerSubject);
     }
     if (rule.configuredMaxTokens > 0) this.tokenRuleCount--;
+    if (rule.perChild) this.perChildRuleCount--;
     return rule;
   }
 
@@ -60,6 +67,7 @@ export class RuleIndex {
     this.providers.clear();
     this.models.clear();
     this.tokenRuleCount = 0;
+    this.perChildRuleCount = 0;
   }
 
   /**

@@ -28,6 +28,22 @@ export function ruleKeyString(scope: Scope, lowerSubject: string, periodSeconds:
   return [scope, lowerSubject, periodSeconds].join('\u0000');
 }
 
+/**
+ * The key of a rule's counter in the counter store. A plain rule's counter has the rule's key. A
+ * per-child rule's counters are the rule key, the separator, then the lowercase child segment
+ * (empty for the path's own counter): `per_child` is part of the rule, not its key, yet changing
+ * it moves the rule to counters of its own, and a store can find every child of a rule from the
+ * key of its own counter (see CounterStore.childCounter).
+ */
+export function counterKeyOf(ruleKey: string, perChild: boolean): string {
+  return perChild ? ruleKey + '\u0000' : ruleKey;
+}
+
+/** The counter key of one child of a per-child rule, from the key of the rule's own counter. */
+export function childCounterKey(ownKey: string, child: string): string {
+  return ownKey + child;
+}
+
 /** Identity of an already-normalised rule key, for maps outside the engine (storage, config). */
 export function ruleIdentity(key: RuleKey): string {
   return ruleKeyString(key.scope, key.subject.toLowerCase(), key.periodSeconds);
@@ -66,6 +82,15 @@ export class CompiledRule implements CounterRule {
   readonly definition: RuleDefinition;
   readonly scope: Scope;
   readonly lowerSubject: string;
+  readonly perChild: boolean;
+  /**
+   * Whose counter this is, as shown in status records and messages: the subject for the rule's
+   * own counter, `<subject>/<child>` for one child's counter of a per-child rule.
+   */
+  readonly counterOwner: string;
+  /** For a child's counter: the rule it belongs to, and the child's lowercase segment. */
+  readonly parent: CompiledRule | undefined;
+  readonly child: string | undefined;
   readonly periodSeconds: number;
   readonly concurrent: boolean;
   /** 0 = no request cap. */
@@ -80,11 +105,15 @@ export class CompiledRule implements CounterRule {
   private requestBreachRecord: BreachedLimit | undefined;
   private tokenBreachRecord: BreachedLimit | undefined;
 
-  constructor(definition: RuleDefinition, key: string, counter: CounterHandle, enforceTokens: boolean) {
+  constructor(definition: RuleDefinition, key: string, counter: CounterHandle, enforceTokens: boolean, parent?: { rule: CompiledRule; child: string }) {
     this.key = key;
     this.definition = definition;
     this.scope = definition.scope;
     this.lowerSubject = definition.subject.toLowerCase();
+    this.perChild = definition.perChild === true;
+    this.parent = parent?.rule;
+    this.child = parent?.child;
+    this.counterOwner = parent === undefined ? definition.subject : childPath(definition.subject, parent.child);
     this.periodSeconds = definition.periodSeconds;
     this.concurrent = definition.periodSeconds === 0;
     this.maxRequests = definition.maxRequests ?? 0;
@@ -108,8 +137,21 @@ export class CompiledRule implements CounterRule {
     return (this.tokenBreachRecord ??= this.breach('tokens', this.configuredMaxTokens, `${this.label} token limit of ${this.configuredMaxTokens} reached`));
   }
 
+  /** A per-child rule's refusal of a new child it has no room to count (see LimitKind). */
+  childrenBreach(child: string, maxChildren: number): BreachedLimit {
+    return {
+      scope: this.scope,
+      subject: childPath(this.definition.subject, child),
+      periodSeconds: this.periodSeconds,
+      label: this.label,
+      kind: 'children',
+      cap: maxChildren,
+      message: `rate limit exceeded for ${childPath(this.definition.subject, child)}: the ${this.label} limit of ${this.definition.subject} already counts ${maxChildren} active children (rate_limits.max_children)`,
+    };
+  }
+
   private breach(kind: LimitKind, cap: number, what: string): BreachedLimit {
-    const subject = this.definition.subject;
+    const subject = this.counterOwner;
     return {
       scope: this.scope,
       subject,
@@ -120,6 +162,11 @@ export class CompiledRule implements CounterRule {
       message: `rate limit exceeded for ${messageSubject(this.scope, subject)}: ${what}`,
     };
   }
+}
+
+/** The path of a child of `subject` (a normalised user path). */
+export function childPath(subject: string, child: string): string {
+  return subject === '/' ? `/${child}` : `${subject}/${child}`;
 }
 
 const SCOPE_ORDER: Readonly<Record<Scope, number>> = { model: 0, provider: 1, user_path: 2 };

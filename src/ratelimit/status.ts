@@ -12,7 +12,9 @@ import type { RuleSource, Scope } from './types.ts';
  * can read any record without checking its kind; the other optional fields are present
  * only where they apply.
  * - `user_path`: the subject for `user_path` rules, `''` for provider/model rules (kept
- *   present so every record has the same shape).
+ *   present so every record has the same shape); on the record of one child's counter of a
+ *   per-child rule, the child's path (`/team/alice` under `/team`).
+ * - `per_child`: present (true) on per-child rules and their children's records only.
  * - `requests_used`/`tokens_used`: the sliding estimates on windowed rules. On a concurrent
  *   rule `requests_used` is the slot count and `tokens_used` is 0.
  * - `in_flight`: live concurrency slots; 0 on a windowed rule.
@@ -29,6 +31,7 @@ export interface RuleStatus {
   period_seconds: number;
   max_requests?: number;
   max_tokens?: number;
+  per_child?: true;
   requests_used: number;
   requests_remaining?: number;
   tokens_used: number;
@@ -70,12 +73,13 @@ export function ruleStatus(rule: CompiledRule, row: CounterRow): RuleStatus {
   return {
     scope: def.scope,
     subject: def.subject,
-    user_path: def.scope === 'user_path' ? def.subject : '',
+    user_path: def.scope === 'user_path' ? rule.counterOwner : '',
     source: def.source,
     period_label: rule.label,
     period_seconds: def.periodSeconds,
     ...(def.maxRequests !== undefined && { max_requests: def.maxRequests }),
     ...(def.maxTokens !== undefined && { max_tokens: def.maxTokens }),
+    ...(rule.perChild && { per_child: true as const }),
     requests_used: requestsUsed,
     ...(def.maxRequests !== undefined && { requests_remaining: Math.max(def.maxRequests - requestsUsed, 0) }),
     tokens_used: tokensUsed,

@@ -83,6 +83,25 @@ export interface StoreUnavailable {
   readonly reason: string;
 }
 
+/**
+ * A per-child rule keeps counters for at most `limit` children (rate_limits.max_children) and
+ * every one it keeps is active (counts in a window that still matters, or slots in flight): a new
+ * child cannot be counted until one goes idle.
+ */
+export interface ChildrenFull {
+  readonly full: true;
+  readonly limit: number;
+  /** Whole seconds (>= 1) until the least recently used child goes idle with no new traffic. */
+  readonly retryAfterSeconds: number;
+}
+
+/** One child's counter of a per-child rule, as listed for `expand=children`. */
+export interface ChildReading {
+  /** The lowercase child segment (`alice` for `/team/alice` under `/team`). */
+  readonly child: string;
+  readonly row: CounterRow;
+}
+
 /** Raised when the counters cannot be reached: an admission under `deny`, or a reset. */
 export class CounterStoreUnavailableError extends Error {
   constructor(message = 'rate-limit counters are unavailable') {
@@ -91,9 +110,31 @@ export class CounterStoreUnavailableError extends Error {
   }
 }
 
+/**
+ * Keys are the engine's counter keys (see counterKeyOf in rules.ts). The key of a per-child
+ * rule's own counter ends with the separator; its children's keys are that key followed by the
+ * child segment, and `retire`, `clear` and `reset` of the own key act on every child too.
+ */
 export interface CounterStore {
-  /** The handle for a rule key, created on first use. Called when rules change, never per request. */
+  /** The handle for a rule's counter key, created on first use. Called when rules change, never per request. */
   counter(key: string): CounterHandle;
+  /**
+   * The counter of direct child `child` (a lowercase path segment) of the per-child rule whose
+   * own counter is `ownKey`, created on first use; or, when the rule already keeps as many
+   * children as it may and all of them are active, why not. `held` is the handle this call
+   * answered before for the same child: while the store still keeps that counter it answers
+   * `held` itself, so the caller can keep what it derived from it. A store that drops idle
+   * children may answer a new handle for a child it dropped.
+   */
+  childCounter(ownKey: string, periodSeconds: number, child: string, nowSeconds: number, held: CounterHandle | undefined): CounterHandle | ChildrenFull;
+  /** The counter of a child to read, without creating or touching it; undefined when the store keeps none. */
+  findChild(ownKey: string, child: string): CounterHandle | undefined;
+  /**
+   * The children of the per-child rule `ownKey` whose counters hold anything that still matters
+   * now (a count in a window the sliding estimate weighs, or a slot in flight), read without
+   * changing anything, sorted by child. A shared store lists every gateway's. Never rejects.
+   */
+  readChildren(ownKey: string, periodSeconds: number, nowSeconds: number): MaybePromise<ChildReading[]>;
   /**
    * This gateway no longer enforces the rule (its rules were replaced). A store forgets what it
    * keeps for the rule locally; counters shared with other gateways are left as they are.
@@ -144,6 +185,11 @@ export function windowedRow(
     tokensUsed: slidingEstimate(tokensPrevious, tokensCurrent, periodSeconds, elapsed),
     inFlight: 0,
   };
+}
+
+/** Whether a row holds anything the rule still weighs: a count in a window that matters, or a slot. */
+export function rowMatters(row: CounterRow): boolean {
+  return row.inFlight > 0 || row.requestsPrevious + row.requestsCurrent + row.tokensPrevious + row.tokensCurrent > 0;
 }
 
 /** A concurrency rule's row. */

@@ -10,8 +10,11 @@ export type Scope = 'user_path' | 'provider' | 'model';
 /** `manual`: created through the admin API or dashboard; `config`: seeded from YAML/env. */
 export type RuleSource = 'manual' | 'config';
 
-/** Which cap a breach hit. */
-export type LimitKind = 'requests' | 'tokens' | 'concurrent';
+/**
+ * Which cap a breach hit. `children`: a per-child rule already keeps counters for as many active
+ * children as it may (rate_limits.max_children), so a new child cannot be counted yet.
+ */
+export type LimitKind = 'requests' | 'tokens' | 'concurrent' | 'children';
 
 export const SCOPES: readonly Scope[] = ['user_path', 'provider', 'model'];
 
@@ -29,6 +32,12 @@ export interface RuleDefinition {
   readonly maxRequests?: number | undefined;
   /** Token cap per window (windowed rules only). */
   readonly maxTokens?: number | undefined;
+  /**
+   * User-path rules only: every direct child of the path (`/team/alice` under `/team`, with all
+   * below it) gets a counter of its own with these caps; the path itself keeps its own counter.
+   * Part of the rule, not of its key. Present only when true.
+   */
+  readonly perChild?: true | undefined;
   readonly source: RuleSource;
   readonly createdAt: Date;
   readonly updatedAt: Date;
