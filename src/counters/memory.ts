@@ -190,9 +190,11 @@ class ChildTable {
    * A new child's counter as the most recently used. `generation`: the store's now, so that no
    * lease taken before (on a counter this one replaces) gives back a slot of this one.
    */
-  add(child: string, generation: number): MemoryCounter {
+  add(child: string, generation: number, nowSeconds: number): MemoryCounter {
     const counter = new MemoryCounter(childCounterKey(this.ownKey, child));
     counter.resetGeneration = generation;
+    // In use from now: empty windows, but not over (else the child would be idle before its first count).
+    if (this.periodSeconds > 0) counter.windowStart = windowStart(nowSeconds, this.periodSeconds);
     counter.table = this;
     this.byChild.set(child, counter);
     this.link(counter);
@@ -305,21 +307,23 @@ export class MemoryCounterStore implements CounterStore {
       }
       counter = table.byChild.get(child);
     }
+    // Children whose windows are over are dropped as the rule is used, one per use at most. The
+    // children of a concurrent rule are dropped only for room: one without slots may take one any time.
+    const sweep = table.periodSeconds > 0;
     if (counter !== undefined) {
       table.touch(counter);
-      // Children that went idle are dropped as the rule is used, one per use at most.
-      if (table.oldest !== counter && table.oldestIdle(nowSeconds)) this.drop(table, table.oldest!);
+      if (sweep && table.oldest !== counter && table.oldestIdle(nowSeconds)) this.drop(table, table.oldest!);
       return counter;
     }
-    if (table.oldestIdle(nowSeconds)) this.drop(table, table.oldest!);
+    if (sweep && table.oldestIdle(nowSeconds)) this.drop(table, table.oldest!);
     if (table.byChild.size >= table.limit) {
       if (!table.oldestIdle(nowSeconds)) return table.full(nowSeconds);
       this.drop(table, table.oldest!);
     }
-    return table.add(child, this.generation);
+    return table.add(child, this.generation, nowSeconds);
   }
 
-  findChild(ownKey: string, child: string): CounterHandle | undefined {
+  findChild(ownKey: string, _periodSeconds: number, child: string): CounterHandle | undefined {
     return this.tables.get(ownKey)?.byChild.get(child);
   }
 
@@ -470,7 +474,7 @@ export class MemoryCounterStore implements CounterStore {
       counter = table.byChild.get(child);
       if (counter === undefined) {
         if (table.byChild.size >= table.limit) return false;
-        counter = table.add(child, this.generation);
+        counter = table.add(child, this.generation, saved.windowStart);
       }
     }
     counter.restore(saved);

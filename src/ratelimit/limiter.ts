@@ -433,7 +433,7 @@ export class RateLimiter {
   private counterShownFor(rule: CompiledRule, lowerPath: string): ShownCounter {
     const child = rule.perChild ? childSegment(rule.lowerSubject, lowerPath) : undefined;
     if (child === undefined) return { rule, counted: true };
-    const counter = this.store.findChild(rule.counter.key, child);
+    const counter = this.store.findChild(rule.counter.key, rule.periodSeconds, child);
     return { rule: this.forChild(rule, child, counter ?? rule.counter), counted: counter !== undefined };
   }
 

@@ -128,7 +128,7 @@ export interface CounterStore {
    */
   childCounter(ownKey: string, periodSeconds: number, child: string, nowSeconds: number, held: CounterHandle | undefined): CounterHandle | ChildrenFull;
   /** The counter of a child to read, without creating or touching it; undefined when the store keeps none. */
-  findChild(ownKey: string, child: string): CounterHandle | undefined;
+  findChild(ownKey: string, periodSeconds: number, child: string): CounterHandle | undefined;
   /**
    * The children of the per-child rule `ownKey` whose counters hold anything that still matters
    * now (a count in a window the sliding estimate weighs, or a slot in flight), read without

@@ -27,6 +27,18 @@ export function counterRule(store: CounterStore, subject: string, periodSeconds:
 
 const wallSeconds = (): number => Math.floor(Date.now() / 1000);
 
+/** The key of a per-child rule's own counter (see counterKeyOf). */
+export function ownKey(subject: string, periodSeconds: number): string {
+  return ruleKey(subject, periodSeconds) + '\u0000';
+}
+
+/** The counter rule of one child of the per-child rule `own`. */
+export function childRule(store: CounterStore, own: string, periodSeconds: number, child: string, caps: { maxRequests?: number; maxTokens?: number }): CounterRule {
+  const counter = store.childCounter(own, periodSeconds, child, wallSeconds(), undefined);
+  assert.ok(!('full' in counter), 'a store with room counts a new child');
+  return { counter, periodSeconds, maxRequests: caps.maxRequests ?? 0, maxTokens: caps.maxTokens ?? 0 };
+}
+
 export async function admit(store: CounterStore, rules: readonly CounterRule[]): Promise<CounterAdmission> {
   const outcome: AdmitOutcome = await store.tryAdmit(rules, wallSeconds());
   assert.notEqual(outcome.status, 'unavailable');
@@ -183,6 +195,51 @@ export function counterStoreContract(name: string, open: () => Promise<StoreUnde
       const admitted = await admit(store, [belowCap]);
       assert.equal(admitted.status, 'admitted');
       assert.deepEqual(admitted.rows, [windowed(admitted.nowSeconds, LONG, 1, big)]);
+    });
+
+    it('keeps the children of a per-child rule apart, lists the active ones, and resets them with the rule', async () => {
+      const own = ownKey('/team', LONG);
+      const team = { counter: store.counter(own), periodSeconds: LONG, maxRequests: 2, maxTokens: 0 };
+      const alice = childRule(store, own, LONG, 'alice', { maxRequests: 2 });
+      const bob = childRule(store, own, LONG, 'bob', { maxRequests: 2 });
+      assert.equal(store.childCounter(own, LONG, 'alice', wallSeconds(), alice.counter), alice.counter, 'a child still kept answers the handle held');
+      for (let i = 0; i < 2; i++) assert.equal((await admit(store, [alice])).status, 'admitted');
+      assert.equal((await admit(store, [alice])).status, 'refused');
+      assert.deepEqual((await admit(store, [bob, team])).rows.map((row) => row.requestsCurrent), [1, 1]);
+      await store.addTokens([bob], 7, wallSeconds());
+      let now = wallSeconds();
+      assert.deepEqual(await store.readChildren(own, LONG, now), [
+        { child: 'alice', row: windowed(now, LONG, 2) },
+        { child: 'bob', row: windowed(now, LONG, 1, 7) },
+      ]);
+      const seen = store.findChild(own, LONG, 'alice');
+      assert.ok(seen !== undefined);
+      assert.deepEqual((await read(store, [{ ...alice, counter: seen }])).rows.map((row) => row.requestsCurrent), [2]);
+
+      await store.reset(own);
+      now = wallSeconds();
+      assert.deepEqual(await store.readChildren(own, LONG, now), []);
+      assert.deepEqual((await read(store, [team])).rows.map((row) => row.requestsCurrent), [0]);
+      const again = childRule(store, own, LONG, 'alice', { maxRequests: 2 });
+      assert.deepEqual((await admit(store, [again])).rows.map((row) => row.requestsCurrent), [1]);
+
+      await store.clear(own);
+      assert.deepEqual(await store.readChildren(own, LONG, wallSeconds()), []);
+      const other = ownKey('/other', LONG);
+      const carol = childRule(store, other, LONG, 'carol', { maxRequests: 2 });
+      await admit(store, [carol]);
+      await store.resetAll();
+      assert.deepEqual(await store.readChildren(other, LONG, wallSeconds()), []);
+    });
+
+    it('lists a child holding a slot of a concurrent per-child rule', async () => {
+      const own = ownKey('/team', 0);
+      const alice = childRule(store, own, 0, 'alice', { maxRequests: 1 });
+      const lease = leaseOf(await admit(store, [alice]));
+      assert.deepEqual(await store.readChildren(own, 0, wallSeconds()), [{ child: 'alice', row: slots(1) }]);
+      store.release([alice], lease);
+      assert.deepEqual((await read(store, [alice])).rows, [slots(0)]);
+      assert.deepEqual(await store.readChildren(own, 0, wallSeconds()), []);
     });
 
     it('answers each call with rows of its own', async () => {

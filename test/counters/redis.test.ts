@@ -7,10 +7,10 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { MemoryCounterStore } from '../../src/counters/memory.ts';
-import type { CounterAdmission, CounterRule, CounterStore, SlotLease } from '../../src/ratelimit/index.ts';
+import { RateLimiter, type AdmissionResult, type CounterAdmission, type CounterRule, type CounterStore, type MaybePromise, type RuleDefinition, type SlotLease } from '../../src/ratelimit/index.ts';
 import { prng } from '../support/random.ts';
 import { freshSecond, openRedisStore, ownRedis, type OwnRedis, type TestRedisStore } from '../support/redis.ts';
-import { admit, counterRule, counterStoreContract, LONG, read, ruleKey } from './contract.ts';
+import { admit, childRule, counterRule, counterStoreContract, LONG, ownKey, read, ruleKey } from './contract.ts';
 
 counterStoreContract('RedisCounterStore', () => openRedisStore());
 
@@ -160,6 +160,47 @@ describe('RedisCounterStore: keys and leases', () => {
   });
 });
 
+const PER_CHILD: RuleDefinition = { scope: 'user_path', subject: '/Team', periodSeconds: LONG, maxRequests: 2, perChild: true, source: 'manual', createdAt: new Date(0), updatedAt: new Date(0) };
+
+async function outcome(answer: MaybePromise<AdmissionResult>): Promise<string> {
+  const result = await answer;
+  if (result.ok) result.release();
+  return result.ok ? 'admitted' : result.message;
+}
+
+describe('RedisCounterStore: per-child rules', () => {
+  it("keeps a child's counter under the rule's key and the lowercase child, shared by every gateway", async () => {
+    const a = await openRedisStore();
+    const b = await openRedisStore({ prefix: a.prefix, maxChildren: 1 });
+    try {
+      const onA = new RateLimiter({ store: a.store });
+      const onB = new RateLimiter({ store: b.store });
+      onA.replaceRules([PER_CHILD]);
+      onB.replaceRules([PER_CHILD]);
+      assert.equal(await outcome(onA.admit({ userPath: '/team/Alice/x' })), 'admitted');
+      assert.equal(await outcome(onB.admit({ userPath: '/team/alice/y' })), 'admitted');
+      assert.equal(await outcome(onA.admit({ userPath: '/team/alice' })), 'rate limit exceeded for /Team/alice: 31622400s request limit of 2 reached');
+      // max_children bounds what a gateway keeps in memory, not the children Redis counts.
+      for (const child of ['bob', 'carol']) assert.equal(await outcome(onB.admit({ userPath: `/team/${child}` })), 'admitted');
+      assert.equal(await outcome(onA.admit({ userPath: '/team' })), 'admitted');
+      const own = ownKey('/team', LONG);
+      assert.equal(a.names.counterKey(own + 'alice'), `{${a.prefix}}rl:user_path:/team:${LONG}:/alice`);
+      assert.equal(Number(await a.client.exists(a.names.counterKey(own), a.names.counterKey(own + 'alice'), a.names.counterKey(own + 'bob'))), 3);
+      const listed = await onB.status({ expandChildren: true });
+      assert.deepEqual(listed.map((s) => [s.user_path, s.requests_used]), [['/Team', 1], ['/Team/alice', 2], ['/Team/bob', 1], ['/Team/carol', 1]]);
+      assert.deepEqual((await onA.usageFor('/team/bob/z')).map((u) => [u.user_path, u.requests_used]), [['/Team/bob', 1]]);
+      // A reset through one gateway clears every child, for all.
+      await onA.resetRule({ scope: 'user_path', subject: '/team', periodSeconds: LONG });
+      assert.deepEqual((await onB.status({ expandChildren: true })).map((s) => s.user_path), ['/Team']);
+      assert.equal(Number(await a.client.exists(a.names.counterKey(own + 'alice'))), 0);
+      assert.equal(await outcome(onB.admit({ userPath: '/team/alice' })), 'admitted');
+    } finally {
+      await b.close();
+      await a.close();
+    }
+  });
+});
+
 describe('RedisCounterStore: when Redis stops', () => {
   let redis: OwnRedis;
   before(async () => {
@@ -213,6 +254,25 @@ describe('RedisCounterStore: when Redis stops', () => {
       }
     });
   }
+
+  it('on_error local: counts children in memory, at most max_children, the rest on one overflow counter', async () => {
+    await redis.start();
+    const gateway = await openRedisStore({ url: redis.url, onError: 'local', timeoutMs: 200, maxChildren: 2 });
+    try {
+      const own = ownKey('/team', LONG);
+      const child = (name: string) => childRule(gateway.store, own, LONG, name, { maxRequests: 2 });
+      await redis.stop();
+      const [alice, bob, carol, dave] = ['alice', 'bob', 'carol', 'dave'].map(child);
+      const statuses: string[] = [];
+      for (const rule of [alice, alice, alice, bob, carol, dave, dave]) statuses.push((await admit(gateway.store, [rule!])).status);
+      // alice and bob have local counters; carol and dave share the overflow one (cap 2).
+      assert.deepEqual(statuses, ['admitted', 'admitted', 'refused', 'admitted', 'admitted', 'admitted', 'refused']);
+      assert.deepEqual((await gateway.store.readChildren(own, LONG, Math.floor(Date.now() / 1000))).map((c) => c.child), ['alice', 'bob']);
+    } finally {
+      await redis.start();
+      await gateway.close();
+    }
+  });
 
   it('answers within the timeout while Redis hangs, and recovers when it resumes', async () => {
     const gateway = await open('local');

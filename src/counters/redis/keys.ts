@@ -4,8 +4,10 @@
  * to the same slot, which a multi-key script on a cluster requires. Gateways sharing one Redis
  * and one prefix share every counter; another prefix is another, independent set of counters.
  *
- *   {floodgate:}rl:user_path:/team/a:60     a windowed rule (hash)
+ *   {floodgate:}rl:user_path:/team/a:60     a windowed rule (a packed string, see scripts.ts)
  *   {floodgate:}rl:provider:openai:0        a concurrency rule (sorted set of leases)
+ *   {floodgate:}rl:user_path:/team:60:/     a per-child rule's counter for /team itself
+ *   {floodgate:}rl:user_path:/team:60:/bob  its counter for the child /team/bob (and all below it)
  *   floodgate:events                        the pub/sub channel of rule changes and resets
  */
 export class RedisNames {
@@ -25,12 +27,28 @@ export class RedisNames {
    * name is unambiguous whatever the subject contains.
    */
   counterKey(ruleKey: string): string {
-    const [scope, subject, period] = ruleKey.split('\u0000');
-    return `${this.tag}rl:${scope}:${subject}:${period}`;
+    const [scope, subject, period, child] = ruleKey.split('\u0000');
+    const name = `${this.tag}rl:${scope}:${subject}:${period}`;
+    // A per-child rule's counters (see counterKeyOf): the child after a `:/`, empty for the path's own.
+    return child === undefined ? name : `${name}:/${child}`;
   }
 
   /** A SCAN pattern matching every counter key of this prefix (glob characters in it escaped). */
   get counterPattern(): string {
-    return `${this.tag.replace(/[*?[\]\\]/g, '\\$&')}rl:*`;
+    return `${globEscape(this.tag)}rl:*`;
   }
+
+  /** A SCAN pattern matching the children's counters of the per-child rule whose own counter is `ownKey`. */
+  childPattern(ownKey: string): string {
+    return `${globEscape(this.counterKey(ownKey))}?*`;
+  }
+
+  /** The child segment of a child's counter key, given its rule's own counter key. */
+  childOf(ownKey: string, redisKey: string): string {
+    return redisKey.slice(this.counterKey(ownKey).length);
+  }
+}
+
+function globEscape(text: string): string {
+  return text.replace(/[*?[\]\\]/g, '\\$&');
 }

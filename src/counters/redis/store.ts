@@ -12,10 +12,14 @@
  */
 import { MemoryCounterStore } from '../memory.ts';
 import {
+  childCounterKey,
   concurrencyRow,
   CounterStoreUnavailableError,
+  rowMatters,
   windowedRow,
   type AdmitOutcome,
+  type ChildReading,
+  type ChildrenFull,
   type CounterHandle,
   type CounterReading,
   type CounterRow,
@@ -37,6 +41,8 @@ export interface RedisCounterStoreOptions {
   names: RedisNames;
   /** How long a concurrency slot stays held without renewal. */
   leaseSeconds: number;
+  /** Most children per per-child rule in the local fallback counters (rate_limits.max_children). */
+  maxChildren?: number;
   /** The longest any call waits for Redis. */
   timeoutMs: number;
   onError: RedisOnError;
@@ -45,16 +51,24 @@ export interface RedisCounterStoreOptions {
   probeIntervalMs?: number;
 }
 
-/** A rule's counter: its Redis key, and its counter in the local fallback store. */
+/**
+ * A rule's counter: its Redis key, and its counter in the local fallback store. A child's counter
+ * of a per-child rule finds its local counter when the fallback first needs it (the fallback store
+ * drops idle children, so it may find another one later).
+ */
 class RedisCounter implements CounterHandle {
   readonly key: string;
   readonly redisKey: string;
-  readonly local: CounterHandle;
+  local: CounterHandle | undefined;
+  /** The local counter is its rule's overflow counter (see #localRules). */
+  overflowed = false;
+  readonly child: { readonly ownKey: string; readonly periodSeconds: number; readonly child: string } | undefined;
 
-  constructor(key: string, redisKey: string, local: CounterHandle) {
+  constructor(key: string, redisKey: string, local: CounterHandle | undefined, child?: RedisCounter['child']) {
     this.key = key;
     this.redisKey = redisKey;
     this.local = local;
+    this.child = child;
   }
 }
 
@@ -76,10 +90,14 @@ class ScriptPlan {
   readonly hasSlots: boolean;
   /** How many numbers an admission or read of these rules answers. */
   readonly width: number;
-  /** The same rules over the fallback store's counters. */
+  /** The same rules over the fallback store's counters (children's counters found when needed). */
   readonly local: CounterRule[];
+  /** Indexes of children's counters among the rules. */
+  readonly children: number[] = [];
+  readonly rules: readonly CounterRule[];
 
   constructor(rules: readonly CounterRule[]) {
+    this.rules = rules;
     this.keyNames = rules.map((rule) => (rule.counter as RedisCounter).redisKey);
     this.keys = this.keyNames.map((name) => Buffer.from(name));
     this.periods = rules.map((rule) => rule.periodSeconds);
@@ -90,12 +108,11 @@ class ScriptPlan {
     }
     this.hasSlots = this.slotKeys.length > 0;
     this.width = 2 + ROW_WIDTH * rules.length;
-    this.local = rules.map((rule) => ({
-      counter: (rule.counter as RedisCounter).local,
-      periodSeconds: rule.periodSeconds,
-      maxRequests: rule.maxRequests,
-      maxTokens: rule.maxTokens,
-    }));
+    this.local = rules.map((rule, i) => {
+      const counter = rule.counter as RedisCounter;
+      if (counter.child !== undefined) this.children.push(i);
+      return { counter: counter.local ?? counter, periodSeconds: rule.periodSeconds, maxRequests: rule.maxRequests, maxTokens: rule.maxTokens };
+    });
   }
 }
 
@@ -109,6 +126,8 @@ class LocalLease {
 
 const ROW_WIDTH = 6;
 const RENEW_BATCH = 500;
+/** Children's counters read per script call when listing them (Lua unpacks at most a few thousand values). */
+const CHILD_READ_BATCH = 500;
 
 export class RedisCounterStore implements CounterStore {
   readonly #client: CountersClient;
@@ -119,7 +138,7 @@ export class RedisCounterStore implements CounterStore {
   readonly #logger: CountersLogger;
   readonly #availability: RedisAvailability;
   /** Counts while Redis is down (on_error: local); emptied when it answers again. */
-  readonly #local = new MemoryCounterStore();
+  readonly #local: MemoryCounterStore;
   readonly #counters = new Map<string, RedisCounter>();
   readonly #plans = new WeakMap<readonly CounterRule[], ScriptPlan>();
   readonly #leases = new LeaseBook();
@@ -133,6 +152,7 @@ export class RedisCounterStore implements CounterStore {
     this.#timeoutMs = options.timeoutMs;
     this.#onError = options.onError;
     this.#logger = options.logger;
+    this.#local = new MemoryCounterStore({ maxChildren: options.maxChildren });
     const client = options.client;
     this.#batch = new ScriptBatch((keys, numbers, leases) => client.floodgateBatchBuffer(keys.length, keys, numbers, leases), options.timeoutMs);
     this.#availability = new RedisAvailability({
@@ -167,9 +187,31 @@ export class RedisCounterStore implements CounterStore {
     return counter;
   }
 
+  /**
+   * Redis keeps every child's counter (its keys expire with their windows), so a child is never
+   * refused for room here and nothing is tracked: a handle is the child's key, made once per caller.
+   */
+  childCounter(ownKey: string, periodSeconds: number, child: string, _nowSeconds: number, held: CounterHandle | undefined): CounterHandle | ChildrenFull {
+    return held ?? this.#childHandle(ownKey, periodSeconds, child);
+  }
+
+  findChild(ownKey: string, periodSeconds: number, child: string): CounterHandle | undefined {
+    return this.#childHandle(ownKey, periodSeconds, child);
+  }
+
+  /** Every gateway's children of the rule: the keys Redis holds under it (SCAN), read in batches. */
+  readChildren(ownKey: string, periodSeconds: number, nowSeconds: number): MaybePromise<ChildReading[]> {
+    if (!this.#availability.up) return this.#local.readChildren(ownKey, periodSeconds, nowSeconds);
+    return this.#readChildren(ownKey, periodSeconds).catch((err: unknown) => {
+      this.#availability.down(err);
+      return this.#local.readChildren(ownKey, periodSeconds, nowSeconds);
+    });
+  }
+
   retire(key: string): void {
     this.#counters.delete(key);
     this.#local.retire(key);
+    if (key.endsWith('\u0000')) this.#local.retire(overflowKey(key));
   }
 
   clear(key: string): MaybePromise<void> {
@@ -178,7 +220,7 @@ export class RedisCounterStore implements CounterStore {
     if (!this.#availability.up) return;
     this.#batch.flush();
     // A failure leaves the old counts in Redis until their windows expire; the rule is gone anyway.
-    return within(this.#client.del(redisKey), this.#timeoutMs).then(noop, (err: unknown) => {
+    return within(this.#deleteCounters(key), this.#timeoutMs * 4).then(noop, (err: unknown) => {
       this.#availability.down(err);
       this.#logger.warn({ key: redisKey }, 'rate-limit counters: could not clear the counters of a deleted rule in Redis; they expire with their windows');
     });
@@ -186,18 +228,13 @@ export class RedisCounterStore implements CounterStore {
 
   async reset(key: string): Promise<void> {
     this.#local.reset(key);
-    await this.#shared(() => this.#client.del(this.#names.counterKey(key)));
+    await this.#shared(() => this.#deleteCounters(key));
   }
 
   async resetAll(): Promise<void> {
     this.#local.resetAll();
     await this.#shared(async () => {
-      let cursor = '0';
-      do {
-        const [next, keys] = await within(this.#client.scan(cursor, 'MATCH', this.#names.counterPattern, 'COUNT', 1000), this.#timeoutMs);
-        if (keys.length > 0) await within(this.#client.unlink(...keys), this.#timeoutMs);
-        cursor = next;
-      } while (cursor !== '0');
+      for await (const keys of this.#scan(this.#names.counterPattern)) await within(this.#client.unlink(...keys), this.#timeoutMs);
     });
   }
 
@@ -209,7 +246,7 @@ export class RedisCounterStore implements CounterStore {
       (answer) => {
         const admitted = answer.reply.readDoubleLE((answer.at + 1) * 8) === 1;
         const lease = admitted && plan.hasSlots ? this.#leases.hold(leaseId, plan.slotKeys) : undefined;
-        return { status: admitted ? 'admitted' : 'refused', ...readingOf(plan, answer), lease };
+        return { status: admitted ? 'admitted' : 'refused', ...readingOf(plan.periods, answer), lease };
       },
       (err: unknown) => {
         this.#availability.down(err);
@@ -220,6 +257,7 @@ export class RedisCounterStore implements CounterStore {
 
   release(rules: readonly CounterRule[], lease: SlotLease): void {
     if (lease instanceof LocalLease) {
+      // The local counters the slots were taken on: a child's is the one it found then.
       this.#local.release(this.#plan(rules).local, lease.inner);
       return;
     }
@@ -244,12 +282,12 @@ export class RedisCounterStore implements CounterStore {
   read(rules: readonly CounterRule[], nowSeconds: number): MaybePromise<CounterReading> {
     const plan = this.#plan(rules);
     // Without Redis, the counters this gateway can see are its local ones (none under allow/deny).
-    if (!this.#availability.up) return this.#local.read(plan.local, nowSeconds);
+    if (!this.#availability.up) return this.#local.read(this.#localRules(plan, nowSeconds), nowSeconds);
     return this.#batch.add(READ, plan.keys, Number.NaN, plan.periodNumbers, undefined, plan.width).then(
-      (answer) => readingOf(plan, answer),
+      (answer) => readingOf(plan.periods, answer),
       (err: unknown) => {
         this.#availability.down(err);
-        return this.#local.read(plan.local, nowSeconds);
+        return this.#local.read(this.#localRules(plan, nowSeconds), nowSeconds);
       },
     );
   }
@@ -269,15 +307,72 @@ export class RedisCounterStore implements CounterStore {
     return plan;
   }
 
+  #childHandle(ownKey: string, periodSeconds: number, child: string): RedisCounter {
+    const key = childCounterKey(ownKey, child);
+    return new RedisCounter(key, this.#names.counterKey(key), undefined, { ownKey, periodSeconds, child });
+  }
+
+  /** A rule's counter in Redis, and a per-child rule's own counter with every child's. */
+  async #deleteCounters(key: string): Promise<void> {
+    await this.#client.del(this.#names.counterKey(key));
+    if (!key.endsWith('\u0000')) return;
+    for await (const keys of this.#scan(this.#names.childPattern(key))) await this.#client.unlink(...keys);
+  }
+
+  async *#scan(pattern: string): AsyncGenerator<string[]> {
+    let cursor = '0';
+    do {
+      const [next, keys] = await within(this.#client.scan(cursor, 'MATCH', pattern, 'COUNT', 1000), this.#timeoutMs);
+      if (keys.length > 0) yield keys;
+      cursor = next;
+    } while (cursor !== '0');
+  }
+
+  async #readChildren(ownKey: string, periodSeconds: number): Promise<ChildReading[]> {
+    const found: ChildReading[] = [];
+    for await (const names of this.#scan(this.#names.childPattern(ownKey))) {
+      // SCAN may answer a key twice; a read changes nothing, so a duplicate is only skipped.
+      for (let at = 0; at < names.length; at += CHILD_READ_BATCH) {
+        const batch = names.slice(at, at + CHILD_READ_BATCH);
+        const periods = new Float64Array(batch.length).fill(periodSeconds);
+        const answer = await this.#batch.add(READ, batch, Number.NaN, periods, undefined, 2 + ROW_WIDTH * batch.length);
+        const { rows } = readingOf(Array.from(periods), answer);
+        batch.forEach((name, i) => {
+          if (rowMatters(rows[i]!)) found.push({ child: this.#names.childOf(ownKey, name), row: rows[i]! });
+        });
+      }
+    }
+    const unique = new Map(found.map((entry) => [entry.child, entry]));
+    return [...unique.values()].sort((a, b) => (a.child < b.child ? -1 : a.child > b.child ? 1 : 0));
+  }
+
+  /**
+   * The plan's rules over the local counters, each child's found (or made) in the fallback store
+   * now. A child the fallback store has no room for counts on its rule's overflow counter, shared by
+   * every such child while Redis is away.
+   */
+  #localRules(plan: ScriptPlan, nowSeconds: number): CounterRule[] {
+    for (const i of plan.children) {
+      const rule = plan.local[i]!;
+      const counter = plan.rules[i]!.counter as RedisCounter;
+      const { ownKey, periodSeconds, child } = counter.child!;
+      const answer = this.#local.childCounter(ownKey, periodSeconds, child, nowSeconds, counter.overflowed ? undefined : counter.local);
+      counter.overflowed = 'full' in answer;
+      counter.local = 'full' in answer ? this.#local.counter(overflowKey(ownKey)) : answer;
+      plan.local[i] = { ...rule, counter: counter.local };
+    }
+    return plan.local;
+  }
+
   #fallbackAdmit(plan: ScriptPlan, nowSeconds: number): AdmitOutcome {
     if (this.#onError !== 'local') return { status: 'unavailable', fallback: this.#onError, reason: UNREACHABLE };
-    const outcome = this.#local.tryAdmit(plan.local, nowSeconds);
+    const outcome = this.#local.tryAdmit(this.#localRules(plan, nowSeconds), nowSeconds);
     if (outcome.status !== 'admitted' || outcome.lease === undefined) return outcome;
     return { ...outcome, lease: new LocalLease(outcome.lease) };
   }
 
   #fallbackTokens(plan: ScriptPlan, tokens: number, nowSeconds: number): void {
-    if (this.#onError === 'local') this.#local.addTokens(plan.local, tokens, nowSeconds);
+    if (this.#onError === 'local') this.#local.addTokens(this.#localRules(plan, nowSeconds), tokens, nowSeconds);
   }
 
   /** Runs an admin change on the shared counters; a failure is a CounterStoreUnavailableError. */
@@ -319,11 +414,16 @@ const FALLBACK_DESCRIPTIONS: Readonly<Record<RedisOnError, string>> = {
   deny: 'refusing rate-limited requests with 503 rate_limits_unavailable (on_error: deny)',
 };
 
+/** The local counter the children of a per-child rule share when the fallback store has no room for one. */
+function overflowKey(ownKey: string): string {
+  // A control character is never part of a path segment: no child has this key.
+  return childCounterKey(ownKey, '\u0001');
+}
+
 /** An admission's or read's answer as rows: the server's time, a flag, then six numbers per rule (see BATCH). */
-function readingOf(plan: ScriptPlan, { reply, at }: BatchAnswer): CounterReading {
+function readingOf(periods: readonly number[], { reply, at }: BatchAnswer): CounterReading {
   const number = (index: number): number => reply.readDoubleLE(index * 8);
   const nowSeconds = number(at);
-  const periods = plan.periods;
   const rows: CounterRow[] = new Array<CounterRow>(periods.length);
   for (let i = 0, row = at + 2; i < periods.length; i++, row += ROW_WIDTH) {
     const period = periods[i]!;
