@@ -11,6 +11,8 @@ import type {
   ApiKeyRecord,
   BatchListQuery,
   BatchRecord,
+  CounterRemovals,
+  SavedCounter,
   Storage,
   StoredFile,
   UsageBucket,
@@ -25,6 +27,7 @@ export class MemoryStore {
   readonly keys = new Map<string, ApiKeyRecord>();
   readonly rules = new Map<string, RuleDefinition>();
   readonly budgets = new Map<string, BudgetDefinition>();
+  readonly counters = new Map<string, SavedCounter>();
   readonly usage: UsageRecord[] = [];
   readonly files = new Map<string, StoredFile>();
   /** Insertion order is the listing order (newest last). */
@@ -100,6 +103,20 @@ export class MemoryStorage implements Storage {
     }
     for (const rule of plan.inserts) this.store.rules.set(ruleIdentity(rule), copyRule(rule));
     return plan.skipped;
+  }
+
+  async listCounters(): Promise<SavedCounter[]> {
+    return [...this.store.counters.values()].map(clone);
+  }
+
+  async writeCounters(counters: readonly SavedCounter[], removals: CounterRemovals = {}): Promise<void> {
+    const saved = this.store.counters;
+    if (removals.all) saved.clear();
+    for (const key of removals.keys ?? []) saved.delete(key);
+    for (const prefix of removals.prefixes ?? []) {
+      for (const key of saved.keys()) if (key.startsWith(prefix)) saved.delete(key);
+    }
+    for (const counter of counters) saved.set(counter.key, clone(counter));
   }
 
   async insertUsage(records: readonly UsageRecord[]): Promise<void> {
@@ -260,6 +277,7 @@ function copyRule(rule: RuleDefinition): RuleDefinition {
     periodSeconds: rule.periodSeconds,
     maxRequests: rule.maxRequests,
     maxTokens: rule.maxTokens,
+    ...(rule.perChild && { perChild: true as const }),
     source: rule.source,
     createdAt: rule.createdAt,
     updatedAt: rule.updatedAt,

@@ -7,7 +7,7 @@
 import pg from 'pg';
 import type { PoolClient } from 'pg';
 import type { BudgetDefinition, BudgetKey } from '../budgets/types.ts';
-import { USAGE_GROUP_KEY_SQL, escapeLike, planBudgetReseed, planConfigReseed, subtreePrefix } from './shared.ts';
+import { USAGE_GROUP_KEY_SQL, counterKeyFromStored, escapeLike, planBudgetReseed, planConfigReseed, storedCounterKey, subtreePrefix } from './shared.ts';
 import { BATCH_COLUMNS, FILE_COLUMNS, batchFromRow, batchParams, fileFromRow, fileParams } from './object-rows.ts';
 import type { BatchRow, FileRow } from './object-rows.ts';
 import type { RuleDefinition, RuleKey, Scope } from '../ratelimit/types.ts';
@@ -15,6 +15,8 @@ import type {
   ApiKeyRecord,
   BatchListQuery,
   BatchRecord,
+  CounterRemovals,
+  SavedCounter,
   Storage,
   StoredFile,
   UsageBucket,
@@ -130,6 +132,22 @@ const MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  {
+    // Per-child rules, and the windows of the in-memory counters kept across restarts.
+    version: 4,
+    sql: `
+      ALTER TABLE rate_limit_rules ADD COLUMN per_child boolean NOT NULL DEFAULT false;
+      CREATE TABLE rate_limit_counters (
+        counter_key text PRIMARY KEY,
+        period_seconds integer NOT NULL,
+        window_start bigint NOT NULL,
+        requests_previous bigint NOT NULL,
+        requests_current bigint NOT NULL,
+        tokens_previous bigint NOT NULL,
+        tokens_current bigint NOT NULL
+      );
+    `,
+  },
 ];
 
 /** Arbitrary constant for pg_advisory_xact_lock: serialises migrations across processes. */
@@ -149,6 +167,7 @@ interface RuleRow {
   period_seconds: number;
   max_requests: string | null;
   max_tokens: string | null;
+  per_child: boolean;
   source: 'manual' | 'config';
   created_at: Date;
   updated_at: Date;
@@ -162,6 +181,16 @@ interface BucketRow {
   completion_tokens: string;
   cost_usd: number;
   cache_hits: string;
+}
+
+interface CounterRow {
+  counter_key: string;
+  period_seconds: number;
+  window_start: string;
+  requests_previous: string;
+  requests_current: string;
+  tokens_previous: string;
+  tokens_current: string;
 }
 
 interface SummaryRow {
@@ -198,16 +227,17 @@ export interface PostgresStorageOptions {
 }
 
 const RULE_COLUMNS =
-  'scope, subject, period_seconds, max_requests, max_tokens, source, created_at, updated_at';
+  'scope, subject, period_seconds, max_requests, max_tokens, per_child, source, created_at, updated_at';
 
 const UPSERT_RULE = `
   INSERT INTO rate_limit_rules
-    (scope, subject, subject_key, period_seconds, max_requests, max_tokens, source, created_at, updated_at)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+    (scope, subject, subject_key, period_seconds, max_requests, max_tokens, per_child, source, created_at, updated_at)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
   ON CONFLICT (scope, subject_key, period_seconds) DO UPDATE SET
     subject = excluded.subject,
     max_requests = excluded.max_requests,
     max_tokens = excluded.max_tokens,
+    per_child = excluded.per_child,
     source = excluded.source,
     updated_at = excluded.updated_at`;
 
@@ -348,6 +378,56 @@ export class PostgresStorage implements Storage {
       await client.query("DELETE FROM rate_limit_rules WHERE source = 'config'");
       for (const rule of plan.inserts) await client.query(UPSERT_RULE, ruleParams(rule));
       return plan.skipped;
+    });
+  }
+
+  async listCounters(): Promise<SavedCounter[]> {
+    const res = await this.pool.query<CounterRow>(
+      `SELECT counter_key, period_seconds, window_start, requests_previous, requests_current, tokens_previous, tokens_current
+       FROM rate_limit_counters ORDER BY window_start, counter_key COLLATE "C"`,
+    );
+    return res.rows.map((row) => ({
+      key: counterKeyFromStored(row.counter_key),
+      periodSeconds: row.period_seconds,
+      windowStart: Number(row.window_start),
+      requestsPrevious: Number(row.requests_previous),
+      requestsCurrent: Number(row.requests_current),
+      tokensPrevious: Number(row.tokens_previous),
+      tokensCurrent: Number(row.tokens_current),
+    }));
+  }
+
+  async writeCounters(counters: readonly SavedCounter[], removals: CounterRemovals = {}): Promise<void> {
+    await this.transaction(async (client) => {
+      if (removals.all) await client.query('DELETE FROM rate_limit_counters');
+      const keys = (removals.keys ?? []).map(storedCounterKey);
+      if (keys.length > 0) await client.query('DELETE FROM rate_limit_counters WHERE counter_key = ANY($1::text[])', [keys]);
+      for (const prefix of removals.prefixes ?? []) {
+        await client.query('DELETE FROM rate_limit_counters WHERE left(counter_key, length($1)) = $1', [storedCounterKey(prefix)]);
+      }
+      if (counters.length === 0) return;
+      const column = <T>(field: (c: SavedCounter) => T): T[] => counters.map(field);
+      await client.query(
+        `INSERT INTO rate_limit_counters
+           (counter_key, period_seconds, window_start, requests_previous, requests_current, tokens_previous, tokens_current)
+         SELECT * FROM unnest($1::text[], $2::integer[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[])
+         ON CONFLICT (counter_key) DO UPDATE SET
+           period_seconds = excluded.period_seconds,
+           window_start = excluded.window_start,
+           requests_previous = excluded.requests_previous,
+           requests_current = excluded.requests_current,
+           tokens_previous = excluded.tokens_previous,
+           tokens_current = excluded.tokens_current`,
+        [
+          column((c) => storedCounterKey(c.key)),
+          column((c) => c.periodSeconds),
+          column((c) => c.windowStart),
+          column((c) => c.requestsPrevious),
+          column((c) => c.requestsCurrent),
+          column((c) => c.tokensPrevious),
+          column((c) => c.tokensCurrent),
+        ],
+      );
     });
   }
 
@@ -557,6 +637,7 @@ async function listRulesWith(db: Queryable): Promise<RuleDefinition[]> {
     periodSeconds: row.period_seconds,
     maxRequests: row.max_requests === null ? undefined : Number(row.max_requests),
     maxTokens: row.max_tokens === null ? undefined : Number(row.max_tokens),
+    ...(row.per_child && { perChild: true as const }),
     source: row.source,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
@@ -588,6 +669,7 @@ function ruleParams(rule: RuleDefinition): unknown[] {
     rule.periodSeconds,
     rule.maxRequests ?? null,
     rule.maxTokens ?? null,
+    rule.perChild === true,
     rule.source,
     rule.createdAt,
     rule.updatedAt,

@@ -48,6 +48,18 @@ export function usageGroupKey(groupBy: UsageGroupBy, record: { userPath: string;
   }
 }
 
+/**
+ * Counter keys separate their parts with NUL, which PostgreSQL text cannot hold: both databases
+ * store U+001F (the unit separator) in its place, a control character no subject may contain.
+ */
+export function storedCounterKey(key: string): string {
+  return key.replaceAll('\u0000', '\u001f');
+}
+
+export function counterKeyFromStored(stored: string): string {
+  return stored.replaceAll('\u001f', '\u0000');
+}
+
 function toRuleKey(rule: RuleDefinition): RuleKey {
   return { scope: rule.scope, subject: rule.subject, periodSeconds: rule.periodSeconds };
 }
@@ -57,7 +69,8 @@ function sameRuleContent(prev: RuleDefinition, next: RuleDefinition): boolean {
   return (
     prev.subject === next.subject &&
     prev.maxRequests === next.maxRequests &&
-    prev.maxTokens === next.maxTokens
+    prev.maxTokens === next.maxTokens &&
+    prev.perChild === next.perChild
   );
 }
 

@@ -11,13 +11,15 @@ import Database from 'better-sqlite3';
 import type { Database as Db, Statement } from 'better-sqlite3';
 import type { RuleDefinition, RuleKey, Scope } from '../ratelimit/types.ts';
 import type { BudgetDefinition, BudgetKey } from '../budgets/types.ts';
-import { USAGE_GROUP_KEY_SQL, escapeLike, planBudgetReseed, planConfigReseed, subtreePrefix } from './shared.ts';
+import { USAGE_GROUP_KEY_SQL, counterKeyFromStored, escapeLike, planBudgetReseed, planConfigReseed, storedCounterKey, subtreePrefix } from './shared.ts';
 import { BATCH_COLUMNS, FILE_COLUMNS, batchFromRow, batchParams, fileFromRow, fileParams } from './object-rows.ts';
 import type { BatchRow, FileRow } from './object-rows.ts';
 import type {
   ApiKeyRecord,
   BatchListQuery,
   BatchRecord,
+  CounterRemovals,
+  SavedCounter,
   Storage,
   StoredFile,
   UsageBucket,
@@ -133,6 +135,22 @@ const MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  {
+    // Per-child rules, and the windows of the in-memory counters kept across restarts.
+    version: 4,
+    sql: `
+      ALTER TABLE rate_limit_rules ADD COLUMN per_child INTEGER NOT NULL DEFAULT 0 CHECK (per_child IN (0, 1));
+      CREATE TABLE rate_limit_counters (
+        counter_key TEXT PRIMARY KEY,
+        period_seconds INTEGER NOT NULL,
+        window_start INTEGER NOT NULL,
+        requests_previous INTEGER NOT NULL,
+        requests_current INTEGER NOT NULL,
+        tokens_previous INTEGER NOT NULL,
+        tokens_current INTEGER NOT NULL
+      );
+    `,
+  },
 ];
 
 interface KeyRow {
@@ -149,6 +167,7 @@ interface RuleRow {
   period_seconds: number;
   max_requests: number | null;
   max_tokens: number | null;
+  per_child: number;
   source: 'manual' | 'config';
   created_at: number;
   updated_at: number;
@@ -162,6 +181,16 @@ interface BucketRow {
   completion_tokens: number;
   cost_usd: number;
   cache_hits: number;
+}
+
+interface CounterRow {
+  counter_key: string;
+  period_seconds: number;
+  window_start: number;
+  requests_previous: number;
+  requests_current: number;
+  tokens_previous: number;
+  tokens_current: number;
 }
 
 interface SummaryRow {
@@ -191,10 +220,15 @@ interface Statements {
   deleteKey: Statement<[string]>;
   listRules: Statement<[], RuleRow>;
   upsertRule: Statement<
-    [string, string, string, number, number | null, number | null, string, number, number]
+    [string, string, string, number, number | null, number | null, number, string, number, number]
   >;
   deleteRule: Statement<[string, string, number]>;
   deleteConfigRules: Statement<[]>;
+  listCounters: Statement<[], CounterRow>;
+  saveCounter: Statement<[string, number, number, number, number, number, number]>;
+  deleteCounter: Statement<[string]>;
+  deleteCountersUnder: Statement<[string, string]>;
+  deleteAllCounters: Statement<[]>;
   summarizeAll: Statement<[number, number], SummaryRow>;
   summarizeSubtree: Statement<[string, string, number, number], SummaryRow>;
 }
@@ -241,6 +275,7 @@ export class SqliteStorage implements Storage {
   private readonly cachedStmts = new Map<string, Statement>();
   /** One transaction per batch: one commit instead of one per record. */
   private readonly insertUsageRows: (records: readonly UsageRecord[]) => void;
+  private readonly writeCounterRows: (counters: readonly SavedCounter[], removals: CounterRemovals) => void;
 
   constructor(options: SqliteStorageOptions) {
     const inMemory = options.path === ':memory:' || options.path === '';
@@ -257,6 +292,15 @@ export class SqliteStorage implements Storage {
       for (let first = 0; first < records.length; first += USAGE_ROWS_PER_STATEMENT) {
         const rows = records.slice(first, first + USAGE_ROWS_PER_STATEMENT);
         this.usageInsert(rows.length).run(...rows.flatMap(usageParams));
+      }
+    });
+    this.writeCounterRows = this.db.transaction((counters: readonly SavedCounter[], removals: CounterRemovals) => {
+      const stmts = this.s();
+      if (removals.all) stmts.deleteAllCounters.run();
+      for (const key of removals.keys ?? []) stmts.deleteCounter.run(storedCounterKey(key));
+      for (const prefix of removals.prefixes ?? []) stmts.deleteCountersUnder.run(storedCounterKey(prefix), storedCounterKey(prefix));
+      for (const c of counters) {
+        stmts.saveCounter.run(storedCounterKey(c.key), c.periodSeconds, c.windowStart, c.requestsPrevious, c.requestsCurrent, c.tokensPrevious, c.tokensCurrent);
       }
     });
   }
@@ -349,6 +393,23 @@ export class SqliteStorage implements Storage {
         return plan.skipped;
       })
       .immediate();
+  }
+
+  async listCounters(): Promise<SavedCounter[]> {
+    return this.s().listCounters.all().map((row) => ({
+      key: counterKeyFromStored(row.counter_key),
+      periodSeconds: row.period_seconds,
+      windowStart: row.window_start,
+      requestsPrevious: row.requests_previous,
+      requestsCurrent: row.requests_current,
+      tokensPrevious: row.tokens_previous,
+      tokensCurrent: row.tokens_current,
+    }));
+  }
+
+  async writeCounters(counters: readonly SavedCounter[], removals: CounterRemovals = {}): Promise<void> {
+    this.s();
+    this.writeCounterRows(counters, removals);
   }
 
   async insertUsage(records: readonly UsageRecord[]): Promise<void> {
@@ -518,6 +579,7 @@ export class SqliteStorage implements Storage {
       rule.periodSeconds,
       rule.maxRequests ?? null,
       rule.maxTokens ?? null,
+      rule.perChild ? 1 : 0,
       rule.source,
       rule.createdAt.getTime(),
       rule.updatedAt.getTime(),
@@ -542,18 +604,19 @@ export class SqliteStorage implements Storage {
       ),
       deleteKey: db.prepare('DELETE FROM api_keys WHERE id = ?'),
       listRules: db.prepare(
-        `SELECT scope, subject, period_seconds, max_requests, max_tokens, source, created_at, updated_at
+        `SELECT scope, subject, period_seconds, max_requests, max_tokens, per_child, source, created_at, updated_at
          FROM rate_limit_rules ORDER BY scope, subject_key, period_seconds`,
       ),
       // created_at is left alone on conflict: the rule's history starts at its first write.
       upsertRule: db.prepare(
         `INSERT INTO rate_limit_rules
-           (scope, subject, subject_key, period_seconds, max_requests, max_tokens, source, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+           (scope, subject, subject_key, period_seconds, max_requests, max_tokens, per_child, source, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (scope, subject_key, period_seconds) DO UPDATE SET
            subject = excluded.subject,
            max_requests = excluded.max_requests,
            max_tokens = excluded.max_tokens,
+           per_child = excluded.per_child,
            source = excluded.source,
            updated_at = excluded.updated_at`,
       ),
@@ -561,6 +624,25 @@ export class SqliteStorage implements Storage {
         'DELETE FROM rate_limit_rules WHERE scope = ? AND subject_key = ? AND period_seconds = ?',
       ),
       deleteConfigRules: db.prepare("DELETE FROM rate_limit_rules WHERE source = 'config'"),
+      listCounters: db.prepare(
+        `SELECT counter_key, period_seconds, window_start, requests_previous, requests_current, tokens_previous, tokens_current
+         FROM rate_limit_counters ORDER BY window_start, counter_key`,
+      ),
+      saveCounter: db.prepare(
+        `INSERT INTO rate_limit_counters
+           (counter_key, period_seconds, window_start, requests_previous, requests_current, tokens_previous, tokens_current)
+         VALUES (?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (counter_key) DO UPDATE SET
+           period_seconds = excluded.period_seconds,
+           window_start = excluded.window_start,
+           requests_previous = excluded.requests_previous,
+           requests_current = excluded.requests_current,
+           tokens_previous = excluded.tokens_previous,
+           tokens_current = excluded.tokens_current`,
+      ),
+      deleteCounter: db.prepare('DELETE FROM rate_limit_counters WHERE counter_key = ?'),
+      deleteCountersUnder: db.prepare('DELETE FROM rate_limit_counters WHERE substr(counter_key, 1, length(?)) = ?'),
+      deleteAllCounters: db.prepare('DELETE FROM rate_limit_counters'),
       summarizeAll: db.prepare(
         `SELECT ${SUMMARY_COLUMNS} FROM usage_records
          WHERE ts >= ? AND ts < ?
@@ -598,6 +680,7 @@ function ruleFromRow(row: RuleRow): RuleDefinition {
     periodSeconds: row.period_seconds,
     maxRequests: row.max_requests ?? undefined,
     maxTokens: row.max_tokens ?? undefined,
+    ...(row.per_child === 1 && { perChild: true as const }),
     source: row.source,
     createdAt: new Date(row.created_at),
     updatedAt: new Date(row.updated_at),

@@ -155,6 +155,29 @@ export interface BatchListQuery {
   limit: number;
 }
 
+/**
+ * The request and token windows of one rate-limit counter, saved by the in-memory counter store
+ * (rate_limits.persist_counters) so that they outlive a restart. Concurrency is never saved.
+ */
+export interface SavedCounter {
+  /** The engine's counter key (NUL-separated parts; see counterKeyOf in src/ratelimit/rules.ts). */
+  key: string;
+  periodSeconds: number;
+  /** Start of the window `requestsCurrent`/`tokensCurrent` belong to, in Unix seconds. */
+  windowStart: number;
+  requestsPrevious: number;
+  requestsCurrent: number;
+  tokensPrevious: number;
+  tokensCurrent: number;
+}
+
+/** Saved counters to remove: every one, these keys, or every key beginning with one of the prefixes. */
+export interface CounterRemovals {
+  all?: boolean;
+  keys?: readonly string[];
+  prefixes?: readonly string[];
+}
+
 export interface Storage {
   /** Applies pending schema migrations; idempotent. */
   migrate(): Promise<void>;
@@ -177,6 +200,14 @@ export interface Storage {
    * restarts do not rewrite history.
    */
   replaceConfigRules(rules: readonly RuleDefinition[]): Promise<RuleKey[]>;
+
+  listCounters(): Promise<SavedCounter[]>;
+  /**
+   * In one transaction: first removes `removals`, then inserts `counters` or replaces the saved
+   * ones with the same key. Called off the request path (at most once a second, at shutdown, and
+   * when an admin resets or deletes counters).
+   */
+  writeCounters(counters: readonly SavedCounter[], removals?: CounterRemovals): Promise<void>;
 
   /**
    * Writes the records in one transaction: all of them or, when it rejects, none. The recorder

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { BudgetDefinition } from '../../src/budgets/types.ts';
 import type { RuleDefinition } from '../../src/ratelimit/types.ts';
-import type { ApiKeyRecord, BatchRecord, Storage, StoredFile, UsageRecord } from '../../src/storage/types.ts';
+import type { ApiKeyRecord, BatchRecord, SavedCounter, Storage, StoredFile, UsageRecord } from '../../src/storage/types.ts';
 
 /** The storage plus introspection the implementations expose for tests. */
 export type InspectableStorage = Storage & {
@@ -42,6 +42,14 @@ function rule(overrides: Partial<RuleDefinition> = {}): RuleDefinition {
     ...overrides,
   };
 }
+
+/** Saved windows of a counter key (NUL-separated, as the engine writes them). */
+function saved(key: string, overrides: Partial<SavedCounter> = {}): SavedCounter {
+  return { key, periodSeconds: 86_400, windowStart: 1_735_689_600, requestsPrevious: 3, requestsCurrent: 4, tokensPrevious: 0, tokensCurrent: 250, ...overrides };
+}
+
+const TEAM_DAY = 'user_path\u0000/team\u000086400';
+const TEAM_OWN = `${TEAM_DAY}\u0000`;
 
 /** A usage record of the contract's fixed time window; shared with the backend-specific tests. */
 export function usage(overrides: Partial<UsageRecord> = {}): UsageRecord {
@@ -218,6 +226,51 @@ export function storageContract(name: string, harness: Harness): void {
         // Caps beyond 32 bits survive as numbers.
         assert.equal(listed[1]?.maxTokens, 9_000_000_000);
         assert.equal(listed[1]?.maxRequests, undefined);
+      });
+    });
+
+    it('stores whether a rule is per-child; changing it updates the rule', async () => {
+      await withStorage(harness, async (storage) => {
+        await storage.upsertRule(rule({ perChild: true }));
+        assert.deepEqual(await storage.listRules(), [rule({ perChild: true })]);
+        await storage.upsertRule(rule({ updatedAt: at(5) }));
+        assert.deepEqual(await storage.listRules(), [rule({ updatedAt: at(5) })]);
+        await storage.replaceConfigRules([rule({ subject: '/seeded', source: 'config', perChild: true })]);
+        await storage.replaceConfigRules([rule({ subject: '/seeded', source: 'config', createdAt: at(9), updatedAt: at(9) })]);
+        const seeded = (await storage.listRules()).find((r) => r.subject === '/seeded');
+        assert.deepEqual(seeded, rule({ subject: '/seeded', source: 'config', updatedAt: at(9) }), 'a per_child change is a change: updatedAt moves');
+      });
+    });
+
+    it('writes, replaces and removes saved counters', async () => {
+      await withStorage(harness, async (storage) => {
+        assert.deepEqual(await storage.listCounters(), []);
+        const big = Number.MAX_SAFE_INTEGER;
+        await storage.writeCounters([
+          saved(TEAM_DAY),
+          saved(TEAM_OWN, { windowStart: 1_735_603_200 }),
+          saved(`${TEAM_OWN}alice`, { requestsCurrent: big, tokensPrevious: big }),
+          saved(`${TEAM_OWN}bob`),
+          saved('provider\u0000open:ai\u000060', { periodSeconds: 60, windowStart: 1_735_689_660 }),
+        ]);
+        const byKey = async () => new Map((await storage.listCounters()).map((c) => [c.key, c]));
+        let listed = await byKey();
+        assert.equal(listed.size, 5);
+        assert.deepEqual(listed.get(`${TEAM_OWN}alice`), saved(`${TEAM_OWN}alice`, { requestsCurrent: big, tokensPrevious: big }));
+        assert.deepEqual(listed.get(TEAM_OWN), saved(TEAM_OWN, { windowStart: 1_735_603_200 }));
+
+        // Newer windows replace the saved ones; removals go first.
+        await storage.writeCounters([saved(TEAM_DAY, { requestsCurrent: 9 }), saved(`${TEAM_OWN}carol`)], { keys: [`${TEAM_OWN}bob`, 'nothing'] });
+        listed = await byKey();
+        assert.deepEqual([...listed.keys()].sort(), [TEAM_DAY, TEAM_OWN, `${TEAM_OWN}alice`, `${TEAM_OWN}carol`, 'provider\u0000open:ai\u000060'].sort());
+        assert.equal(listed.get(TEAM_DAY)?.requestsCurrent, 9);
+
+        // A per-child rule's own key as a prefix takes its children with it, and nothing else.
+        await storage.writeCounters([], { prefixes: [TEAM_OWN] });
+        assert.deepEqual([...(await byKey()).keys()].sort(), [TEAM_DAY, 'provider\u0000open:ai\u000060'].sort());
+
+        await storage.writeCounters([saved(`${TEAM_OWN}dave`)], { all: true });
+        assert.deepEqual(await storage.listCounters(), [saved(`${TEAM_OWN}dave`)]);
       });
     });
 
@@ -540,6 +593,7 @@ export function storageContract(name: string, harness: Harness): void {
       await first.upsertRule(rule());
       await first.upsertBudget(budget());
       await first.insertUsage([usage({ costUsd: 0.5, cachedPromptTokens: 3 })]);
+      await first.writeCounters([saved(`${TEAM_OWN}alice`)]);
       await first.close();
 
       const second = await store.open();
@@ -547,6 +601,7 @@ export function storageContract(name: string, harness: Harness): void {
         assert.deepEqual(await second.listApiKeys(), [key('k1')]);
         assert.deepEqual(await second.listRules(), [rule()]);
         assert.deepEqual(await second.listBudgets(), [budget()]);
+        assert.deepEqual(await second.listCounters(), [saved(`${TEAM_OWN}alice`)]);
         const rows = await second.summarizeUsage({ userPathPrefix: '/', from: at(0), to: at(100) });
         assert.equal(rows[0]?.requests, 1);
         assert.equal(rows[0]?.costUsd, 0.5);
