@@ -47,7 +47,7 @@ export function checkConfigFile(file: string, env: NodeJS.ProcessEnv, cwd?: stri
     const caps = [s.maxRequests !== undefined ? `${s.maxRequests} requests` : '', s.maxTokens !== undefined ? `${s.maxTokens} tokens` : '']
       .filter((c) => c !== '')
       .join(', ');
-    lines.push(`    ${s.scope} ${s.subject} ${periodLabel(s.periodSeconds)}: ${caps}  [${s.origin}]`);
+    lines.push(`    ${s.scope} ${s.subject} ${periodLabel(s.periodSeconds)}: ${caps}${s.perChild ? ' per child' : ''}  [${s.origin}]`);
   }
   lines.push(`  budgets: ${config.budgets.enabled ? 'enabled' : 'disabled'}; ${budgetSeeds.length} budget(s)`);
   for (const b of budgetSeeds) lines.push(`    ${b.userPath} ${b.period}: ${formatUsd(b.maxUsd)}  [${b.origin}]`);

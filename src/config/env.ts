@@ -9,7 +9,7 @@ import type { Env } from './interpolate.ts';
 import { formatIssues } from './issues.ts';
 import { normalizeUserPath, validateProviderSubject } from '../ratelimit/normalize.ts';
 import type { z } from 'zod';
-import { budgetLimitsSchema, limitsSchema, parseBoolean, type BudgetLimitConfig, type LimitConfig, type PeriodName } from './schema.ts';
+import { budgetLimitsSchema, limitsSchema, parseBoolean, PER_CHILD_ONLY_USER_PATHS, type BudgetLimitConfig, type LimitConfig, type PeriodName } from './schema.ts';
 
 type Kind = 'string' | 'boolean' | 'port' | 'storage_type' | 'header' | 'postgres_url' | 'rate_limits_backend' | 'redis_url' | 'redis_on_error' | 'milliseconds';
 
@@ -269,6 +269,9 @@ export function parseRateLimitEnv(env: Env): {
         continue;
       }
       const parsed = parseLimitValue(variable, raw);
+      parsed.limits.forEach((limit, i) => {
+        if (limit.per_child === true) parsed.errors.push(`${variable}[${i}].per_child: ${PER_CHILD_ONLY_USER_PATHS}`);
+      });
       errors.push(...parsed.errors);
       if (parsed.errors.length === 0) providers.push({ variable, subject, limits: parsed.limits });
     }

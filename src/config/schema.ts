@@ -239,6 +239,8 @@ const limitSchema = z
       period_seconds: optInt(1, MAX_PERIOD_SECONDS),
       max_requests: optInt(1, MAX_CAP),
       max_tokens: optInt(1, MAX_CAP),
+      /** User-path limits only: each direct child of the path gets a counter of its own with these caps. */
+      per_child: z.preprocess(coerceBool, z.boolean({ error: 'must be a boolean (true/false/yes/no/on/off/1/0)' }).optional()),
     },
     { error: 'expected a mapping such as { period: minute, max_requests: 100 }' },
   )
@@ -272,6 +274,15 @@ export function limitPeriodSeconds(limit: LimitConfig): number {
 
 export const limitsSchema = z.array(limitSchema, {
   error: (iss) => (iss.input === undefined ? 'required' : 'must be a list of limits'),
+});
+
+export const PER_CHILD_ONLY_USER_PATHS = 'only user-path limits can be per_child (providers and models have no children)';
+
+/** Limits of a provider or a model: no per_child. */
+export const targetLimitsSchema = limitsSchema.superRefine((limits, ctx) => {
+  limits.forEach((limit, i) => {
+    if (limit.per_child === true) ctx.addIssue({ code: 'custom', path: [i, 'per_child'], message: PER_CHILD_ONLY_USER_PATHS });
+  });
 });
 
 // Unlike other strings, an empty path is meaningful: it normalises to the root `/`.
@@ -330,6 +341,10 @@ const rateLimitsSchema = z.strictObject({
     z.enum(['memory', 'redis'], { error: 'must be one of memory, redis' }).default('memory'),
   ),
   redis: section(redisSchema.prefault({})),
+  /** Most children a per-child rule keeps counters for (idle ones are dropped first). */
+  max_children: defInt(100_000, 1, 100_000_000),
+  /** Save the in-memory request and token windows to storage, so a restart keeps them (memory backend). */
+  persist_counters: defBool(false),
   user_paths: section(z.array(z.strictObject({ path: userPathSchema, limits: limitsSchema })).default([])),
   providers: section(
     z
@@ -344,12 +359,12 @@ const rateLimitsSchema = z.strictObject({
               return z.NEVER;
             }),
           ),
-          limits: limitsSchema,
+          limits: targetLimitsSchema,
         }),
       )
       .default([]),
   ),
-  models: section(z.array(z.strictObject({ model: modelName, limits: limitsSchema })).default([])),
+  models: section(z.array(z.strictObject({ model: modelName, limits: targetLimitsSchema })).default([])),
 });
 
 // ---- pricing and budgets --------------------------------------------------------------------

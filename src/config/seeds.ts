@@ -15,6 +15,8 @@ export interface RuleSeed {
   periodSeconds: number;
   maxRequests?: number;
   maxTokens?: number;
+  /** A per-child rule (user-path rules only). */
+  perChild?: boolean;
   /** Where it was declared, e.g. `floodgate.yaml rate_limits.user_paths[0].limits[1]` or `env SET_RATE_LIMIT_TEAM`. */
   origin: string;
 }
@@ -38,6 +40,8 @@ export function buildSeeds(entries: readonly RuleEntry[]): { seeds: RuleSeed[]; 
       const seed: RuleSeed = { scope: entry.scope, subject: entry.subject, periodSeconds: limitPeriodSeconds(limit), origin };
       if (limit.max_requests !== undefined) seed.maxRequests = limit.max_requests;
       if (limit.max_tokens !== undefined) seed.maxTokens = limit.max_tokens;
+      // The schema refuses per_child on provider and model limits.
+      if (limit.per_child === true) seed.perChild = true;
       return seed;
     },
     ruleIdentity,

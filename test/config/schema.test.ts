@@ -17,6 +17,8 @@ describe('config schema: defaults', () => {
         enabled: true,
         backend: 'memory',
         redis: { url: 'redis://127.0.0.1:6379', prefix: 'floodgate:', lease_seconds: 30, timeout_ms: 250, on_error: 'local' },
+        max_children: 100000,
+        persist_counters: false,
         user_paths: [],
         providers: [],
         models: [],
