@@ -149,7 +149,8 @@ const RULES_RELOAD_INTERVAL_MS = 30_000;
 
 /**
  * The engine starts empty, then holds the stored rules: config seeds re-applied, manual rules
- * as they were. Counters in memory start at zero; counters in Redis are as the replicas left them.
+ * as they were. Counters in memory start at zero (or as saved, with persist_counters); counters in
+ * Redis are as the replicas left them.
  */
 async function startRateLimits(
   config: GatewayConfig,
@@ -164,11 +165,13 @@ async function startRateLimits(
     logger.info('rate limits are disabled (RATE_LIMITS_ENABLED=false)');
     return { limiter: undefined, rules: undefined, counters: undefined, stopFollowing: () => {} };
   }
-  const counters = await openCounters(config.rate_limits, logger);
+  const counters = await openCounters(config.rate_limits, logger, { storage, now });
   const limiter = new RateLimiter({ clock: { now }, store: counters.store, enforceTokens: config.usage.enabled });
   let started: Awaited<ReturnType<typeof RuleManager.start>>;
   try {
     started = await RuleManager.start(storage, limiter, seeds, now);
+    // Saved counters go back into the rules just loaded (persist_counters).
+    await counters.start();
   } catch (err) {
     await counters.close();
     throw err;

@@ -7,7 +7,9 @@ import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { RateLimitsConfig } from '../config/schema.ts';
 import type { CounterStore } from '../ratelimit/index.ts';
+import type { Storage } from '../storage/types.ts';
 import { MemoryCounterStore } from './memory.ts';
+import { CounterPersistence } from './persistence.ts';
 import type { CountersLogger } from './redis/availability.ts';
 import { createCountersClient, within } from './redis/client.ts';
 import { RedisNames } from './redis/keys.ts';
@@ -22,18 +24,35 @@ export interface Counters {
   problem(): string | undefined;
   /** Rule changes between gateways sharing the counters; undefined for the memory store. */
   readonly ruleChanges: RedisRuleChanges | undefined;
+  /** Call once the engine holds its rules: puts saved counters back (persist_counters) and starts saving. */
+  start(): Promise<void>;
   close(): Promise<void>;
 }
 
+export interface OpenCountersOptions {
+  /** Where saved counters live (persist_counters). */
+  storage: Pick<Storage, 'listCounters' | 'writeCounters'>;
+  /** The engine's clock, in milliseconds. */
+  now: () => number;
+}
+
 /** Opens the configured store. Never fails because Redis is unreachable: the gateway then starts degraded. */
-export async function openCounters(config: RateLimitsConfig, logger: CountersLogger): Promise<Counters> {
+export async function openCounters(config: RateLimitsConfig, logger: CountersLogger, options: OpenCountersOptions): Promise<Counters> {
+  const maxChildren = config.max_children;
   if (config.backend === 'memory') {
-    return { store: new MemoryCounterStore(), problem: () => undefined, ruleChanges: undefined, close: async () => {} };
+    if (!config.persist_counters) {
+      return { store: new MemoryCounterStore({ maxChildren }), problem: () => undefined, ruleChanges: undefined, start: async () => {}, close: async () => {} };
+    }
+    const persistence = new CounterPersistence({ storage: options.storage, now: options.now, logger, maxChildren });
+    return { store: persistence.store, problem: () => undefined, ruleChanges: undefined, start: () => persistence.start(), close: () => persistence.close() };
+  }
+  if (config.persist_counters) {
+    logger.info({}, 'rate_limits.persist_counters is ignored with the redis backend: counters in Redis survive a gateway restart on their own');
   }
   const { url, prefix, lease_seconds: leaseSeconds, timeout_ms: timeoutMs, on_error: onError } = config.redis;
   const names = new RedisNames(prefix);
   const client = createCountersClient({ url, timeoutMs, name: 'floodgate-counters' });
-  const store = new RedisCounterStore({ client, names, leaseSeconds, timeoutMs, onError, logger });
+  const store = new RedisCounterStore({ client, names, leaseSeconds, timeoutMs, onError, logger, maxChildren });
   const connectMs = Math.max(timeoutMs, 1000);
   try {
     await within(client.connect(), connectMs);
@@ -50,6 +69,7 @@ export async function openCounters(config: RateLimitsConfig, logger: CountersLog
     store,
     problem: () => (store.available ? undefined : 'redis unreachable'),
     ruleChanges,
+    start: async () => {},
     async close() {
       store.close();
       await Promise.all([quit(client, connectMs), quit(subscriber, connectMs)]);

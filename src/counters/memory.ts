@@ -47,10 +47,12 @@ export type CounterRemoval = { readonly all: true } | { readonly all: false; rea
 /** Where the store reports removals (persistence.ts). */
 export interface CounterJournal {
   /**
-   * Called as counters are reset, deleted or dropped. The store answers a reset or delete with the
-   * journal's answer, so an admin operation waits until the saved windows are gone too.
+   * Counters were reset or deleted. The store answers the reset or delete with the journal's
+   * answer, so an admin operation waits until the saved windows are gone too.
    */
   removed(removal: CounterRemoval): MaybePromise<void>;
+  /** Counters were dropped (idle children, rules no longer enforced here): their saved windows go with the next save. */
+  dropped(removal: CounterRemoval): void;
 }
 
 export interface MemoryCounterStoreOptions {
@@ -339,15 +341,18 @@ export class MemoryCounterStore implements CounterStore {
   }
 
   retire(key: string): void {
-    void this.remove(key, false);
+    const removal = this.remove(key, false);
+    this.journal?.dropped(removal);
   }
 
   clear(key: string): MaybePromise<void> {
-    return this.remove(key, false);
+    const removal = this.remove(key, false);
+    return this.journal?.removed(removal);
   }
 
   reset(key: string): MaybePromise<void> {
-    return this.remove(key, true);
+    const removal = this.remove(key, true);
+    return this.journal?.removed(removal);
   }
 
   resetAll(): MaybePromise<void> {
@@ -487,11 +492,8 @@ export class MemoryCounterStore implements CounterStore {
     this.changed.push(counter);
   }
 
-  /**
-   * Resets (`keep`) or forgets a counter, with its children when it is a per-child rule's own.
-   * Answers when the journal has recorded it.
-   */
-  private remove(key: string, keep: boolean): MaybePromise<void> {
+  /** Resets (`keep`) or forgets a counter, with its children when it is a per-child rule's own. */
+  private remove(key: string, keep: boolean): CounterRemoval {
     const generation = this.nextGeneration();
     const counter = this.counters.get(key);
     if (counter !== undefined) {
@@ -506,13 +508,13 @@ export class MemoryCounterStore implements CounterStore {
       this.dropTable(table, generation);
       this.tables.delete(key);
     }
-    return this.journal?.removed({ all: false, key, withChildren: table !== undefined || key.endsWith('\u0000') });
+    return { all: false, key, withChildren: key.endsWith('\u0000') };
   }
 
   /** Drops an idle child: its windows no longer matter, so nothing is lost. */
   private drop(table: ChildTable, counter: MemoryCounter): void {
     table.remove(counter);
-    if (this.journal !== undefined) void this.journal.removed({ all: false, key: counter.key, withChildren: false });
+    this.journal?.dropped({ all: false, key: counter.key, withChildren: false });
   }
 
   private dropTable(table: ChildTable, generation: number): void {
