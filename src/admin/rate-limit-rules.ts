@@ -35,6 +35,8 @@ export interface RuleWrite {
   periodSeconds: number;
   maxRequests?: number;
   maxTokens?: number;
+  /** A per-child rule (user-path rules only); absent: a plain rule. */
+  perChild?: boolean;
 }
 
 /**
@@ -93,14 +95,19 @@ export class RuleManager {
     return { manager, shadowed, invalid };
   }
 
-  /** Creates the rule or replaces its caps (its counters are kept). */
+  /**
+   * Creates the rule or replaces its caps (its counters are kept). A change of per_child moves
+   * the rule: it is made anew and its counters restart, for every gateway sharing them.
+   */
   async put(write: RuleWrite): Promise<void> {
     await this.#serially(async () => {
       this.#assertManual(write);
       const existing = this.#limiter.getRule(write);
+      const moved = existing !== undefined && (existing.perChild === true) !== (write.perChild === true);
       const now = new Date(this.#now());
       const definition = this.#validate(write, 'manual', existing?.createdAt ?? now, now);
       await this.#storage.upsertRule(definition);
+      if (moved) await this.#limiter.deleteRule(write);
       this.#limiter.upsertRule(definition);
     });
     await this.#feed?.announce();
@@ -195,6 +202,7 @@ export class RuleManager {
       periodSeconds: write.periodSeconds,
       maxRequests: write.maxRequests,
       maxTokens: write.maxTokens,
+      perChild: write.perChild,
       source,
       createdAt,
       updatedAt,

@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { deleteBudgetBody, putBudgetBody } from '../schemas/admin-budgets.ts';
 import { explainQuery } from '../schemas/admin-explain.ts';
 import { createApiKeyBody } from '../schemas/admin-keys.ts';
-import { deleteRateLimitBody, putRateLimitBody, resetOneRateLimitBody, resetRateLimitsBody } from '../schemas/admin-rate-limits.ts';
+import { deleteRateLimitBody, listRateLimitsQuery, putRateLimitBody, resetOneRateLimitBody, resetRateLimitsBody } from '../schemas/admin-rate-limits.ts';
 import { adminUsageQuery } from '../schemas/admin-usage.ts';
 import { createBatchBody } from '../schemas/batches.ts';
 import { anthropicMessagesBody, chatCompletionBody, embeddingsBody, responsesBody, speechBody } from '../schemas/model-requests.ts';
@@ -248,7 +248,7 @@ export const OPENAPI_OPERATIONS: OperationTable = {
     success: { status: 200, description: 'Revoked.', schema: responses.apiKeyDeleted },
     errors: [404],
   },
-  'GET /admin/rate-limits': rateLimitAdmin('listRateLimits', 'Every rule with its live counters', undefined, []),
+  'GET /admin/rate-limits': { ...rateLimitAdmin('listRateLimits', 'Every rule with its live counters', undefined, [400]), query: listRateLimitsQuery },
   'PUT /admin/rate-limits': rateLimitAdmin('putRateLimit', 'Create a rule or change its caps (counters kept)', putRateLimitBody, [...JSON_BODY_ERRORS, 409]),
   'DELETE /admin/rate-limits': rateLimitAdmin('deleteRateLimit', 'Delete a rule and its counters', deleteRateLimitBody, [...JSON_BODY_ERRORS, 404, 409]),
   'POST /admin/rate-limits/reset-one': rateLimitAdmin('resetRateLimit', 'Reset one rule\'s counters', resetOneRateLimitBody, [...JSON_BODY_ERRORS, 404]),

@@ -3,15 +3,20 @@ import { RuleChangeError, type RuleManager } from '../../admin/rate-limit-rules.
 import type { RateLimiter } from '../../ratelimit/index.ts';
 import type { HttpServices } from '../context.ts';
 import { GatewayError, badRequest, notFound } from '../errors.ts';
-import { deleteRateLimitBody, putRateLimitBody, resetOneRateLimitBody, resetRateLimitsBody } from '../schemas/admin-rate-limits.ts';
+import { deleteRateLimitBody, listRateLimitsQuery, putRateLimitBody, resetOneRateLimitBody, resetRateLimitsBody } from '../schemas/admin-rate-limits.ts';
 import { leadingField } from '../schemas/checks.ts';
 import { parseBody } from '../validation.ts';
 
 /** The rate-limit admin API (master key only; the auth hook has checked it already). */
 export function registerAdminRateLimits(app: FastifyInstance, services: HttpServices): void {
-  const list = async (limiter: RateLimiter) => ({ rate_limits: await limiter.status(), server_time: new Date(services.now()).toISOString() });
+  const list = async (limiter: RateLimiter, expandChildren = false) => ({ rate_limits: await limiter.status({ expandChildren }), server_time: new Date(services.now()).toISOString() });
 
-  app.get('/admin/rate-limits', async () => list(enabled(services).limiter));
+  // `?expand=children`: each per-child rule's active children after it, one record each.
+  app.get('/admin/rate-limits', async (request) => {
+    const { limiter } = enabled(services);
+    const { expand } = parseBody(listRateLimitsQuery, request.query ?? {});
+    return list(limiter, expand === 'children');
+  });
 
   // Each route checks the feature first: with rate limits disabled every body is answered 503, valid or not.
   app.put('/admin/rate-limits', async (request) => {

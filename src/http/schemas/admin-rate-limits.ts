@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import type { RuleWrite } from '../../admin/rate-limit-rules.ts';
-import { SCOPES, normalizeSubject, parsePeriod, parsePeriodSeconds, validateLimits, type RuleKey, type Scope } from '../../ratelimit/index.ts';
+import { SCOPES, normalizeSubject, parsePeriod, parsePeriodSeconds, validateLimits, validatePerChild, type RuleKey, type Scope } from '../../ratelimit/index.ts';
 import { checked, leadingField, refuse, valueOf } from './checks.ts';
 
 const text = () => z.string({ error: 'must be a string' });
@@ -54,16 +54,32 @@ const limitKey = z
 
 const cap = z.number({ error: 'must be a number' }).nullable().optional();
 
+/** User-path rules only: each direct child of the path counts on a counter of its own (CONTRACT §9). */
+const perChild = z
+  .boolean({ error: 'must be true or false' })
+  .nullable()
+  .optional()
+  .meta({ description: 'User-path rules only: each direct child of the path gets its own counter with these caps. A change moves the rule (its counters restart).' });
+
 /** `PUT /admin/rate-limits`: creates a rule or replaces its caps. */
 export const putRateLimitBody = z
-  .strictObject({ ...subjectFields, limit_key: limitKey, max_requests: cap, max_tokens: cap })
+  .strictObject({ ...subjectFields, limit_key: limitKey, max_requests: cap, max_tokens: cap, per_child: perChild })
   .transform(checked((body): RuleWrite => {
     const key = { ...ruleSubject(body), periodSeconds: body.limit_key };
     // The caps' bounds and which caps a concurrent or windowed rule needs; each message begins with the cap it is about.
     const limits = validateLimits(key.periodSeconds, body.max_requests, body.max_tokens);
     if (!limits.ok) refuse([leadingField(limits.error) ?? 'max_requests'], limits.error);
-    return { ...key, maxRequests: limits.value.maxRequests, maxTokens: limits.value.maxTokens };
+    const children = valueOf(validatePerChild(key.scope, body.per_child), ['per_child']);
+    return { ...key, maxRequests: limits.value.maxRequests, maxTokens: limits.value.maxTokens, ...(children && { perChild: true }) };
   }));
+
+/** `GET /admin/rate-limits?expand=children` */
+export const listRateLimitsQuery = z.strictObject({
+  expand: z
+    .enum(['children'], { error: 'must be children' })
+    .optional()
+    .meta({ description: '`children`: after each per-child rule, one record per active child, `user_path` set to the child.' }),
+});
 
 /** `DELETE /admin/rate-limits`: the rule's key. */
 export const deleteRateLimitBody = z
