@@ -461,8 +461,7 @@ export class MemoryCounterStore implements CounterStore {
   /**
    * Puts saved windows back, into the counter of a rule the engine has compiled or, for a child
    * of a per-child rule, into a new child counter (as the most recently used: restore children
-   * oldest first). False when no rule here has that counter, or a table is full: the windows are
-   * not restored.
+   * oldest first). False when no rule here has that counter: the windows are not restored.
    */
   restoreWindows(saved: CounterWindows): boolean {
     let counter = this.counters.get(saved.key);
@@ -478,7 +477,8 @@ export class MemoryCounterStore implements CounterStore {
       }
       counter = table.byChild.get(child);
       if (counter === undefined) {
-        if (table.byChild.size >= table.limit) return false;
+        // More saved than room (max_children was lowered): the least recently restored makes way.
+        if (table.byChild.size >= table.limit) this.drop(table, table.oldest!);
         counter = table.add(child, this.generation, saved.windowStart);
       }
     }
