@@ -91,6 +91,8 @@ class MemoryCounter implements CounterHandle {
   newer: MemoryCounter | undefined = undefined;
   /** In the table's use order (a child with slots in flight is not: it cannot be dropped). */
   listed = false;
+  /** The second of its last move in the use order. */
+  touchedAt = -1;
   /** No longer kept by the store (reset, deleted, or dropped while idle): handles to it are stale. */
   dropped = false;
   /** With a journal: the windows changed since they were last taken, and their period. */
@@ -195,6 +197,7 @@ class ChildTable {
   add(child: string, generation: number, nowSeconds: number): MemoryCounter {
     const counter = new MemoryCounter(childCounterKey(this.ownKey, child));
     counter.resetGeneration = generation;
+    counter.touchedAt = nowSeconds;
     // In use from now: empty windows, but not over (else the child would be idle before its first count).
     if (this.periodSeconds > 0) counter.windowStart = windowStart(nowSeconds, this.periodSeconds);
     counter.table = this;
@@ -203,7 +206,13 @@ class ChildTable {
     return counter;
   }
 
-  touch(counter: MemoryCounter): void {
+  /**
+   * Marks a use at `now`. The order is kept to the second, as idleness is decided: a child used
+   * again within the second it last moved is already behind every child used before that second.
+   */
+  touch(counter: MemoryCounter, now: number): void {
+    if (counter.touchedAt === now) return;
+    counter.touchedAt = now;
     if (!counter.listed || counter === this.newest) return;
     this.unlink(counter);
     this.link(counter);
@@ -296,28 +305,22 @@ export class MemoryCounterStore implements CounterStore {
 
   childCounter(ownKey: string, periodSeconds: number, child: string, nowSeconds: number, held: CounterHandle | undefined): CounterHandle | ChildrenFull {
     const heldCounter = held as MemoryCounter | undefined;
-    let table: ChildTable | undefined;
-    let counter: MemoryCounter | undefined;
+    // The common case: the caller's counter is still kept and was used already this second.
     if (heldCounter !== undefined && !heldCounter.dropped) {
-      counter = heldCounter;
-      table = heldCounter.table!;
-    } else {
-      table = this.tables.get(ownKey);
-      if (table === undefined) {
-        table = new ChildTable(ownKey, periodSeconds, this.maxChildren);
-        this.tables.set(ownKey, table);
-      }
-      counter = table.byChild.get(child);
+      if (heldCounter.touchedAt !== nowSeconds) this.use(heldCounter.table!, heldCounter, nowSeconds);
+      return heldCounter;
     }
-    // Children whose windows are over are dropped as the rule is used, one per use at most. The
-    // children of a concurrent rule are dropped only for room: one without slots may take one any time.
-    const sweep = table.periodSeconds > 0;
+    let table = this.tables.get(ownKey);
+    if (table === undefined) {
+      table = new ChildTable(ownKey, periodSeconds, this.maxChildren);
+      this.tables.set(ownKey, table);
+    }
+    const counter = table.byChild.get(child);
     if (counter !== undefined) {
-      table.touch(counter);
-      if (sweep && table.oldest !== counter && table.oldestIdle(nowSeconds)) this.drop(table, table.oldest!);
+      this.use(table, counter, nowSeconds);
       return counter;
     }
-    if (sweep && table.oldestIdle(nowSeconds)) this.drop(table, table.oldest!);
+    if (table.periodSeconds > 0 && table.oldestIdle(nowSeconds)) this.drop(table, table.oldest!);
     if (table.byChild.size >= table.limit) {
       if (!table.oldestIdle(nowSeconds)) return table.full(nowSeconds);
       this.drop(table, table.oldest!);
@@ -484,6 +487,16 @@ export class MemoryCounterStore implements CounterStore {
     }
     counter.restore(saved);
     return true;
+  }
+
+  /**
+   * A kept child is used: it moves to the end of the use order. Children whose windows are over
+   * are dropped as the rule is used, one per move at most; the children of a concurrent rule only
+   * for room (one without slots in flight may take one again at any time).
+   */
+  private use(table: ChildTable, counter: MemoryCounter, nowSeconds: number): void {
+    table.touch(counter, nowSeconds);
+    if (table.periodSeconds > 0 && table.oldest !== counter && table.oldestIdle(nowSeconds)) this.drop(table, table.oldest!);
   }
 
   private markChanged(counter: MemoryCounter, periodSeconds: number): void {

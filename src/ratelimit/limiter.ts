@@ -129,8 +129,18 @@ class MatchSet {
    * refused with this. Such a set is never cached.
    */
   readonly blocked: FoundBreach | undefined;
+  /** The provider and model this set was resolved for (its user path is its key in the cache). */
+  readonly provider: string | undefined;
+  readonly model: string | undefined;
+  /**
+   * On the set cached first for a user path, the path's sets for other providers and models. A
+   * consumer mostly calls the same target: that one is found by the path alone.
+   */
+  others: Map<string, Map<string, MatchSet>> | undefined;
 
-  constructor(rules: readonly CompiledRule[], blocked?: FoundBreach) {
+  constructor(rules: readonly CompiledRule[], provider: string | undefined, model: string | undefined, blocked?: FoundBreach) {
+    this.provider = provider;
+    this.model = model;
     this.admission = new MatchPlan(rules);
     this.withoutSlots =
       this.admission.slots.length === 0 ? this.admission : new MatchPlan(rules.filter((rule) => !rule.concurrent));
@@ -207,10 +217,10 @@ export class RateLimiter {
   private readonly enforceTokens: boolean;
   private readonly index = new RuleIndex();
   /**
-   * Resolved match sets by user path → provider → model (NONE for an absent part).
-   * Nested maps rather than one concatenated key: no string building per request.
+   * Resolved match sets by user path (NONE for an absent one), then provider and model (see
+   * MatchSet.others). Keyed in steps rather than by one concatenated key: no string building per request.
    */
-  private readonly matchCache = new Map<string, Map<string, Map<string, MatchSet>>>();
+  private readonly matchCache = new Map<string, MatchSet>();
   private matchCacheSize = 0;
   /**
    * The last lookup and its set, checked before the maps: a request's token charge repeats its
@@ -516,7 +526,10 @@ export class RateLimiter {
   }
 
   private cachedMatchSet(userPath: string | undefined, provider: string | undefined, model: string | undefined): MatchSet | undefined {
-    return this.matchCache.get(userPath ?? NONE)?.get(provider ?? NONE)?.get(model ?? NONE);
+    const first = this.matchCache.get(userPath ?? NONE);
+    if (first === undefined) return undefined;
+    if (provider === first.provider && model === first.model) return first;
+    return first.others?.get(provider ?? NONE)?.get(model ?? NONE);
   }
 
   private resolveMatchSet(userPath: string | undefined, provider: string | undefined, model: string | undefined, now: number): MatchSet {
@@ -532,23 +545,29 @@ export class RateLimiter {
       this.index.collectProvider(lowerProvider, rules);
       if (model !== undefined) this.index.collectModel(lowerProvider, model.toLowerCase(), rules);
     }
-    const set = new MatchSet(rules, blocked);
+    const set = new MatchSet(rules, provider, model, blocked);
     // Asked again next time: a child may have room by then.
     if (blocked !== undefined) return set;
     // A flood of distinct paths must not grow memory without bound: start over past the limit.
     if (this.matchCacheSize >= MATCH_CACHE_LIMIT) this.invalidate();
-    let byProvider = this.matchCache.get(userPath ?? NONE);
-    if (byProvider === undefined) {
-      byProvider = new Map();
-      this.matchCache.set(userPath ?? NONE, byProvider);
+    const first = this.matchCache.get(userPath ?? NONE);
+    if (first === undefined) {
+      this.matchCache.set(userPath ?? NONE, set);
+      this.matchCacheSize++;
+    } else if (provider === first.provider && model === first.model) {
+      // Resolved again (a child's counter was dropped): the new set takes the path's place.
+      set.others = first.others;
+      this.matchCache.set(userPath ?? NONE, set);
+    } else {
+      first.others ??= new Map();
+      let byModel = first.others.get(provider ?? NONE);
+      if (byModel === undefined) {
+        byModel = new Map();
+        first.others.set(provider ?? NONE, byModel);
+      }
+      if (!byModel.has(model ?? NONE)) this.matchCacheSize++;
+      byModel.set(model ?? NONE, set);
     }
-    let byModel = byProvider.get(provider ?? NONE);
-    if (byModel === undefined) {
-      byModel = new Map();
-      byProvider.set(provider ?? NONE, byModel);
-    }
-    if (!byModel.has(model ?? NONE)) this.matchCacheSize++;
-    byModel.set(model ?? NONE, set);
     this.lastSet = set;
     this.lastUserPath = userPath;
     this.lastProvider = provider;
