@@ -274,6 +274,32 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
     await screenshot(page, 'explain');
   });
 
+  it('creates a per-child rule, says so on its row, and turning per child off moves it (counters restart)', async () => {
+    await page.getByRole('link', { name: 'Rate limits', exact: true }).click();
+    const form = page.getByRole('form', { name: 'Create a rule' });
+    await form.getByLabel('User path', { exact: true }).fill('/team/p');
+    await form.getByLabel('Period').selectOption('minute');
+    await form.getByLabel('Max requests').fill('2');
+    await form.getByLabel('Per child').check();
+    await form.getByRole('button', { name: 'Create rule' }).click();
+    const row = ruleRow(page, 'user_path /team/p minute');
+    await row.filter({ hasText: 'per child' }).waitFor(SHOWN);
+    for (const status of [200, 200, 429]) assert.equal(await send('/team/p/alice'), status);
+    assert.equal(await send('/team/p/bob'), 200, 'bob has a counter of his own');
+    const written = (await listRules(gw)).find((r) => r.subject === '/team/p') as { per_child?: boolean; requests_used: number } | undefined;
+    assert.deepEqual([written?.per_child, written?.requests_used], [true, 0], "the row shows the path's own counter");
+
+    await row.getByRole('button', { name: /^Move/ }).click();
+    const dialog = page.getByRole('dialog', { name: 'Move rule' });
+    await dialog.getByLabel('Per child').uncheck();
+    await dialog.locator('#move-warning').filter({ hasText: /Turning per child on or off moves the rule.*restart at zero/ }).waitFor(SHOWN);
+    await dialog.getByRole('button', { name: 'Move rule (counters restart)' }).click();
+    await row.filter({ hasNotText: 'per child' }).waitFor(SHOWN);
+    assert.equal(await send('/team/p/alice'), 200, 'one shared counter now, starting at zero');
+    assert.equal(await send('/team/p/bob'), 200);
+    assert.equal(await send('/team/p/carol'), 429);
+  });
+
   it('says so and hides the rate-limit pages when rate limits are disabled', async () => {
     const off = await startTestGateway({ env: { MASTER_KEY: MASTER, RATE_LIMITS_ENABLED: 'false' } });
     const other = await browser.context.newPage();

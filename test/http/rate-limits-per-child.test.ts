@@ -101,6 +101,19 @@ describe('rate limits: per-child rules over HTTP', { concurrency: true, timeout:
         ['/team', 'hour', 5, true],
       ]);
 
+      // The dry run speaks of the child too, and makes no counter for one never seen.
+      const explain = async (userPath: string) => {
+        const answer = await admin(gw, 'GET', `/admin/rate-limits/explain?model=mock/mock-1&user_path=${encodeURIComponent(userPath)}`, undefined, '');
+        assert.equal(answer.status, 200, answer.text);
+        return answer.json() as { decision: string; rules: StatusRecord[]; breach?: { subject: string; message: string } };
+      };
+      let explained = await explain('/team/alice/x');
+      assert.equal(explained.decision, 'refused');
+      assert.deepEqual(explained.rules.map((r) => [r.user_path, r.requests_used]), [['/team/alice', 2], ['/team', 5]]);
+      explained = await explain('/team/dave');
+      assert.deepEqual(explained.rules.map((r) => [r.user_path, r.requests_used]), [['/team/dave', 0], ['/team', 5]]);
+      assert.equal(explained.breach?.message, 'rate limit exceeded for /team: hour request limit of 5 reached');
+
       // Both alice's own cap and the shared one refuse her now: the longest Retry-After is reported.
       assertRateLimited(await ask(gw, '/team/alice'), 'rate limit exceeded for /team: hour request limit of 5 reached');
     } finally {
@@ -139,7 +152,7 @@ describe('rate limits: per-child rules over HTTP', { concurrency: true, timeout:
         assert.equal(answer.json().error.message, message);
         assert.equal(answer.json().error.param, param);
       };
-      await bad({ user_path: '/org', limit_key: { period: 'minute' }, max_requests: 2, per_child: 'yes' }, 'per_child must be true or false', 'per_child');
+      await bad({ user_path: '/org', limit_key: { period: 'minute' }, max_requests: 2, per_child: 'yes' }, 'per_child: must be true or false', 'per_child');
       await bad(
         { scope: 'provider', subject: 'mock', limit_key: { period: 'minute' }, max_requests: 2, per_child: true },
         'per_child is only for user-path rules (a provider rule has no children)',

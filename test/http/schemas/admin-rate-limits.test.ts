@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { z } from 'zod';
 import { GatewayError } from '../../../src/http/errors.ts';
-import { deleteRateLimitBody, putRateLimitBody, resetOneRateLimitBody, resetRateLimitsBody } from '../../../src/http/schemas/admin-rate-limits.ts';
+import { deleteRateLimitBody, listRateLimitsQuery, putRateLimitBody, resetOneRateLimitBody, resetRateLimitsBody } from '../../../src/http/schemas/admin-rate-limits.ts';
 import { parseBody } from '../../../src/http/validation.ts';
 
 /** The 400's `param` and message for `body`. */
@@ -32,6 +32,15 @@ describe('rate-limit admin bodies', () => {
     assert.deepEqual(parseBody(putRateLimitBody, { user_path: '', limit_key: { period: 'concurrent' }, max_requests: 2 }), {
       scope: 'user_path', subject: '/', periodSeconds: 0, maxRequests: 2, maxTokens: undefined,
     });
+  });
+
+  it('PUT takes per_child on user-path rules (false or null: a plain rule)', () => {
+    assert.deepEqual(parseBody(putRateLimitBody, { ...ok, per_child: true }), { scope: 'user_path', subject: '/v', periodSeconds: 60, maxRequests: 1, maxTokens: undefined, perChild: true });
+    for (const perChild of [false, null]) {
+      assert.deepEqual(parseBody(putRateLimitBody, { ...ok, per_child: perChild }), { scope: 'user_path', subject: '/v', periodSeconds: 60, maxRequests: 1, maxTokens: undefined });
+    }
+    assert.deepEqual(parseBody(listRateLimitsQuery, { expand: 'children' }), { expand: 'children' });
+    assert.deepEqual(parseBody(listRateLimitsQuery, {}), {});
   });
 
   it('DELETE and reset-one come out as the rule key', () => {
@@ -70,7 +79,11 @@ describe('rate-limit admin bodies', () => {
     ['user_path with ..', putRateLimitBody, { ...ok, user_path: '/a/../b' }, 'user_path', "user_path must not contain '.' or '..' segments"],
     ['provider subject with /', putRateLimitBody, { scope: 'provider', subject: 'a/b', limit_key: { period: 'minute' }, max_requests: 1 }, 'subject', "subject must be a provider name without '/' or whitespace"],
     ['model subject ending with /', putRateLimitBody, { scope: 'model', subject: 'up/', limit_key: { period: 'minute' }, max_requests: 1 }, 'subject', "subject must not begin or end with '/'"],
-    ['unknown field', putRateLimitBody, { ...ok, burst: 3 }, 'burst', 'burst: unknown field (expected one of user_path, scope, subject, limit_key, max_requests, max_tokens)'],
+    ['unknown field', putRateLimitBody, { ...ok, burst: 3 }, 'burst', 'burst: unknown field (expected one of user_path, scope, subject, limit_key, max_requests, max_tokens, per_child)'],
+    ['per_child a string', putRateLimitBody, { ...ok, per_child: 'yes' }, 'per_child', 'per_child: must be true or false'],
+    ['per_child on a provider rule', putRateLimitBody, { scope: 'provider', subject: 'up', limit_key: { period: 'minute' }, max_requests: 1, per_child: true }, 'per_child', 'per_child is only for user-path rules (a provider rule has no children)'],
+    ['expand anything else', listRateLimitsQuery, { expand: 'rules' }, 'expand', 'expand: must be children'],
+    ['unknown list parameter', listRateLimitsQuery, { page: '2' }, 'page', 'page: unknown field (expected one of expand)'],
     ['a cap on DELETE', deleteRateLimitBody, ok, 'max_requests', 'max_requests: unknown field (expected one of user_path, scope, subject, limit_key)'],
     ['reset-one without a period', resetOneRateLimitBody, { user_path: '/v' }, 'period', 'period: required (minute, hour, day, concurrent) or period_seconds'],
     ['reset-one with both periods', resetOneRateLimitBody, { user_path: '/v', period: 'hour', period_seconds: 3600 }, 'period', 'period: give either period or period_seconds, not both'],

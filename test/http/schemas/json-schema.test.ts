@@ -31,7 +31,7 @@ describe('request schemas as JSON Schema', () => {
     assert.deepEqual(chat.required, ['model', 'messages']);
     assert.deepEqual(chat.additionalProperties, {});
     const put = requestSide(adminRateLimits.putRateLimitBody);
-    assert.deepEqual(Object.keys(put.properties), ['user_path', 'scope', 'subject', 'limit_key', 'max_requests', 'max_tokens']);
+    assert.deepEqual(Object.keys(put.properties), ['user_path', 'scope', 'subject', 'limit_key', 'max_requests', 'max_tokens', 'per_child']);
     assert.deepEqual(put.required, ['limit_key']);
     assert.equal(put.additionalProperties, false);
     assert.deepEqual(put.properties.scope, { type: 'string', enum: ['user_path', 'provider', 'model'] });
