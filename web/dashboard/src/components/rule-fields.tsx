@@ -16,9 +16,11 @@ export interface RuleDraft {
   periodSeconds: string;
   maxRequests: string;
   maxTokens: string;
+  /** User-path rules: each direct child of the path gets its own counter. */
+  perChild: boolean;
 }
 
-export const EMPTY_DRAFT: RuleDraft = { scope: 'user_path', subject: '', period: 'minute', periodSeconds: '', maxRequests: '', maxTokens: '' };
+export const EMPTY_DRAFT: RuleDraft = { scope: 'user_path', subject: '', period: 'minute', periodSeconds: '', maxRequests: '', maxTokens: '', perChild: false };
 
 const NAMED_PERIODS: Record<number, PeriodChoice> = { 60: 'minute', 3600: 'hour', 86_400: 'day', 0: 'concurrent' };
 
@@ -32,6 +34,7 @@ export const RULE_PARAMS: Readonly<Record<string, string>> = {
   'limit_key.period_seconds': 'periodSeconds',
   max_requests: 'maxRequests',
   max_tokens: 'maxTokens',
+  per_child: 'perChild',
 };
 
 export function draftOf(rule: RuleStatus): RuleDraft {
@@ -43,6 +46,7 @@ export function draftOf(rule: RuleStatus): RuleDraft {
     periodSeconds: period === 'custom' ? String(rule.period_seconds) : '',
     maxRequests: rule.max_requests === undefined ? '' : String(rule.max_requests),
     maxTokens: rule.max_tokens === undefined ? '' : String(rule.max_tokens),
+    perChild: rule.per_child === true,
   };
 }
 
@@ -71,6 +75,7 @@ export function putBody(draft: RuleDraft): Record<string, unknown> {
   const body: Record<string, unknown> = { scope: draft.scope, subject: draft.subject, limit_key: limitKey };
   if (draft.maxRequests.trim() !== '') body.max_requests = numeric(draft.maxRequests);
   if (draft.maxTokens.trim() !== '' && draft.period !== 'concurrent') body.max_tokens = numeric(draft.maxTokens);
+  if (draft.scope === 'user_path' && draft.perChild) body.per_child = true;
   return body;
 }
 
@@ -135,6 +140,16 @@ export function RuleFields({ id, draft, errors, onChange, capsOnly = false }: Ru
       {draft.period !== 'concurrent' && (
         <Field id={`${id}-max-tokens`} label="Max tokens" error={errors.maxTokens}>
           {(a11y) => <input {...a11y} type="number" inputMode="numeric" value={draft.maxTokens} onInput={text('maxTokens')} />}
+        </Field>
+      )}
+      {draft.scope === 'user_path' && (
+        <Field
+          id={`${id}-per-child`}
+          label="Per child"
+          error={errors.perChild}
+          hint={capsOnly ? undefined : 'Each direct child of the path (/team/alice under /team) gets these caps on a counter of its own.'}
+        >
+          {(a11y) => <input {...a11y} type="checkbox" checked={draft.perChild} disabled={capsOnly} onChange={(e) => set({ perChild: e.currentTarget.checked })} />}
         </Field>
       )}
     </div>

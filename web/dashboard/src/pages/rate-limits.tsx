@@ -142,7 +142,15 @@ function RuleRow({ rule, nowMs, onAction }: { rule: RuleStatus; nowMs: number; o
     <tr data-rule={`${rule.scope} ${rule.subject} ${rule.period_label}`} class={fromConfig ? 'from-config' : undefined}>
       <td>{SCOPE_LABELS[rule.scope]}</td>
       <th scope="row" class="subject">{rule.subject}</th>
-      <td>{rule.period_label}</td>
+      <td>
+        {rule.period_label}
+        {rule.per_child && (
+          <span class="badge" title="Each direct child of the path has its own counter with these caps; the counters shown are the path's own">
+            {' '}
+            per child
+          </span>
+        )}
+      </td>
       <td>
         {fromConfig ? (
           <span class="badge config" title="Declared in the configuration file or SET_*RATE_LIMIT_* variables; re-seeded at every start">
@@ -243,7 +251,9 @@ function EditDialog({ rule, onClose, onDone }: RuleDialogProps) {
 function MoveDialog({ rule, onClose, onDone }: RuleDialogProps) {
   const [draft, setDraft] = useState<RuleDraft>(draftOf(rule));
   const [errors, setErrors] = useState<FieldErrors>({});
-  const sameRule = ruleIdentity(draft.scope, draft.subject, draftPeriodSeconds(draft)) === ruleIdentity(rule.scope, rule.subject, rule.period_seconds);
+  const sameKey = ruleIdentity(draft.scope, draft.subject, draftPeriodSeconds(draft)) === ruleIdentity(rule.scope, rule.subject, rule.period_seconds);
+  // Turning per_child on or off keeps the key, but the gateway moves the rule: its counters restart.
+  const sameRule = sameKey && (draft.scope === 'user_path' && draft.perChild) === (rule.per_child === true);
   const submit = async (event: Event) => {
     event.preventDefault();
     let written: RuleList;
@@ -254,6 +264,7 @@ function MoveDialog({ rule, onClose, onDone }: RuleDialogProps) {
       return;
     }
     if (sameRule) return onDone(written, `Updated ${ruleName(rule)}; its counters were kept.`);
+    if (sameKey) return onDone(written, `Moved ${ruleName(rule)}: per child changed, so its counters start again.`);
     try {
       const next = await api<RuleList>('DELETE', '/admin/rate-limits', { ...keyOf(rule), limit_key: { period_seconds: rule.period_seconds } });
       onDone(next, `Moved ${ruleName(rule)}: the rule under its new key starts with fresh counters.`);
@@ -265,12 +276,14 @@ function MoveDialog({ rule, onClose, onDone }: RuleDialogProps) {
   return (
     <Dialog title="Move rule" onClose={onClose}>
       <form onSubmit={submit} noValidate>
-        <p>Change the scope, subject or period of {ruleName(rule)}.</p>
+        <p>Change the scope, subject, period or per-child counting of {ruleName(rule)}.</p>
         <RuleFields id="move" draft={draft} errors={errors} onChange={setDraft} />
         <p class="warning" id="move-warning">
           {sameRule
             ? 'This is the same rule (same scope, subject and period): saving keeps its counters.'
-            : 'Moving writes a new rule under the new key and then deletes the old one: the counters restart at zero, and the traffic counted so far is forgotten.'}
+            : sameKey
+              ? 'Turning per child on or off moves the rule: its counters (and its children\'s) restart at zero, and the traffic counted so far is forgotten.'
+              : 'Moving writes a new rule under the new key and then deletes the old one: the counters restart at zero, and the traffic counted so far is forgotten.'}
         </p>
         <FormMessage error={errors.form} />
         <div class="dialog-buttons">
