@@ -116,9 +116,11 @@ class MatchPlan {
   }
 }
 
-/** Everything precomputed for one distinct (user path, provider, model) lookup. */
-class MatchSet {
-  readonly admission: MatchPlan;
+/**
+ * Everything precomputed for one distinct (user path, provider, model) lookup. It is the plan of
+ * a regular admission itself: one object less to reach per request.
+ */
+class MatchSet extends MatchPlan {
   /** Same without concurrency rules (holdSlot: false). */
   readonly withoutSlots: MatchPlan;
   readonly tokenRules: readonly CompiledRule[];
@@ -139,11 +141,10 @@ class MatchSet {
   others: Map<string, Map<string, MatchSet>> | undefined;
 
   constructor(rules: readonly CompiledRule[], provider: string | undefined, model: string | undefined, blocked?: FoundBreach) {
+    super(rules);
     this.provider = provider;
     this.model = model;
-    this.admission = new MatchPlan(rules);
-    this.withoutSlots =
-      this.admission.slots.length === 0 ? this.admission : new MatchPlan(rules.filter((rule) => !rule.concurrent));
+    this.withoutSlots = this.slots.length === 0 ? this : new MatchPlan(rules.filter((rule) => !rule.concurrent));
     this.tokenRules = rules.filter((rule) => rule.configuredMaxTokens > 0);
     this.children = rules.filter((rule) => rule.parent !== undefined);
     this.blocked = blocked;
@@ -267,7 +268,7 @@ export class RateLimiter {
       set = live;
     }
     if (set.blocked !== undefined) return refusalOf(set.blocked);
-    const plan = options !== undefined && options.holdSlot === false ? set.withoutSlots : set.admission;
+    const plan = options !== undefined && options.holdSlot === false ? set.withoutSlots : set;
     if (plan.rules.length === 0) return NO_OP_TICKET;
     const outcome = this.store.tryAdmit(plan.rules, now);
     if (outcome instanceof Promise) return outcome.then((answer) => this.decide(plan, answer));

@@ -7,7 +7,7 @@
 import pg from 'pg';
 import type { PoolClient } from 'pg';
 import type { BudgetDefinition, BudgetKey } from '../budgets/types.ts';
-import { USAGE_GROUP_KEY_SQL, counterKeyFromStored, escapeLike, planBudgetReseed, planConfigReseed, storedCounterKey, subtreePrefix } from './shared.ts';
+import { COUNTER_COLUMNS, COUNTER_REPLACE, USAGE_GROUP_KEY_SQL, counterKeyFromStored, escapeLike, planBudgetReseed, planConfigReseed, storedCounterKey, subtreePrefix } from './shared.ts';
 import { BATCH_COLUMNS, FILE_COLUMNS, batchFromRow, batchParams, fileFromRow, fileParams } from './object-rows.ts';
 import type { BatchRow, FileRow } from './object-rows.ts';
 import type { RuleDefinition, RuleKey, Scope } from '../ratelimit/types.ts';
@@ -383,8 +383,7 @@ export class PostgresStorage implements Storage {
 
   async listCounters(): Promise<SavedCounter[]> {
     const res = await this.pool.query<CounterRow>(
-      `SELECT counter_key, period_seconds, window_start, requests_previous, requests_current, tokens_previous, tokens_current
-       FROM rate_limit_counters ORDER BY window_start, counter_key COLLATE "C"`,
+      `SELECT ${COUNTER_COLUMNS} FROM rate_limit_counters ORDER BY window_start, counter_key COLLATE "C"`,
     );
     return res.rows.map((row) => ({
       key: counterKeyFromStored(row.counter_key),
@@ -408,16 +407,9 @@ export class PostgresStorage implements Storage {
       if (counters.length === 0) return;
       const column = <T>(field: (c: SavedCounter) => T): T[] => counters.map(field);
       await client.query(
-        `INSERT INTO rate_limit_counters
-           (counter_key, period_seconds, window_start, requests_previous, requests_current, tokens_previous, tokens_current)
+        `INSERT INTO rate_limit_counters (${COUNTER_COLUMNS})
          SELECT * FROM unnest($1::text[], $2::integer[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[])
-         ON CONFLICT (counter_key) DO UPDATE SET
-           period_seconds = excluded.period_seconds,
-           window_start = excluded.window_start,
-           requests_previous = excluded.requests_previous,
-           requests_current = excluded.requests_current,
-           tokens_previous = excluded.tokens_previous,
-           tokens_current = excluded.tokens_current`,
+         ${COUNTER_REPLACE}`,
         [
           column((c) => storedCounterKey(c.key)),
           column((c) => c.periodSeconds),

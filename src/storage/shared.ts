@@ -56,6 +56,18 @@ export function storedCounterKey(key: string): string {
   return key.replaceAll('\u0000', '\u001f');
 }
 
+/** The columns of `rate_limit_counters`, in the order both implementations write them. */
+export const COUNTER_COLUMNS = 'counter_key, period_seconds, window_start, requests_previous, requests_current, tokens_previous, tokens_current';
+
+/** A saved counter written again replaces its windows (both databases speak this ON CONFLICT). */
+export const COUNTER_REPLACE = `ON CONFLICT (counter_key) DO UPDATE SET
+  period_seconds = excluded.period_seconds,
+  window_start = excluded.window_start,
+  requests_previous = excluded.requests_previous,
+  requests_current = excluded.requests_current,
+  tokens_previous = excluded.tokens_previous,
+  tokens_current = excluded.tokens_current`;
+
 export function counterKeyFromStored(stored: string): string {
   return stored.replaceAll('\u001f', '\u0000');
 }

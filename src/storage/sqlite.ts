@@ -11,7 +11,7 @@ import Database from 'better-sqlite3';
 import type { Database as Db, Statement } from 'better-sqlite3';
 import type { RuleDefinition, RuleKey, Scope } from '../ratelimit/types.ts';
 import type { BudgetDefinition, BudgetKey } from '../budgets/types.ts';
-import { USAGE_GROUP_KEY_SQL, counterKeyFromStored, escapeLike, planBudgetReseed, planConfigReseed, storedCounterKey, subtreePrefix } from './shared.ts';
+import { COUNTER_COLUMNS, COUNTER_REPLACE, USAGE_GROUP_KEY_SQL, counterKeyFromStored, escapeLike, planBudgetReseed, planConfigReseed, storedCounterKey, subtreePrefix } from './shared.ts';
 import { BATCH_COLUMNS, FILE_COLUMNS, batchFromRow, batchParams, fileFromRow, fileParams } from './object-rows.ts';
 import type { BatchRow, FileRow } from './object-rows.ts';
 import type {
@@ -624,22 +624,8 @@ export class SqliteStorage implements Storage {
         'DELETE FROM rate_limit_rules WHERE scope = ? AND subject_key = ? AND period_seconds = ?',
       ),
       deleteConfigRules: db.prepare("DELETE FROM rate_limit_rules WHERE source = 'config'"),
-      listCounters: db.prepare(
-        `SELECT counter_key, period_seconds, window_start, requests_previous, requests_current, tokens_previous, tokens_current
-         FROM rate_limit_counters ORDER BY window_start, counter_key`,
-      ),
-      saveCounter: db.prepare(
-        `INSERT INTO rate_limit_counters
-           (counter_key, period_seconds, window_start, requests_previous, requests_current, tokens_previous, tokens_current)
-         VALUES (?, ?, ?, ?, ?, ?, ?)
-         ON CONFLICT (counter_key) DO UPDATE SET
-           period_seconds = excluded.period_seconds,
-           window_start = excluded.window_start,
-           requests_previous = excluded.requests_previous,
-           requests_current = excluded.requests_current,
-           tokens_previous = excluded.tokens_previous,
-           tokens_current = excluded.tokens_current`,
-      ),
+      listCounters: db.prepare(`SELECT ${COUNTER_COLUMNS} FROM rate_limit_counters ORDER BY window_start, counter_key`),
+      saveCounter: db.prepare(`INSERT INTO rate_limit_counters (${COUNTER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) ${COUNTER_REPLACE}`),
       deleteCounter: db.prepare('DELETE FROM rate_limit_counters WHERE counter_key = ?'),
       deleteCountersUnder: db.prepare('DELETE FROM rate_limit_counters WHERE substr(counter_key, 1, length(?)) = ?'),
       deleteAllCounters: db.prepare('DELETE FROM rate_limit_counters'),
