@@ -124,8 +124,11 @@ class MatchSet extends MatchPlan {
   /** Same without concurrency rules (holdSlot: false). */
   readonly withoutSlots: MatchPlan;
   readonly tokenRules: readonly CompiledRule[];
-  /** The child counters of per-child rules among the rules: each admission checks they are still kept. */
-  readonly children: readonly CompiledRule[];
+  /**
+   * The child counters of per-child rules among the rules, each admission checks they are still
+   * kept; undefined when there are none (nothing more to read for most sets).
+   */
+  readonly children: readonly CompiledRule[] | undefined;
   /**
    * A per-child rule had no room for the path's child: the rule is left out, and an admission is
    * refused with this. Such a set is never cached.
@@ -146,7 +149,8 @@ class MatchSet extends MatchPlan {
     this.model = model;
     this.withoutSlots = this.slots.length === 0 ? this : new MatchPlan(rules.filter((rule) => !rule.concurrent));
     this.tokenRules = rules.filter((rule) => rule.configuredMaxTokens > 0);
-    this.children = rules.filter((rule) => rule.parent !== undefined);
+    const children = rules.filter((rule) => rule.parent !== undefined);
+    this.children = children.length > 0 ? children : undefined;
     this.blocked = blocked;
   }
 }
@@ -262,7 +266,7 @@ export class RateLimiter {
     if (this.index.size === 0) return NO_OP_TICKET;
     const now = this.nowSeconds();
     let set = this.matchSet(target.userPath, target.provider, target.model, now);
-    if (set.children.length > 0) {
+    if (set.children !== undefined) {
       const live = this.liveChildren(set, target, now);
       if (!(live instanceof MatchSet)) return refusalOf(live);
       set = live;
@@ -310,7 +314,7 @@ export class RateLimiter {
     const now = this.nowSeconds();
     const userPath = target.userPath ?? '/';
     let set = this.matchSet(userPath, target.provider, target.model, now);
-    if (set.children.length > 0) {
+    if (set.children !== undefined) {
       // A child with no room left is not charged: its counter was dropped, nothing reads it.
       const live = this.liveChildren(set, { userPath, provider: target.provider, model: target.model }, now);
       if (live instanceof MatchSet) set = live;
@@ -514,7 +518,7 @@ export class RateLimiter {
    * counter: the set is resolved again. A child that cannot be counted gives its breach.
    */
   private liveChildren(set: MatchSet, target: AdmissionTarget, now: number): MatchSet | FoundBreach {
-    const children = set.children;
+    const children = set.children!;
     for (let i = 0; i < children.length; i++) {
       const rule = children[i]!;
       const parent = rule.parent!;
