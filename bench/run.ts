@@ -294,10 +294,11 @@ async function main(): Promise<number> {
     }),
     { target: 'engine admit+release, 10 matching rules < 2 us', value: engine10, goal: '< 2000 ns', pass: engine10 < 2000 },
     {
-      target: 'engine, 1 of the 10 rules per-child over 10,000 children, within 1.5x of 10 rules',
-      value: engine.perChildRatio,
+      // The issue's row without per-child: the same 10 rules over the same 10,000 distinct paths.
+      target: 'engine, 1 of the 10 rules per-child over 10,000 children, within 1.5x of the same traffic without per-child',
+      value: engine.perChildSameTrafficRatio,
       goal: '<= 1.5',
-      pass: engine.perChildRatio <= 1.5,
+      pass: engine.perChildSameTrafficRatio <= 1.5,
     },
     {
       target: `admission latency added by Redis at a steady ${admission.rate} requests/s, p50 <= 0.5 ms`,
