@@ -68,6 +68,7 @@ export class UpstreamClient {
         body: req.body ?? null,
         signal: req.cancel,
       });
+      releaseWhenClosed(res.body);
       return { status: res.statusCode, headers: res.headers, body: res.body };
     } catch (err) {
       throw this.mapError(err, req.cancel);
@@ -106,6 +107,19 @@ export class UpstreamClient {
     // Called at shutdown after in-flight requests were drained; anything left is abandoned.
     await this.pool.destroy();
   }
+}
+
+/**
+ * undici keeps a finished request's handler, and with it the response body, until its connection
+ * has served a few hundred more requests. Whatever still hangs on the body (pipes into a stage,
+ * fastify's end-of-stream listeners, and through them the whole request) would live that long
+ * and be copied into the old generation. Once the body is closed nothing needs them.
+ */
+function releaseWhenClosed(body: UpstreamBody): void {
+  body.once('close', () => {
+    body.unpipe();
+    body.removeAllListeners();
+  });
 }
 
 /** A whole body, gathered with stream events (cheaper than async iteration for a few chunks). */
