@@ -127,8 +127,9 @@ async function startChild(
 
 export const startUpstream = (): Promise<ChildServer> => startChild('upstream', 'servers/fake-upstream.ts', [], {});
 
-export const startFloorProxy = (upstreamUrl: string, nodeFlags: readonly string[] = []): Promise<ChildServer> =>
-  startChild('floor proxy', 'servers/floor-proxy.ts', [], { UPSTREAM_URL: upstreamUrl }, nodeFlags);
+/** The minimal proxy; `send: 'reply'` answers through fastify's reply, as the gateway does (see floor-proxy.ts). */
+export const startFloorProxy = (upstreamUrl: string, nodeFlags: readonly string[] = [], send: 'hijack' | 'reply' = 'hijack'): Promise<ChildServer> =>
+  startChild(send === 'reply' ? 'floor proxy (reply)' : 'floor proxy', 'servers/floor-proxy.ts', [], { UPSTREAM_URL: upstreamUrl, FLOOR_SEND: send }, nodeFlags);
 
 // ---- gateway configurations -----------------------------------------------------------------
 

@@ -11,14 +11,18 @@
  *          seconds, then until steady state as in bench/run.ts) '--a-node-flags=FLAGS' /
  *          '--b-node-flags=FLAGS' (in the = form, as the value starts with --)
  *
+ *   node bench/tools/compare.ts --a none --b floor --stream       # a gateway against the minimal proxy
+ *   node bench/tools/compare.ts --a floor-reply --b floor --stream # the reply answer path alone against the floor
+ *
  * A side is VARIANT[@CHECKOUT]: a configuration of bench/lib.ts (none, ten, tenThousand,
- * disabled), optionally run from another copy of the repository.
+ * disabled), optionally run from another copy of the repository; or `floor`, the minimal proxy, or
+ * `floor-reply`, the minimal proxy answering through fastify's reply as the gateway does.
  */
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import {
   GATEWAY_LABELS, LOAD_CPU, REPO_DIR, SERVER_CPU, WARM_MAX_SECONDS, canPin, createCpuGroups, describeWarmUp, median, pin, probe, sideBySide,
-  startGateway, startUpstream, warmUp, type ChildServer, type GatewayVariant,
+  startFloorProxy, startGateway, startUpstream, warmUp, type ChildServer, type GatewayVariant,
 } from '../lib.ts';
 
 const { values: flags } = parseArgs({
@@ -41,9 +45,12 @@ function nodeFlagList(value: string): string[] {
   return value.split(' ').filter((flag) => flag !== '');
 }
 
-/** A gateway configuration to run, possibly from another copy of the repository. */
+type Floor = 'floor' | 'floor-reply';
+const FLOORS: readonly string[] = ['floor', 'floor-reply'];
+
+/** A gateway configuration (or the minimal proxy) to run, possibly from another copy of the repository. */
 interface GatewayTarget {
-  variant: GatewayVariant;
+  variant: GatewayVariant | Floor;
   /** The repository copy to run (this one by default). */
   checkout: string;
   /** As given: VARIANT[@CHECKOUT]. */
@@ -55,8 +62,10 @@ function side(flag: string, spec: string | undefined): GatewayTarget {
   if (spec === undefined) throw new Error(`--${flag}: required, as VARIANT[@CHECKOUT] (e.g. ten or ten@/tmp/fg-base)`);
   const at = spec.indexOf('@');
   const variant = at < 0 ? spec : spec.slice(0, at);
-  if (!(variant in GATEWAY_LABELS)) throw new Error(`--${flag}: unknown configuration "${variant}" (one of ${Object.keys(GATEWAY_LABELS).join(', ')})`);
-  return { variant: variant as GatewayVariant, checkout: at < 0 ? REPO_DIR : resolve(spec.slice(at + 1)), label: spec };
+  if (!FLOORS.includes(variant) && !(variant in GATEWAY_LABELS)) {
+    throw new Error(`--${flag}: unknown configuration "${variant}" (floor, floor-reply or one of ${Object.keys(GATEWAY_LABELS).join(', ')})`);
+  }
+  return { variant: variant as GatewayVariant | Floor, checkout: at < 0 ? REPO_DIR : resolve(spec.slice(at + 1)), label: spec };
 }
 
 /** A command-line count: a whole number >= `min`, or an error naming the flag. */
@@ -81,7 +90,10 @@ const servers: ChildServer[] = [];
 try {
   const upstream = await startUpstream();
   servers.push(upstream);
-  const start = (s: GatewayTarget, nodeFlags: readonly string[]): Promise<ChildServer> => startGateway(s.variant, upstream.url, nodeFlags, s.checkout);
+  const start = (s: GatewayTarget, nodeFlags: readonly string[]): Promise<ChildServer> =>
+    s.variant === 'floor' || s.variant === 'floor-reply'
+      ? startFloorProxy(upstream.url, nodeFlags, s.variant === 'floor' ? 'hijack' : 'reply')
+      : startGateway(s.variant, upstream.url, nodeFlags, s.checkout);
   const [serverA, serverB] = [await start(a, nodeFlagList(flags['a-node-flags'])), await start(b, nodeFlagList(flags['b-node-flags']))];
   servers.push(serverA, serverB);
   for (const [name, server] of [['a', serverA], ['b', serverB]] as const) {
