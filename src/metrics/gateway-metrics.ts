@@ -1,10 +1,11 @@
 import { performance } from 'node:perf_hooks';
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Gauge, Histogram, Registry } from 'prom-client';
 import type { CacheMode } from '../cache/response-cache.ts';
 import type { Usage } from '../providers/types.ts';
 import type { AdmissionResult, RuleStatus, Scope } from '../ratelimit/index.ts';
 import type { ModelListing } from '../routing/resolver.ts';
 import { LabelledChildren } from './children.ts';
+import { TallyCounter, type Tally } from './tally.ts';
 
 /** Where the scrape-time rule gauges come from: the limiter (its status may be read asynchronously). */
 export interface RuleStatusSource {
@@ -34,14 +35,15 @@ export const NO_UPSTREAM_ANSWER = 'error';
 const UPSTREAM_BUCKETS = [0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
 
 interface TokenChildren {
-  readonly prompt: Counter.Internal;
-  readonly completion: Counter.Internal;
+  readonly prompt: Tally;
+  readonly completion: Tally;
 }
 
 /**
  * The gateway's Prometheus metrics, in a registry of its own (several gateways may share a
- * process). The HTTP layer reports events through the methods below; each is a map lookup and a
- * counter update, no label string built per event. Every label value is bounded: route patterns,
+ * process). The HTTP layer reports events through the methods below; a counted event is a map
+ * lookup and an addition (see TallyCounter), an upstream latency one observation of prom-client's
+ * histogram. Every label value is bounded: route patterns,
  * status codes, configured providers, listed models, configured rules' subjects.
  */
 export class GatewayMetrics {
@@ -52,14 +54,14 @@ export class GatewayMetrics {
   /** provider → the models it lists. */
   readonly #served = new Map<string, Set<string>>();
 
-  readonly #responses: LabelledChildren<Counter.Internal>;
+  readonly #responses: LabelledChildren<Tally>;
   readonly #upstreamDuration: Histogram<'provider'>;
   readonly #upstreamDurationByProvider = new Map<string, Histogram.Internal<'provider'>>();
-  readonly #upstreamResponses: LabelledChildren<Counter.Internal>;
+  readonly #upstreamResponses: LabelledChildren<Tally>;
   readonly #tokens: LabelledChildren<TokenChildren>;
-  readonly #admitted: Readonly<Record<Scope, Counter.Internal>>;
-  readonly #refused: Readonly<Record<Scope, Counter.Internal>>;
-  readonly #cacheLookups: Readonly<Record<'hit' | 'miss' | 'bypass', Counter.Internal>>;
+  readonly #admitted: Readonly<Record<Scope, Tally>>;
+  readonly #refused: Readonly<Record<Scope, Tally>>;
+  readonly #cacheLookups: Readonly<Record<'hit' | 'miss' | 'bypass', Tally>>;
   readonly #inFlight: Gauge<'scope' | 'subject'>;
   readonly #remaining: Gauge<'scope' | 'subject' | 'period' | 'kind'>;
   readonly #limit: Gauge<'scope' | 'subject' | 'period' | 'kind'>;
@@ -77,13 +79,13 @@ export class GatewayMetrics {
     }
     const registers = [this.registry];
 
-    const responses = new Counter({
+    const responses = new TallyCounter({
       name: 'floodgate_requests_total',
       help: 'Responses sent, by matched route pattern ("unmatched" for a 404) and HTTP status.',
       labelNames: ['endpoint', 'status'] as const,
       registers,
     });
-    this.#responses = new LabelledChildren((endpoint, status) => responses.labels(endpoint, status));
+    this.#responses = new LabelledChildren((endpoint, status) => responses.series({ endpoint, status }));
 
     this.#upstreamDuration = new Histogram({
       name: 'floodgate_upstream_duration_seconds',
@@ -93,46 +95,47 @@ export class GatewayMetrics {
       registers,
     });
 
-    const upstreamResponses = new Counter({
+    const upstreamResponses = new TallyCounter({
       name: 'floodgate_upstream_responses_total',
       help: 'Upstream answers by provider and HTTP status ("error" when none came: unreachable, timed out, cancelled).',
       labelNames: ['provider', 'status'] as const,
       registers,
     });
-    this.#upstreamResponses = new LabelledChildren((provider, status) => upstreamResponses.labels(provider, status));
+    this.#upstreamResponses = new LabelledChildren((provider, status) => upstreamResponses.series({ provider, status }));
 
-    const tokens = new Counter({
+    const tokens = new TallyCounter({
       name: 'floodgate_tokens_total',
       help: 'Tokens of completed requests (cache hits excluded), by the provider and model that executed them ("other": a model the provider does not list) and kind.',
       labelNames: ['provider', 'model', 'kind'] as const,
       registers,
     });
     this.#tokens = new LabelledChildren((provider, model) => ({
-      prompt: tokens.labels(provider, model, 'prompt'),
-      completion: tokens.labels(provider, model, 'completion'),
+      prompt: tokens.series({ provider, model, kind: 'prompt' }),
+      completion: tokens.series({ provider, model, kind: 'completion' }),
     }));
 
-    const decisions = new Counter({
+    const decisions = new TallyCounter({
       name: 'floodgate_rate_limit_decisions_total',
       help: 'Rate-limit admission checks: refused ones under the scope of the rule that refused, admitted ones under every scope the check covered.',
       labelNames: ['scope', 'decision'] as const,
       registers,
     });
-    const byScope = (decision: string): Record<Scope, Counter.Internal> => ({
-      user_path: zeroed(decisions.labels('user_path', decision)),
-      provider: zeroed(decisions.labels('provider', decision)),
-      model: zeroed(decisions.labels('model', decision)),
+    // Every scope and decision is exposed from the start at 0, so rate() and ratios work before its first event.
+    const byScope = (decision: string): Record<Scope, Tally> => ({
+      user_path: decisions.series({ scope: 'user_path', decision }),
+      provider: decisions.series({ scope: 'provider', decision }),
+      model: decisions.series({ scope: 'model', decision }),
     });
     this.#admitted = byScope('admitted');
     this.#refused = byScope('refused');
 
-    const cacheLookups = new Counter({
+    const cacheLookups = new TallyCounter({
       name: 'floodgate_cache_lookups_total',
       help: 'Response-cache lookups of cacheable requests: hit, miss, or bypass (skipped on the client\'s Cache-Control).',
       labelNames: ['result'] as const,
       registers,
     });
-    this.#cacheLookups = { hit: zeroed(cacheLookups.labels('hit')), miss: zeroed(cacheLookups.labels('miss')), bypass: zeroed(cacheLookups.labels('bypass')) };
+    this.#cacheLookups = { hit: cacheLookups.series({ result: 'hit' }), miss: cacheLookups.series({ result: 'miss' }), bypass: cacheLookups.series({ result: 'bypass' }) };
 
     this.#inFlight = new Gauge({
       name: 'floodgate_rate_limit_in_flight',
@@ -241,10 +244,4 @@ export class GatewayMetrics {
       }
     }
   }
-}
-
-/** A series known in advance is exposed from the start at 0, so rate() and ratios work before its first event. */
-function zeroed(child: Counter.Internal): Counter.Internal {
-  child.inc(0);
-  return child;
 }
