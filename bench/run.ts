@@ -63,7 +63,7 @@ const WARMUP_MAX = Math.max(WARMUP, setting(undefined, 'BENCH_WARMUP_MAX', WARM_
 
 // ---- rows -----------------------------------------------------------------------------------
 
-type ServerKey = 'upstream' | 'floor' | GatewayVariant;
+type ServerKey = 'upstream' | 'floor' | 'floorReply' | GatewayVariant;
 
 interface RowSpec {
   id: string;
@@ -75,6 +75,7 @@ interface RowSpec {
 const ROWS: RowSpec[] = [
   { id: 'upstream', label: '1. upstream directly (ceiling)', server: 'upstream', stream: false },
   { id: 'floor', label: '2. minimal fastify+undici proxy (floor)', server: 'floor', stream: false },
+  { id: 'floorReply', label: '2b. minimal proxy answering through reply', server: 'floorReply', stream: false },
   { id: 'none', label: '3. Floodgate, no rules', server: 'none', stream: false },
   { id: 'disabled', label: '3b. Floodgate, rate limits disabled', server: 'disabled', stream: false },
   { id: 'ten', label: '4. Floodgate, 10 matching rules', server: 'ten', stream: false },
@@ -83,6 +84,7 @@ const ROWS: RowSpec[] = [
   { id: 'redisTen', label: '4r. Floodgate, 10 matching rules, Redis counters', server: 'redisTen', stream: false },
   { id: 'upstream-stream', label: '1s. upstream directly, streaming', server: 'upstream', stream: true },
   { id: 'floor-stream', label: '2s. minimal proxy, streaming', server: 'floor', stream: true },
+  { id: 'floorReply-stream', label: '2bs. minimal proxy through reply, streaming', server: 'floorReply', stream: true },
   { id: 'none-stream', label: '3s. Floodgate, no rules, streaming', server: 'none', stream: true },
   { id: 'ten-stream', label: '4s. Floodgate, 10 matching rules, streaming', server: 'ten', stream: true },
 ];
@@ -175,10 +177,12 @@ async function main(): Promise<number> {
   try {
     const upstream = await startUpstream();
     servers.set('upstream', [upstream]);
-    for (const key of ['floor', 'none', 'ten', 'tenThousand', 'disabled', 'redisNone', 'redisTen'] as const) {
+    for (const key of ['floor', 'floorReply', 'none', 'ten', 'tenThousand', 'disabled', 'redisNone', 'redisTen'] as const) {
       const list: ChildServer[] = [];
       for (let i = 0; i < INSTANCES; i++) {
-        const server = key === 'floor' ? await startFloorProxy(upstream.url) : await startGateway(key, upstream.url);
+        const server = key === 'floor' || key === 'floorReply'
+          ? await startFloorProxy(upstream.url, [], key === 'floor' ? 'hijack' : 'reply')
+          : await startGateway(key, upstream.url);
         list.push(server);
         pin(server.pid, SERVER_CPU);
         groups?.add(`${key}-${i}`, server.pid);
