@@ -145,3 +145,39 @@ export function UsageBar({ label, used, cap, format = formatNumber }: UsageBarPr
     </div>
   );
 }
+
+interface ListTableProps<T> {
+  /** Undefined while the first answer is loading. */
+  items: readonly T[] | undefined;
+  /** Read by screen readers only. */
+  caption: string;
+  columns: readonly string[];
+  empty: string;
+  /** One `<tr>` an item. */
+  row: (item: T) => ComponentChildren;
+  /** The table's class (the live-counter tables share one). */
+  class?: string;
+}
+
+/** A list of records as a table: loading and empty states, a hidden caption, one header row. */
+export function ListTable<T>({ items, caption, columns, empty, row, class: className }: ListTableProps<T>) {
+  if (items === undefined) return <p class="muted">Loading…</p>;
+  if (items.length === 0) return <p class="empty">{empty}</p>;
+  return (
+    <div class="table-wrap">
+      <table class={className}>
+        <caption class="visually-hidden">{caption}</caption>
+        <thead>
+          <tr>
+            {columns.map((column) => (
+              <th key={column} scope="col">
+                {column}
+              </th>
+            ))}
+          </tr>
+        </thead>
+        <tbody>{items.map(row)}</tbody>
+      </table>
+    </div>
+  );
+}

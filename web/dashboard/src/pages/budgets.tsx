@@ -4,7 +4,7 @@
  */
 import { useState } from 'preact/hooks';
 import { api, type BudgetList, type BudgetStatus } from '../api.ts';
-import { ConfirmDialog, Dialog, Field, FormMessage, UsageBar, fieldErrors, type FieldErrors } from '../components/controls.tsx';
+import { ConfirmDialog, Dialog, Field, FormMessage, ListTable, UsageBar, fieldErrors, type FieldErrors } from '../components/controls.tsx';
 import { useLiveList } from '../components/live-list.ts';
 import { formatCountdown, formatUsd } from '../format.ts';
 
@@ -91,30 +91,15 @@ interface BudgetTableProps {
 }
 
 function BudgetTable({ budgets, nowMs, onAction }: BudgetTableProps) {
-  if (budgets === undefined) return <p class="muted">Loading…</p>;
-  if (budgets.length === 0) return <p class="empty">No budgets yet: create one below.</p>;
   return (
-    <div class="table-wrap">
-      <table class="rules">
-        <caption class="visually-hidden">Budgets and their spend in the current period</caption>
-        <thead>
-          <tr>
-            <th scope="col">User path</th>
-            <th scope="col">Period</th>
-            <th scope="col">Source</th>
-            <th scope="col">Spent</th>
-            <th scope="col">Current period</th>
-            <th scope="col">Ends in</th>
-            <th scope="col">Actions</th>
-          </tr>
-        </thead>
-        <tbody>
-          {budgets.map((budget) => (
-            <BudgetRow key={`${budget.user_path.toLowerCase()} ${budget.period_label}`} budget={budget} nowMs={nowMs} onAction={onAction} />
-          ))}
-        </tbody>
-      </table>
-    </div>
+    <ListTable
+      class="rules"
+      items={budgets}
+      caption="Budgets and their spend in the current period"
+      columns={['User path', 'Period', 'Source', 'Spent', 'Current period', 'Ends in', 'Actions']}
+      empty="No budgets yet: create one below."
+      row={(budget) => <BudgetRow key={`${budget.user_path.toLowerCase()} ${budget.period_label}`} budget={budget} nowMs={nowMs} onAction={onAction} />}
+    />
   );
 }
 

@@ -1,7 +1,7 @@
 /** Managed API keys: create one bound to a user path (its secret shown once), list, revoke. */
 import { useEffect, useState } from 'preact/hooks';
 import { api, type ApiKey } from '../api.ts';
-import { ConfirmDialog, Field, FormMessage, fieldErrors, type FieldErrors } from '../components/controls.tsx';
+import { ConfirmDialog, Field, FormMessage, ListTable, fieldErrors, type FieldErrors } from '../components/controls.tsx';
 import { formatUtc } from '../format.ts';
 
 interface CreatedKey extends ApiKey {
@@ -134,39 +134,27 @@ function NewSecret({ created, onDismiss }: { created: CreatedKey; onDismiss: () 
 }
 
 function KeyTable({ keys, onRevoke }: { keys: ApiKey[] | undefined; onRevoke: (key: ApiKey) => void }) {
-  if (keys === undefined) return <p class="muted">Loading…</p>;
-  if (keys.length === 0) return <p class="empty">No managed keys yet.</p>;
   return (
-    <div class="table-wrap">
-      <table>
-        <caption class="visually-hidden">Managed API keys</caption>
-        <thead>
-          <tr>
-            <th scope="col">Name</th>
-            <th scope="col">User path</th>
-            <th scope="col">Created</th>
-            <th scope="col">ID</th>
-            <th scope="col">Actions</th>
-          </tr>
-        </thead>
-        <tbody>
-          {keys.map((key) => (
-            <tr key={key.id} data-key={key.id}>
-              <th scope="row">{key.name}</th>
-              <td>{key.user_path ?? <span class="muted">unbound</span>}</td>
-              <td>{formatUtc(key.created_at)}</td>
-              <td>
-                <code>{key.id}</code>
-              </td>
-              <td class="actions">
-                <button type="button" class="danger" aria-label={`Revoke ${key.name}`} onClick={() => onRevoke(key)}>
-                  Revoke
-                </button>
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
+    <ListTable
+      items={keys}
+      caption="Managed API keys"
+      columns={['Name', 'User path', 'Created', 'ID', 'Actions']}
+      empty="No managed keys yet."
+      row={(key) => (
+        <tr key={key.id} data-key={key.id}>
+          <th scope="row">{key.name}</th>
+          <td>{key.user_path ?? <span class="muted">unbound</span>}</td>
+          <td>{formatUtc(key.created_at)}</td>
+          <td>
+            <code>{key.id}</code>
+          </td>
+          <td class="actions">
+            <button type="button" class="danger" aria-label={`Revoke ${key.name}`} onClick={() => onRevoke(key)}>
+              Revoke
+            </button>
+          </td>
+        </tr>
+      )}
+    />
   );
 }

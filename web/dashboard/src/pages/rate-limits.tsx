@@ -5,7 +5,7 @@
  */
 import { useState } from 'preact/hooks';
 import { api, type RuleList, type RuleStatus } from '../api.ts';
-import { ConfirmDialog, Dialog, Field, FormMessage, UsageBar, fieldErrors, type FieldErrors } from '../components/controls.tsx';
+import { ConfirmDialog, Dialog, Field, FormMessage, ListTable, UsageBar, fieldErrors, type FieldErrors } from '../components/controls.tsx';
 import { useLiveList } from '../components/live-list.ts';
 import { EMPTY_DRAFT, RULE_PARAMS, RuleFields, draftOf, draftPeriodSeconds, putBody, type RuleDraft } from '../components/rule-fields.tsx';
 import { SCOPE_LABELS, formatCountdown, ruleIdentity } from '../format.ts';
@@ -103,32 +103,15 @@ interface RuleTableProps {
 }
 
 function RuleTable({ rules, nowMs, onAction }: RuleTableProps) {
-  if (rules === undefined) return <p class="muted">Loading…</p>;
-  if (rules.length === 0) return <p class="empty">No rules yet: create one below.</p>;
   return (
-    <div class="table-wrap">
-      <table class="rules">
-        <caption class="visually-hidden">Rate-limit rules and their live counters</caption>
-        <thead>
-          <tr>
-            <th scope="col">Scope</th>
-            <th scope="col">Subject</th>
-            <th scope="col">Period</th>
-            <th scope="col">Source</th>
-            <th scope="col">Requests</th>
-            <th scope="col">Tokens</th>
-            <th scope="col">In flight</th>
-            <th scope="col">Window ends in</th>
-            <th scope="col">Actions</th>
-          </tr>
-        </thead>
-        <tbody>
-          {rules.map((rule) => (
-            <RuleRow key={ruleIdentity(rule.scope, rule.subject, rule.period_seconds)} rule={rule} nowMs={nowMs} onAction={onAction} />
-          ))}
-        </tbody>
-      </table>
-    </div>
+    <ListTable
+      class="rules"
+      items={rules}
+      caption="Rate-limit rules and their live counters"
+      columns={['Scope', 'Subject', 'Period', 'Source', 'Requests', 'Tokens', 'In flight', 'Window ends in', 'Actions']}
+      empty="No rules yet: create one below."
+      row={(rule) => <RuleRow key={ruleIdentity(rule.scope, rule.subject, rule.period_seconds)} rule={rule} nowMs={nowMs} onAction={onAction} />}
+    />
   );
 }
 
