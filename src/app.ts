@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import { AdmissionCore } from './admission/core.ts';
 import { KeyRing } from './auth/keys.ts';
 import { BudgetManager, loadStoredBudgets } from './admin/budgets.ts';
 import { RuleManager } from './admin/rate-limit-rules.ts';
@@ -99,6 +100,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     if (tracker !== undefined) cleanup.unshift(() => tracker.close());
 
     const inFlight = new InFlightRequests();
+    const metrics = new GatewayMetrics({ rules: limiter, models: resolver.listModels(), onRuleStatusError: (err) => logger.warn({ err }, 'metrics: reading the rate-limit rules failed') });
     const services: HttpServices = {
       options: {
         masterKey,
@@ -111,6 +113,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       keys,
       storage,
       usage,
+      admission: new AdmissionCore({ limiter, budgets: tracker, usage, metrics, now }),
       limiter,
       rules,
       budgets,
@@ -119,7 +122,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         ? new ResponseCache({ ttlSeconds: config.cache.response.ttl_seconds, maxEntries: config.cache.response.max_entries, now })
         : undefined,
       inFlight,
-      metrics: new GatewayMetrics({ rules: limiter, models: resolver.listModels(), onRuleStatusError: (err) => logger.warn({ err }, 'metrics: reading the rate-limit rules failed') }),
+      metrics,
       now,
       health: () => {
         const problem = counters?.problem();

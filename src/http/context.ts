@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
+import type { AdmissionCore } from '../admission/core.ts';
 import type { BudgetManager } from '../admin/budgets.ts';
 import type { RuleManager } from '../admin/rate-limit-rules.ts';
 import type { BudgetTracker } from '../budgets/tracker.ts';
@@ -18,6 +19,8 @@ export interface HttpServices {
   keys: KeyRing;
   storage: Storage;
   usage: UsageRecorder;
+  /** The decision of every admitted request (rate limits, budgets, targets, failover) and its completion. */
+  admission: AdmissionCore;
   /** Absent when rate limits are disabled (RATE_LIMITS_ENABLED=false). */
   limiter: RateLimiter | undefined;
   rules: RuleManager | undefined;

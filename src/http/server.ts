@@ -9,7 +9,7 @@ import { CounterStoreUnavailableError } from '../ratelimit/index.ts';
 import { GatewayError, dialectOf, sendError } from './errors.ts';
 import { registerAdminBudgets } from './routes/admin-budgets.ts';
 import { registerAdminExplain } from './routes/admin-explain.ts';
-import { rateLimitsUnavailable } from './rate-limit-headers.ts';
+import { rateLimitsUnavailable } from '../admission/refusals.ts';
 import { registerAdminKeys } from './routes/admin-keys.ts';
 import { registerAdminRateLimits } from './routes/admin-rate-limits.ts';
 import { registerAdminUsage } from './routes/admin-usage.ts';

@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import type { FastifyInstance } from 'fastify';
+import { AdmissionCore } from '../../src/admission/core.ts';
 import pino from 'pino';
 import { KeyRing } from '../../src/auth/keys.ts';
 import type { HttpServices } from '../../src/http/context.ts';
@@ -108,12 +109,14 @@ async function startServer(lines: Array<Record<string, unknown>>): Promise<{ app
   const storage = new MemoryStorage();
   const mock = mockProviderType.create('mock', {});
   const usage = new UsageRecorder(storage);
+  const metrics = new GatewayMetrics({ models: [] });
   const services: HttpServices = {
     options: { masterKey: undefined, userPathHeader: USER_PATH, bodyLimitBytes: 1024 * 1024, cacheShared: false, logger },
     resolver: new Resolver([mock, brokenProvider], new Map([['mock', await mock.listModels()], ['broken', ['m']]])),
     keys: await KeyRing.load(storage),
     storage,
     usage,
+    admission: new AdmissionCore({ limiter: undefined, budgets: undefined, usage, metrics, now: Date.now }),
     limiter: undefined,
     rules: undefined,
     cache: undefined,
@@ -121,7 +124,7 @@ async function startServer(lines: Array<Record<string, unknown>>): Promise<{ app
     now: Date.now,
     budgets: undefined,
     budgetManager: undefined,
-    metrics: new GatewayMetrics({ models: [] }),
+    metrics,
     health: () => ({ status: 'ok' }),
   };
   const app = buildServer(services);

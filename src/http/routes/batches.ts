@@ -2,8 +2,6 @@ import type { FastifyInstance } from 'fastify';
 import { BatchService } from '../../batch/service.ts';
 import { batchObject, fileObject } from '../../batch/wire.ts';
 import type { HttpServices } from '../context.ts';
-import { checkBudget } from '../budget-admission.ts';
-import { admit } from '../dispatch.ts';
 import { badRequest } from '../../errors/gateway-error.ts';
 import { createBatchBody } from '../schemas/batches.ts';
 import { parseBody } from '../validation.ts';
@@ -49,8 +47,7 @@ export function registerBatches(app: FastifyInstance, services: HttpServices): v
       { inputFileId: body.input_file_id, endpoint: body.endpoint, completionWindow: body.completion_window, metadata: body.metadata ?? null },
       async () => {
         // A submission holds no concurrency slot.
-        const headers = await admit(services, { userPath: request.identity.userPath });
-        checkBudget(services, request.identity.userPath);
+        const headers = await services.admission.admitOne(request.identity, {});
         if (headers) reply.headers(headers);
       },
     );
