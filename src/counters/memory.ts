@@ -328,8 +328,13 @@ export class MemoryCounterStore implements CounterStore {
     return table.add(child, this.generation, nowSeconds);
   }
 
-  findChild(ownKey: string, _periodSeconds: number, child: string): CounterHandle | undefined {
-    return this.tables.get(ownKey)?.byChild.get(child);
+  findChild(ownKey: string, _periodSeconds: number, child: string, nowSeconds: number): CounterHandle | ChildrenFull | undefined {
+    const table = this.tables.get(ownKey);
+    if (table === undefined) return undefined;
+    const counter = table.byChild.get(child);
+    if (counter !== undefined) return counter;
+    // As childCounter() would decide, without dropping anything.
+    return table.byChild.size >= table.limit && !table.oldestIdle(nowSeconds) ? table.full(nowSeconds) : undefined;
   }
 
   readChildren(ownKey: string, periodSeconds: number, nowSeconds: number): ChildReading[] {

@@ -107,9 +107,15 @@ class MatchPlan {
   /** The slots split for a failover attempt's end: provider and model ones go back first. */
   readonly userSlots: readonly CompiledRule[];
   readonly targetSlots: readonly CompiledRule[];
+  /**
+   * A per-child rule of this plan had no room for the path's child: the rule is left out, and an
+   * admission is refused with this. A set with one is never cached.
+   */
+  readonly blocked: FoundBreach | undefined;
 
-  constructor(rules: readonly CompiledRule[]) {
+  constructor(rules: readonly CompiledRule[], blocked: FoundBreach | undefined) {
     this.rules = rules;
+    this.blocked = blocked;
     this.slots = rules.filter((rule) => rule.concurrent);
     this.userSlots = this.slots.filter((rule) => rule.scope === 'user_path');
     this.targetSlots = this.slots.filter((rule) => rule.scope !== 'user_path');
@@ -129,11 +135,6 @@ class MatchSet extends MatchPlan {
    * kept; undefined when there are none (nothing more to read for most sets).
    */
   readonly children: readonly CompiledRule[] | undefined;
-  /**
-   * A per-child rule had no room for the path's child: the rule is left out, and an admission is
-   * refused with this. Such a set is never cached.
-   */
-  readonly blocked: FoundBreach | undefined;
   /** The provider and model this set was resolved for (its user path is its key in the cache). */
   readonly provider: string | undefined;
   readonly model: string | undefined;
@@ -143,15 +144,14 @@ class MatchSet extends MatchPlan {
    */
   others: Map<string, Map<string, MatchSet>> | undefined;
 
-  constructor(rules: readonly CompiledRule[], provider: string | undefined, model: string | undefined, blocked?: FoundBreach) {
-    super(rules);
+  constructor(rules: readonly CompiledRule[], provider: string | undefined, model: string | undefined, blocked: BlockedChildren = NOT_BLOCKED) {
+    super(rules, blocked.any);
     this.provider = provider;
     this.model = model;
-    this.withoutSlots = this.slots.length === 0 ? this : new MatchPlan(rules.filter((rule) => !rule.concurrent));
+    this.withoutSlots = this.slots.length === 0 && blocked.any === blocked.windowed ? this : new MatchPlan(rules.filter((rule) => !rule.concurrent), blocked.windowed);
     this.tokenRules = rules.filter((rule) => rule.configuredMaxTokens > 0);
     const children = rules.filter((rule) => rule.parent !== undefined);
     this.children = children.length > 0 ? children : undefined;
-    this.blocked = blocked;
   }
 }
 
@@ -210,6 +210,17 @@ class HeldTicket implements AdmissionTicket {
   }
 }
 
+/**
+ * The per-child rules of a set with no room for the path's child: the first of them, and the
+ * first windowed one (an admission without slots does not count concurrency rules).
+ */
+interface BlockedChildren {
+  readonly any: FoundBreach | undefined;
+  readonly windowed: FoundBreach | undefined;
+}
+
+const NOT_BLOCKED: BlockedChildren = { any: undefined, windowed: undefined };
+
 interface FoundBreach {
   readonly breach: BreachedLimit;
   readonly retryAfterSeconds: number;
@@ -265,14 +276,15 @@ export class RateLimiter {
   admit(target: AdmissionTarget, options?: AdmitOptions): MaybePromise<AdmissionResult> {
     if (this.index.size === 0) return NO_OP_TICKET;
     const now = this.nowSeconds();
+    const withSlots = options === undefined || options.holdSlot !== false;
     let set = this.matchSet(target.userPath, target.provider, target.model, now);
     if (set.children !== undefined) {
-      const live = this.liveChildren(set, target, now);
+      const live = this.liveChildren(set, target, now, withSlots);
       if (!(live instanceof MatchSet)) return refusalOf(live);
       set = live;
     }
-    if (set.blocked !== undefined) return refusalOf(set.blocked);
-    const plan = options !== undefined && options.holdSlot === false ? set.withoutSlots : set;
+    const plan = withSlots ? set : set.withoutSlots;
+    if (plan.blocked !== undefined) return refusalOf(plan.blocked);
     if (plan.rules.length === 0) return NO_OP_TICKET;
     const outcome = this.store.tryAdmit(plan.rules, now);
     if (outcome instanceof Promise) return outcome.then((answer) => this.decide(plan, answer));
@@ -296,10 +308,13 @@ export class RateLimiter {
       if (target.model !== undefined) this.index.collectModel(lowerProvider, target.model.toLowerCase(), rules);
     }
     const checked = options !== undefined && options.holdSlot === false ? rules.filter((rule) => !rule.concurrent) : rules;
-    const shown = checked.map((rule) => (lowerPath !== undefined && rule.scope === 'user_path' ? this.counterShownFor(rule, lowerPath) : { rule, counted: true }));
+    const now = this.nowSeconds();
+    const shown = checked.map((rule) => (lowerPath !== undefined && rule.scope === 'user_path' ? this.counterShownFor(rule, lowerPath, now) : { rule, counted: true }));
     return this.readShown(shown, ({ nowSeconds, rows }) => {
       const counted = shown.map((entry) => entry.rule);
-      const found = this.findBreach(counted, rows, nowSeconds);
+      // A per-child rule with no room for the child refuses before any counter is read, as in admit().
+      const blocked = shown.find((entry) => entry.full !== undefined);
+      const found = blocked !== undefined ? childrenFull(blocked.rule.parent ?? blocked.rule, blocked.rule.child!, blocked.full!) : this.findBreach(counted, rows, nowSeconds);
       return { rules: counted.map((rule, i) => ruleStatus(rule, rows[i]!)), refusal: found === undefined ? undefined : refusalOf(found) };
     });
   }
@@ -316,7 +331,7 @@ export class RateLimiter {
     let set = this.matchSet(userPath, target.provider, target.model, now);
     if (set.children !== undefined) {
       // A child with no room left is not charged: its counter was dropped, nothing reads it.
-      const live = this.liveChildren(set, { userPath, provider: target.provider, model: target.model }, now);
+      const live = this.liveChildren(set, { userPath, provider: target.provider, model: target.model }, now, true);
       if (live instanceof MatchSet) set = live;
     }
     if (set.tokenRules.length === 0) return;
@@ -422,7 +437,7 @@ export class RateLimiter {
     const lowerPath = normalizedLowerPath(userPath);
     const rules: CompiledRule[] = [];
     this.index.collectUserPath(lowerPath, rules);
-    const shown = rules.map((rule) => this.counterShownFor(rule, lowerPath));
+    const shown = rules.map((rule) => this.counterShownFor(rule, lowerPath, this.nowSeconds()));
     return this.readShown(shown, ({ nowSeconds, rows }) => shown.map((rule, i) => userPathUsage(rule.rule, rows[i]!, nowSeconds, this.enforceTokens)));
   }
 
@@ -445,11 +460,12 @@ export class RateLimiter {
    * For a read: the counter `rule` keeps for `lowerPath`: a per-child rule above the path shows
    * its child's, which is `counted` only when the store keeps one (else it reads as zero).
    */
-  private counterShownFor(rule: CompiledRule, lowerPath: string): ShownCounter {
+  private counterShownFor(rule: CompiledRule, lowerPath: string, now: number): ShownCounter {
     const child = rule.perChild ? childSegment(rule.lowerSubject, lowerPath) : undefined;
     if (child === undefined) return { rule, counted: true };
-    const counter = this.store.findChild(rule.counter.key, rule.periodSeconds, child);
-    return { rule: this.forChild(rule, child, counter ?? rule.counter), counted: counter !== undefined };
+    const found = this.store.findChild(rule.counter.key, rule.periodSeconds, child, now);
+    if (found === undefined || isFull(found)) return { rule: this.forChild(rule, child, rule.counter), counted: false, full: found };
+    return { rule: this.forChild(rule, child, found), counted: true };
   }
 
   /** Reads the counted ones; a child the store keeps nothing for reads as an empty window. */
@@ -515,12 +531,14 @@ export class RateLimiter {
   /**
    * Keeps a set's child counters current: one store call per child counter, which answers the
    * counter the set holds while the store keeps it. A child dropped since (it went idle) has a new
-   * counter: the set is resolved again. A child that cannot be counted gives its breach.
+   * counter: the set is resolved again. A child that cannot be counted gives its breach. Without
+   * slots, concurrency rules are not counted, so their children are left as they are.
    */
-  private liveChildren(set: MatchSet, target: AdmissionTarget, now: number): MatchSet | FoundBreach {
+  private liveChildren(set: MatchSet, target: AdmissionTarget, now: number, withSlots: boolean): MatchSet | FoundBreach {
     const children = set.children!;
     for (let i = 0; i < children.length; i++) {
       const rule = children[i]!;
+      if (!withSlots && rule.concurrent) continue;
       const parent = rule.parent!;
       const counter = this.store.childCounter(parent.counter.key, parent.periodSeconds, rule.child!, now, rule.counter);
       if (counter === rule.counter) continue;
@@ -539,7 +557,7 @@ export class RateLimiter {
 
   private resolveMatchSet(userPath: string | undefined, provider: string | undefined, model: string | undefined, now: number): MatchSet {
     const rules: CompiledRule[] = [];
-    let blocked: FoundBreach | undefined;
+    let blocked: BlockedChildren | undefined;
     if (userPath !== undefined) {
       const lowerPath = normalizedLowerPath(userPath);
       this.index.collectUserPath(lowerPath, rules);
@@ -585,21 +603,24 @@ export class RateLimiter {
    * the path's child under it. A child that cannot be counted (no room) leaves its rule out and
    * gives the breach of the set.
    */
-  private resolveChildren(rules: CompiledRule[], lowerPath: string, now: number): FoundBreach | undefined {
-    let blocked: FoundBreach | undefined;
+  private resolveChildren(rules: CompiledRule[], lowerPath: string, now: number): BlockedChildren | undefined {
+    let any: FoundBreach | undefined;
+    let windowed: FoundBreach | undefined;
     for (let i = 0; i < rules.length; i++) {
       const rule = rules[i]!;
       const child = rule.perChild ? childSegment(rule.lowerSubject, lowerPath) : undefined;
       if (child === undefined) continue;
       const counter = this.store.childCounter(rule.counter.key, rule.periodSeconds, child, now, undefined);
       if (isFull(counter)) {
-        blocked ??= childrenFull(rule, child, counter);
+        const breach = childrenFull(rule, child, counter);
+        any ??= breach;
+        if (!rule.concurrent) windowed ??= breach;
         rules.splice(i--, 1);
       } else {
         rules[i] = this.forChild(rule, child, counter);
       }
     }
-    return blocked;
+    return any === undefined ? undefined : { any, windowed };
   }
 
   private refusal(rules: readonly CompiledRule[], rows: readonly CounterRow[], now: number): AdmissionRefusal {
@@ -664,6 +685,8 @@ export class RateLimiter {
 interface ShownCounter {
   readonly rule: CompiledRule;
   readonly counted: boolean;
+  /** The store has no room for the child's counter: admit() would refuse the request for it. */
+  readonly full?: ChildrenFull | undefined;
 }
 
 function isFull(answer: CounterHandle | ChildrenFull): answer is ChildrenFull {

@@ -127,8 +127,12 @@ export interface CounterStore {
    * children may answer a new handle for a child it dropped.
    */
   childCounter(ownKey: string, periodSeconds: number, child: string, nowSeconds: number, held: CounterHandle | undefined): CounterHandle | ChildrenFull;
-  /** The counter of a child to read, without creating or touching it; undefined when the store keeps none. */
-  findChild(ownKey: string, periodSeconds: number, child: string): CounterHandle | undefined;
+  /**
+   * The counter of a child to read, without creating or touching it; undefined when the store
+   * keeps none yet; when it keeps none and `childCounter` would refuse to make one now (no room),
+   * why not.
+   */
+  findChild(ownKey: string, periodSeconds: number, child: string, nowSeconds: number): CounterHandle | ChildrenFull | undefined;
   /**
    * The children of the per-child rule `ownKey` whose counters hold anything that still matters
    * now (a count in a window the sliding estimate weighs, or a slot in flight), read without

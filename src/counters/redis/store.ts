@@ -195,7 +195,7 @@ export class RedisCounterStore implements CounterStore {
     return held ?? this.#childHandle(ownKey, periodSeconds, child);
   }
 
-  findChild(ownKey: string, periodSeconds: number, child: string): CounterHandle | undefined {
+  findChild(ownKey: string, periodSeconds: number, child: string, _nowSeconds: number): CounterHandle | ChildrenFull | undefined {
     return this.#childHandle(ownKey, periodSeconds, child);
   }
 
