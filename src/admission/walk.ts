@@ -87,12 +87,17 @@ export class TargetWalk {
     const refusals = this.#refusals!;
     const original = (refusals.find((r) => r.target === this.#route.first) ?? refusals[0]!).refusal;
     let soonest = original.retryAfterSeconds;
-    for (const { refusal } of refusals) soonest = Math.min(soonest, refusal.retryAfterSeconds);
-    if (soonest === original.retryAfterSeconds) return original;
+    let soonestAt = original.retryAtSeconds;
+    for (const { refusal } of refusals) {
+      soonest = Math.min(soonest, refusal.retryAfterSeconds);
+      soonestAt = Math.min(soonestAt, refusal.retryAtSeconds);
+    }
+    if (soonest === original.retryAfterSeconds && soonestAt === original.retryAtSeconds) return original;
     const triple = original.headers;
     return {
       ...original,
       retryAfterSeconds: soonest,
+      retryAtSeconds: soonestAt,
       headers: triple && {
         requests: triple.requests && { ...triple.requests, reset: soonest },
         tokens: triple.tokens && { ...triple.tokens, reset: soonest },

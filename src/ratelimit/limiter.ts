@@ -15,7 +15,7 @@ import type { RuleStatus, UserPathUsage } from './status.ts';
 import { ruleStatus, userPathUsage } from './status.ts';
 import type { AdmitOutcome, ChildReading, ChildrenFull, CounterHandle, CounterReading, CounterRow, CounterStore, MaybePromise, SlotLease } from './store.ts';
 import { concurrencyRow, CounterStoreUnavailableError, windowedRow } from './store.ts';
-import type { Clock, RuleDefinition, RuleKey } from './types.ts';
+import type { Clock, Headroom, Priority, RuleDefinition, RuleKey } from './types.ts';
 import { retryAfterSeconds, windowStart } from './window.ts';
 
 /** What a request is: any of its user path, the provider instance called and the model executed. */
@@ -34,6 +34,8 @@ export interface AdmitOptions {
    * windows but takes (and checks) no concurrency slot.
    */
   readonly holdSlot?: boolean;
+  /** Default `high`: the whole of every cap. A lower priority meets its share of each (see Headroom). */
+  readonly priority?: Priority;
 }
 
 export interface RateLimiterOptions {
@@ -43,6 +45,8 @@ export interface RateLimiterOptions {
   readonly store: CounterStore;
   /** Enforce token caps at admission. False when usage tracking is off (token rules are then inert). Default true. */
   readonly enforceTokens?: boolean;
+  /** The part of each cap kept free of lower priorities; none when absent. */
+  readonly headroom?: Headroom;
 }
 
 /** An admitted request. Call release() once the response is fully sent or the client is gone. */
@@ -68,6 +72,12 @@ export interface AdmissionRefusal {
   readonly breach: BreachedLimit;
   /** Seconds until a retry would be admitted with no other traffic (>= 1). */
   readonly retryAfterSeconds: number;
+  /**
+   * The moment, in whole seconds of the counters' clock, when capacity can have freed (the
+   * breached window's estimate drops below its cap; for concurrency, a second on, though a release
+   * may come sooner); Infinity when this request's priority is never admitted by the rule.
+   */
+  readonly retryAtSeconds: number;
   /** The exact client message (same as breach.message). */
   readonly message: string;
   /** For a request/token breach: that dimension's triple with remaining 0 and reset = Retry-After. */
@@ -112,10 +122,13 @@ class MatchPlan {
    * admission is refused with this. A set with one is never cached.
    */
   readonly blocked: FoundBreach | undefined;
+  /** A rule whose cap this plan's priority has no share of: it refuses every admission. */
+  readonly closed: CompiledRule | undefined;
 
   constructor(rules: readonly CompiledRule[], blocked: FoundBreach | undefined) {
     this.rules = rules;
     this.blocked = blocked;
+    this.closed = rules.find((rule) => rule.closed);
     this.slots = rules.filter((rule) => rule.concurrent);
     this.userSlots = this.slots.filter((rule) => rule.scope === 'user_path');
     this.targetSlots = this.slots.filter((rule) => rule.scope !== 'user_path');
@@ -129,6 +142,9 @@ class MatchPlan {
 class MatchSet extends MatchPlan {
   /** Same without concurrency rules (holdSlot: false). */
   readonly withoutSlots: MatchPlan;
+  /** The plans of lower priorities (normal with and without slots, low with and without), made on first use. */
+  private shares: Array<MatchPlan | undefined> | undefined;
+  private readonly blockedChildren: BlockedChildren;
   readonly tokenRules: readonly CompiledRule[];
   /**
    * The child counters of per-child rules among the rules, each admission checks they are still
@@ -148,10 +164,20 @@ class MatchSet extends MatchPlan {
     super(rules, blocked.any);
     this.provider = provider;
     this.model = model;
+    this.blockedChildren = blocked;
     this.withoutSlots = this.slots.length === 0 && blocked.any === blocked.windowed ? this : new MatchPlan(rules.filter((rule) => !rule.concurrent), blocked.windowed);
     this.tokenRules = rules.filter((rule) => rule.configuredMaxTokens > 0);
     const children = rules.filter((rule) => rule.parent !== undefined);
     this.children = children.length > 0 ? children : undefined;
+  }
+
+  /** The plan of an admission of `priority`, with or without slots. */
+  planFor(withSlots: boolean, priority: Priority | undefined, headroom: Headroom | undefined): MatchPlan {
+    const whole = withSlots ? this : this.withoutSlots;
+    if (priority === undefined || priority === 'high' || headroom === undefined || headroom[priority] === 0) return whole;
+    const at = (priority === 'normal' ? 0 : 2) + (withSlots ? 0 : 1);
+    const shares = (this.shares ??= [undefined, undefined, undefined, undefined]);
+    return (shares[at] ??= new MatchPlan(whole.rules.map((rule) => rule.forPriority(priority, headroom)), withSlots ? this.blockedChildren.any : this.blockedChildren.windowed));
   }
 }
 
@@ -224,6 +250,8 @@ const NOT_BLOCKED: BlockedChildren = { any: undefined, windowed: undefined };
 interface FoundBreach {
   readonly breach: BreachedLimit;
   readonly retryAfterSeconds: number;
+  /** When capacity can have freed, in the store's seconds; Infinity when it never will for this request. */
+  readonly retryAtSeconds: number;
   readonly userPathBreached: boolean;
 }
 
@@ -231,6 +259,7 @@ export class RateLimiter {
   private readonly clock: Clock;
   private readonly store: CounterStore;
   private readonly enforceTokens: boolean;
+  private readonly headroom: Headroom | undefined;
   private readonly index = new RuleIndex();
   /**
    * Resolved match sets by user path (NONE for an absent one), then provider and model (see
@@ -252,6 +281,7 @@ export class RateLimiter {
     this.clock = options.clock ?? { now: Date.now };
     this.store = options.store;
     this.enforceTokens = options.enforceTokens ?? true;
+    this.headroom = options.headroom;
   }
 
   get ruleCount(): number {
@@ -283,8 +313,9 @@ export class RateLimiter {
       if (!(live instanceof MatchSet)) return refusalOf(live);
       set = live;
     }
-    const plan = withSlots ? set : set.withoutSlots;
+    const plan = set.planFor(withSlots, options?.priority, this.headroom);
     if (plan.blocked !== undefined) return refusalOf(plan.blocked);
+    if (plan.closed !== undefined) return refusalOf(closedBreach(plan.closed, now));
     if (plan.rules.length === 0) return NO_OP_TICKET;
     const outcome = this.store.tryAdmit(plan.rules, now);
     if (outcome instanceof Promise) return outcome.then((answer) => this.decide(plan, answer));
@@ -312,9 +343,14 @@ export class RateLimiter {
     const shown = checked.map((rule) => (lowerPath !== undefined && rule.scope === 'user_path' ? this.counterShownFor(rule, lowerPath, now) : { rule, counted: true }));
     return this.readShown(shown, ({ nowSeconds, rows }) => {
       const counted = shown.map((entry) => entry.rule);
-      // A per-child rule with no room for the child refuses before any counter is read, as in admit().
+      const judged = counted.map((rule) => rule.forPriority(options?.priority ?? 'high', this.headroom));
+      // A per-child rule with no room for the child, or a cap the priority has no share of, refuses
+      // before any counter is read, as in admit().
       const blocked = shown.find((entry) => entry.full !== undefined);
-      const found = blocked !== undefined ? childrenFull(blocked.rule.parent ?? blocked.rule, blocked.rule.child!, blocked.full!) : this.findBreach(counted, rows, nowSeconds);
+      const closed = judged.find((rule) => rule.closed);
+      const found = blocked !== undefined
+        ? childrenFull(blocked.rule.parent ?? blocked.rule, blocked.rule.child!, blocked.full!, nowSeconds)
+        : closed !== undefined ? closedBreach(closed, nowSeconds) : this.findBreach(judged, rows, nowSeconds);
       return { rules: counted.map((rule, i) => ruleStatus(rule, rows[i]!)), refusal: found === undefined ? undefined : refusalOf(found) };
     });
   }
@@ -542,7 +578,7 @@ export class RateLimiter {
       const parent = rule.parent!;
       const counter = this.store.childCounter(parent.counter.key, parent.periodSeconds, rule.child!, now, rule.counter);
       if (counter === rule.counter) continue;
-      if (isFull(counter)) return childrenFull(parent, rule.child!, counter);
+      if (isFull(counter)) return childrenFull(parent, rule.child!, counter, now);
       return this.resolveMatchSet(target.userPath, target.provider, target.model, now);
     }
     return set;
@@ -612,7 +648,7 @@ export class RateLimiter {
       if (child === undefined) continue;
       const counter = this.store.childCounter(rule.counter.key, rule.periodSeconds, child, now, undefined);
       if (isFull(counter)) {
-        const breach = childrenFull(rule, child, counter);
+        const breach = childrenFull(rule, child, counter, now);
         any ??= breach;
         if (!rule.concurrent) windowed ??= breach;
         rules.splice(i--, 1);
@@ -677,7 +713,7 @@ export class RateLimiter {
         }
       }
     }
-    return worst === undefined ? undefined : { breach: worst, retryAfterSeconds: worstRetry, userPathBreached };
+    return worst === undefined ? undefined : { breach: worst, retryAfterSeconds: worstRetry, retryAtSeconds: now + worstRetry, userPathBreached };
   }
 }
 
@@ -693,8 +729,17 @@ function isFull(answer: CounterHandle | ChildrenFull): answer is ChildrenFull {
   return (answer as ChildrenFull).full === true;
 }
 
-function childrenFull(rule: CompiledRule, child: string, full: ChildrenFull): FoundBreach {
-  return { breach: rule.childrenBreach(child, full.limit), retryAfterSeconds: full.retryAfterSeconds, userPathBreached: true };
+function childrenFull(rule: CompiledRule, child: string, full: ChildrenFull, now: number): FoundBreach {
+  return { breach: rule.childrenBreach(child, full.limit), retryAfterSeconds: full.retryAfterSeconds, retryAtSeconds: now + full.retryAfterSeconds, userPathBreached: true };
+}
+
+/**
+ * A rule whose cap a lower priority has no share of: it never admits that priority. Retry-After
+ * is the rule's period (1 for concurrency), when its counters can at least have moved on.
+ */
+function closedBreach(rule: CompiledRule, now: number): FoundBreach {
+  const breach = (rule.maxRequests === 0 && rule.requestBreach !== undefined ? rule.requestBreach : rule.tokenBreach)!;
+  return { breach, retryAfterSeconds: Math.max(1, rule.periodSeconds), retryAtSeconds: Infinity, userPathBreached: rule.scope === 'user_path' };
 }
 
 /**
@@ -714,11 +759,11 @@ function emptyRow(rule: CompiledRule, now: number): CounterRow {
 }
 
 function refusalOf(found: FoundBreach): AdmissionRefusal {
-  const { breach, retryAfterSeconds: retryAfter, userPathBreached } = found;
+  const { breach, retryAfterSeconds: retryAfter, retryAtSeconds, userPathBreached } = found;
   const triple = { limit: breach.cap, remaining: 0, reset: retryAfter };
   const headers: RateLimitHeaderData | undefined =
     breach.kind === 'requests' ? { requests: triple } : breach.kind === 'tokens' ? { tokens: triple } : undefined;
-  return { ok: false, breach, retryAfterSeconds: retryAfter, message: breach.message, headers, userPathBreached };
+  return { ok: false, breach, retryAfterSeconds: retryAfter, retryAtSeconds, message: breach.message, headers, userPathBreached };
 }
 
 /** `value` once `done` has happened: at once when it already has. */
