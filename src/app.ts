@@ -2,6 +2,7 @@ import { isIP } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { AdmissionCore } from './admission/core.ts';
+import { WaitQueue } from './admission/queue.ts';
 import { KeyRing } from './auth/keys.ts';
 import { BudgetManager, loadStoredBudgets } from './admin/budgets.ts';
 import { RuleManager } from './admin/rate-limit-rules.ts';
@@ -100,20 +101,23 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     if (tracker !== undefined) cleanup.unshift(() => tracker.close());
 
     const inFlight = new InFlightRequests();
-    const metrics = new GatewayMetrics({ rules: limiter, models: resolver.listModels(), onRuleStatusError: (err) => logger.warn({ err }, 'metrics: reading the rate-limit rules failed') });
+    const queue = limiter === undefined ? undefined : new WaitQueue({ maxDepth: config.rate_limits.queue.max_depth });
+    if (queue !== undefined) counters?.onSlotsReleased((keys) => queue.released(keys));
+    const metrics = new GatewayMetrics({ rules: limiter, models: resolver.listModels(), queue, onRuleStatusError: (err) => logger.warn({ err }, 'metrics: reading the rate-limit rules failed') });
     const services: HttpServices = {
       options: {
         masterKey,
         userPathHeader: config.server.user_path_header.toLowerCase(),
         bodyLimitBytes: config.server.body_limit,
         cacheShared: config.cache.response.shared,
+        patience: { defaultWaitMs: Math.round(config.rate_limits.queue.default_wait_seconds * 1000), maxWaitMs: Math.round(config.rate_limits.queue.max_wait_seconds * 1000) },
         logger,
       },
       resolver,
       keys,
       storage,
       usage,
-      admission: new AdmissionCore({ limiter, budgets: tracker, usage, metrics, now }),
+      admission: new AdmissionCore({ limiter, budgets: tracker, usage, metrics, queue, now }),
       limiter,
       rules,
       budgets,
@@ -139,7 +143,11 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       server,
       url,
       port,
-      close: () => shutdown(server, inFlight, cleanup, shutdownGraceMs, logger),
+      close: () => {
+        // Waiting requests are answered their 429 at once: nothing they could wait for comes now.
+        queue?.close();
+        return shutdown(server, inFlight, cleanup, shutdownGraceMs, logger);
+      },
     };
   } catch (err) {
     await runAll(cleanup, logger);
@@ -169,7 +177,7 @@ async function startRateLimits(
     return { limiter: undefined, rules: undefined, counters: undefined, stopFollowing: () => {} };
   }
   const counters = await openCounters(config.rate_limits, logger, { storage, now });
-  const limiter = new RateLimiter({ clock: { now }, store: counters.store, enforceTokens: config.usage.enabled });
+  const limiter = new RateLimiter({ clock: { now }, store: counters.store, enforceTokens: config.usage.enabled, headroom: config.rate_limits.queue.headroom });
   let started: Awaited<ReturnType<typeof RuleManager.start>>;
   try {
     started = await RuleManager.start(storage, limiter, seeds, now);

@@ -12,11 +12,12 @@ import type { Cancellation } from '../providers/cancellation.ts';
 import { readBody } from '../providers/results.ts';
 import type { ProviderResult, Usage } from '../providers/types.ts';
 import type { BudgetStatus } from '../budgets/types.ts';
-import type { AdmissionRefusal, AdmissionResult, AdmissionTarget, AdmissionTicket, AdmitOptions, RateLimiter, RuleStatus, Scope } from '../ratelimit/index.ts';
+import type { AdmissionRefusal, AdmissionResult, AdmissionTarget, AdmissionTicket, AdmitOptions, Priority, RateLimiter, RuleStatus, Scope } from '../ratelimit/index.ts';
 import type { Route, Target } from '../routing/resolver.ts';
 import type { UsageEntry } from '../usage/recorder.ts';
 import { primeStream } from './prime.ts';
-import { budgetExceededError, rateLimitedError, rateLimitHeaders } from './refusals.ts';
+import type { Blocker, WaitQueue } from './queue.ts';
+import { budgetExceededError, clientGone, queueFullError, rateLimitedError, rateLimitHeaders } from './refusals.ts';
 import { TargetWalk, type Admitter } from './walk.ts';
 
 /** Who is asking: the user path its rules and budgets are counted on, and its managed key. */
@@ -24,6 +25,10 @@ export interface Caller {
   readonly userPath: string;
   /** Managed key id, or null for the master key / open mode. */
   readonly keyId: string | null;
+  /** Its share of each cap (see Headroom); the whole of every cap when absent. */
+  readonly priority?: Priority | undefined;
+  /** How long it may wait for capacity when the rate limits refuse it, in ms; absent or 0: a 429 at once. */
+  readonly maxWaitMs?: number | undefined;
 }
 
 /**
@@ -64,6 +69,8 @@ export interface Completion {
 /** What the core reports to the gateway's metrics. */
 export interface AdmissionMetrics {
   admission(result: AdmissionResult, userPath: string | undefined, provider: string | undefined, model: string | undefined): void;
+  /** A request that waited for capacity (or was refused a place): how its wait ended, and how long it was. */
+  queueWait(outcome: QueueOutcome, seconds: number): void;
   upstream<T extends { readonly status: number }>(provider: string, call: () => Promise<T>): Promise<T>;
   tokens(provider: string, model: string, usage: Usage | undefined): void;
 }
@@ -80,10 +87,26 @@ export interface AdmissionCoreOptions {
   readonly budgets: BudgetTracker | undefined;
   readonly usage: UsageSink;
   readonly metrics: AdmissionMetrics;
+  /** Where refused requests wait for capacity; absent: every refusal is answered at once. */
+  readonly queue?: WaitQueue | undefined;
   now(): number;
 }
 
-const NO_SLOTS: AdmitOptions = Object.freeze({ holdSlot: false });
+/** How a wait for capacity ended, as the metrics count it. */
+export type QueueOutcome = 'admitted' | 'timed_out' | 'cancelled' | 'full';
+
+export const QUEUE_WAIT_HEADER = 'x-floodgate-queue-wait-ms';
+
+/** The admission options of each priority, with and without slots: made once, not per request. */
+const OPTIONS: Readonly<Record<Priority, { slots: AdmitOptions; noSlots: AdmitOptions }>> = Object.freeze({
+  high: { slots: Object.freeze({ priority: 'high' }), noSlots: Object.freeze({ holdSlot: false, priority: 'high' }) },
+  normal: { slots: Object.freeze({ priority: 'normal' }), noSlots: Object.freeze({ holdSlot: false, priority: 'normal' }) },
+  low: { slots: Object.freeze({ priority: 'low' }), noSlots: Object.freeze({ holdSlot: false, priority: 'low' }) },
+});
+const NO_SLOTS = OPTIONS.high.noSlots;
+
+/** One admission step, as the waiting loop sees it. */
+type Attempt<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly refusal: AdmissionRefusal; readonly blockers: readonly AdmissionRefusal[] };
 
 /** Every request is admitted when rate limits are disabled: nothing to count or give back. */
 const UNLIMITED: AdmissionTicket = Object.freeze({ ok: true as const, headers: undefined, holdsSlots: false, release(): void {}, releaseTargetSlots(): void {} });
@@ -94,8 +117,9 @@ export class AdmissionCore {
   readonly #usage: UsageSink;
   readonly #metrics: AdmissionMetrics;
   readonly #now: () => number;
-  /** Real admission: counts, and reports each check to the metrics. */
-  readonly #admit: Admitter;
+  readonly #queue: WaitQueue | undefined;
+  /** Real admission at each priority: counts, and reports each check to the metrics. */
+  readonly #admit: Readonly<Record<Priority, Admitter>>;
 
   constructor(options: AdmissionCoreOptions) {
     this.#limiter = options.limiter;
@@ -103,7 +127,13 @@ export class AdmissionCore {
     this.#usage = options.usage;
     this.#metrics = options.metrics;
     this.#now = options.now;
-    this.#admit = this.#admitter();
+    this.#queue = options.queue;
+    this.#admit = { high: this.#admitter('high'), normal: this.#admitter('normal'), low: this.#admitter('low') };
+  }
+
+  /** Where refused requests wait; undefined when waiting is off. */
+  get queue(): WaitQueue | undefined {
+    return this.#queue;
   }
 
   /** The rate limiter, for the explain dry run and status reads; undefined when rate limits are disabled. */
@@ -126,50 +156,55 @@ export class AdmissionCore {
    * broken before its first byte) passes the request to the next failover candidate. Slots are held
    * by `lifetime` until the request ends; a failed attempt's provider and model slots go back at once.
    * Throws the 429 when the consumer is over its limit or every candidate is saturated, or the last
-   * upstream failure when candidates were tried and failed.
+   * upstream failure when candidates were tried and failed. A request that may wait does so before
+   * its first call (see `#whenAdmitted`).
    */
   async dispatch(caller: Caller, route: Route, lifetime: Lifetime, call: TargetCall): Promise<Dispatched> {
-    const walk = new TargetWalk(route, caller.userPath, this.#admit);
-    const total = walk.targets.length;
-    let own: AdmissionTicket | undefined;
-    let failure: GatewayError | undefined;
-    let index = 0;
-    for (;;) {
-      const step = await walk.next(index);
-      if (!step.ok) {
+    const admit = this.#admit[caller.priority ?? 'high'];
+    const { value: first, waitedMs } = await this.#whenAdmitted(caller, lifetime.cancel, async () => {
+      const walk = new TargetWalk(route, caller.userPath, admit);
+      const step = await walk.next(0);
+      return step.ok ? { ok: true, value: { walk, step } } : step;
+    });
+    let { walk, step } = first;
+    const own = step.ticket;
+    const headers = withWaited(rateLimitHeaders(own.headers), waitedMs);
+    try {
+      // Budgets after the rate limits, once per request; they never wait.
+      this.checkBudget(caller.userPath);
+      const total = walk.targets.length;
+      let failure: GatewayError | undefined;
+      for (;;) {
+        const { target, ticket } = step;
+        if (ticket.holdsSlots) lifetime.hold(ticket);
+        const attempt = ticket === own ? undefined : ticket;
+        const next = walk.afterFailure(step.index);
+        const canFailOver = next < total;
+        try {
+          const result = await this.#metrics.upstream(target.provider.name, () => call(target));
+          if (!canFailOver) return { result, target, headers };
+          if (isRetryable(result.status)) {
+            failure = upstreamError(result.status, await readBody(result.body), result.headers);
+          } else {
+            // A stream fails over only before its first byte reached the client: wait for it here.
+            if (!Buffer.isBuffer(result.body) && result.status < 400) await primeStream(result.body, target.provider.name);
+            return { result, target, headers };
+          }
+        } catch (err) {
+          if (!canFailOver || lifetime.cancel.cancelled || !(err instanceof GatewayError && err.status >= 500)) {
+            endAttempt(own, attempt);
+            throw err;
+          }
+          failure = err;
+        }
+        endAttempt(own, attempt);
+        const found = await walk.next(next);
         // Tried and failed upstream beats saturated: the client learns what actually happened.
-        if (failure !== undefined) throw failure;
-        throw rateLimitedError(step.refusal);
+        if (!found.ok) throw failure;
+        step = found;
       }
-      const { target, ticket } = step;
-      if (ticket.holdsSlots) lifetime.hold(ticket);
-      const attempt = own === undefined ? undefined : ticket;
-      if (own === undefined) {
-        own = ticket;
-        // Budgets after the rate limits, once per request.
-        this.checkBudget(caller.userPath);
-      }
-      const next = walk.afterFailure(step.index);
-      const canFailOver = next < total;
-      try {
-        const result = await this.#metrics.upstream(target.provider.name, () => call(target));
-        if (!canFailOver) return { result, target, headers: rateLimitHeaders(own.headers) };
-        if (isRetryable(result.status)) {
-          failure = upstreamError(result.status, await readBody(result.body), result.headers);
-        } else {
-          // A stream fails over only before its first byte reached the client: wait for it here.
-          if (!Buffer.isBuffer(result.body) && result.status < 400) await primeStream(result.body, target.provider.name);
-          return { result, target, headers: rateLimitHeaders(own.headers) };
-        }
-      } catch (err) {
-        if (!canFailOver || lifetime.cancel.cancelled || !(err instanceof GatewayError && err.status >= 500)) {
-          endAttempt(own, attempt);
-          throw err;
-        }
-        failure = err;
-      }
-      endAttempt(own, attempt);
-      index = next;
+    } catch (err) {
+      throw withWaitedError(err, waitedMs);
     }
   }
 
@@ -179,32 +214,94 @@ export class AdmissionCore {
    * from), then the budgets. The slot is held by `lifetime`.
    */
   async admitSession(caller: Caller, route: Route, lifetime: Lifetime): Promise<{ target: Target; headers: Record<string, string> | undefined }> {
-    const step = await new TargetWalk(route, caller.userPath, this.#admit, false).next(0);
-    if (!step.ok) throw rateLimitedError(step.refusal);
+    const admit = this.#admit[caller.priority ?? 'high'];
+    const { value: step, waitedMs } = await this.#whenAdmitted(caller, lifetime.cancel, async () => {
+      const found = await new TargetWalk(route, caller.userPath, admit, false).next(0);
+      return found.ok ? { ok: true, value: found } : found;
+    });
     if (step.ticket.holdsSlots) lifetime.hold(step.ticket);
-    this.checkBudget(caller.userPath);
-    return { target: step.target, headers: rateLimitHeaders(step.ticket.headers) };
+    try {
+      this.checkBudget(caller.userPath);
+    } catch (err) {
+      throw withWaitedError(err, waitedMs);
+    }
+    return { target: step.target, headers: withWaited(rateLimitHeaders(step.ticket.headers), waitedMs) };
   }
 
   /**
    * One request to one provider, with the model its body named when it named one (passthrough):
    * user-path, provider and model rules, slots held by `lifetime`, then the budgets. Without a
    * lifetime (a batch submission, a file upload) only user-path rules apply and no slot is taken.
-   * Answers the `x-ratelimit-*` headers; throws the 429 of a refusal.
+   * Answers the `x-ratelimit-*` headers; throws the 429 of a refusal. `cancel`: the client is gone
+   * (a lifetime brings its own).
    */
-  async admitOne(caller: Caller, target: { provider?: string; model?: string | undefined }, lifetime?: Lifetime): Promise<Record<string, string> | undefined> {
-    let result: AdmissionResult = UNLIMITED;
+  async admitOne(caller: Caller, target: { provider?: string; model?: string | undefined }, lifetime?: Lifetime, cancel?: Cancellation): Promise<Record<string, string> | undefined> {
     const limiter = this.#limiter;
-    if (limiter !== undefined) {
-      const scope: AdmissionTarget = { userPath: caller.userPath, provider: target.provider, model: target.model };
-      const admitted = limiter.admit(scope, lifetime === undefined ? NO_SLOTS : undefined);
-      result = admitted instanceof Promise ? await admitted : admitted;
+    const options = OPTIONS[caller.priority ?? 'high'];
+    const scope: AdmissionTarget = { userPath: caller.userPath, provider: target.provider, model: target.model };
+    const { value: ticket, waitedMs } = await this.#whenAdmitted(caller, lifetime?.cancel ?? cancel, async () => {
+      if (limiter === undefined) return { ok: true, value: UNLIMITED };
+      const admitted = limiter.admit(scope, lifetime === undefined ? options.noSlots : options.slots);
+      const result = admitted instanceof Promise ? await admitted : admitted;
       this.#metrics.admission(result, scope.userPath, scope.provider, scope.model);
+      return result.ok ? { ok: true, value: result } : { ok: false, refusal: result, blockers: [result] };
+    });
+    if (ticket.holdsSlots) lifetime?.hold(ticket);
+    try {
+      this.checkBudget(caller.userPath);
+    } catch (err) {
+      throw withWaitedError(err, waitedMs);
     }
-    if (!result.ok) throw rateLimitedError(result);
-    if (result.holdsSlots) lifetime?.hold(result);
-    this.checkBudget(caller.userPath);
-    return rateLimitHeaders(result.headers);
+    return withWaited(rateLimitHeaders(ticket.headers), waitedMs);
+  }
+
+  /**
+   * Runs `attempt` until it admits. A refusal is the 429 at once unless the caller may wait and the
+   * refusal's wait (its Retry-After, in ms) fits in what is left of its wait; then the request
+   * waits in the queue, counting nothing and holding nothing, until capacity can have freed on a
+   * rule that refused it, and tries its whole admission again. It leaves at once when the client
+   * goes (`cancel`), and gets the 429 of its last refusal when its wait is used up.
+   */
+  async #whenAdmitted<T>(caller: Caller, cancel: Cancellation | undefined, attempt: () => Promise<Attempt<T>>): Promise<{ value: T; waitedMs: number | undefined }> {
+    let step = await attempt();
+    if (step.ok) return { value: step.value, waitedMs: undefined };
+    const queue = this.#queue;
+    const maxWaitMs = caller.maxWaitMs ?? 0;
+    if (queue === undefined || maxWaitMs <= 0) throw rateLimitedError(step.refusal);
+    const startedAt = this.#now();
+    const deadline = startedAt + maxWaitMs;
+    const waiter = queue.waiter(caller.priority ?? 'high');
+    for (;;) {
+      const refusal: AdmissionRefusal = step.refusal;
+      const waitedMs = this.#now() - startedAt;
+      if (refusal.retryAtSeconds === Infinity || refusal.retryAfterSeconds * 1000 > deadline - this.#now()) {
+        if (waitedMs > 0) this.#metrics.queueWait('timed_out', waitedMs / 1000);
+        throw withWaitedError(rateLimitedError(refusal), waitedMs > 0 ? waitedMs : undefined);
+      }
+      const blockers = step.blockers.map((blocker) => blockerOf(blocker, caller.userPath));
+      const ended = queue.wait(waiter, blockers, deadline, (leave) => listenFor(cancel, leave));
+      if (ended === 'full') {
+        this.#metrics.queueWait('full', 0);
+        throw withWaitedError(queueFullError(queue.depth), waitedMs > 0 ? waitedMs : undefined);
+      }
+      const end = await ended;
+      const after = this.#now() - startedAt;
+      if (end === 'cancelled') {
+        this.#metrics.queueWait('cancelled', after / 1000);
+        throw clientGone();
+      }
+      if (end !== 'woken') {
+        this.#metrics.queueWait('timed_out', after / 1000);
+        throw withWaitedError(rateLimitedError(refusal), after);
+      }
+      step = await attempt();
+      queue.retried(waiter, step.ok, blockers.map((blocker) => blocker.key));
+      if (step.ok) {
+        const waited = this.#now() - startedAt;
+        this.#metrics.queueWait('admitted', waited / 1000);
+        return { value: step.value, waitedMs: waited };
+      }
+    }
   }
 
   /** The budgets governing a user path: throws the 429 `budget_exceeded` when one is reached. One in-memory lookup. */
@@ -290,11 +387,12 @@ export class AdmissionCore {
   }
 
   /** Real admission: counts the request when no rule is breached, and reports each check to the metrics. */
-  #admitter(): Admitter {
+  #admitter(priority: Priority): Admitter {
     const limiter = this.#limiter;
     if (limiter === undefined) return () => UNLIMITED;
+    const options = OPTIONS[priority].slots;
     return (target) => {
-      const admitted = limiter.admit(target);
+      const admitted = limiter.admit(target, options);
       if (admitted instanceof Promise) return admitted.then((result) => this.#reported(result, target));
       return this.#reported(admitted, target);
     };
@@ -350,4 +448,53 @@ export interface Explanation {
 function breachOf(refusal: AdmissionRefusal): Breach {
   const { breach } = refusal;
   return { scope: breach.scope, subject: breach.subject, periodLabel: breach.label, retryAfterSeconds: refusal.retryAfterSeconds, message: refusal.message };
+}
+
+/**
+ * A refusal as the queue waits on it: its counter, when it frees by time, and the caller's place
+ * among the rule's consumers (the direct child of a user-path rule's path it lies in).
+ */
+function blockerOf(refusal: AdmissionRefusal, userPath: string): Blocker {
+  const { breach } = refusal;
+  return {
+    key: refusal.counterKey,
+    concurrent: breach.kind === 'concurrent',
+    retryAtMs: refusal.retryAtSeconds * 1000,
+    child: breach.scope === 'user_path' ? directChild(breach.subject, userPath) : '',
+    scope: breach.scope,
+    subject: breach.subject,
+    periodLabel: breach.label,
+  };
+}
+
+/** The first segment of `path` below `parent` (lowercase), '' for `parent` itself. */
+function directChild(parent: string, path: string): string {
+  const lowerParent = parent.toLowerCase();
+  const lowerPath = path.toLowerCase();
+  if (lowerPath.length <= lowerParent.length) return '';
+  const start = lowerParent === '/' ? 1 : lowerParent.length + 1;
+  const end = lowerPath.indexOf('/', start);
+  return end === -1 ? lowerPath.slice(start) : lowerPath.slice(start, end);
+}
+
+/** Calls `leave` when `cancel` fires; answers how to stop listening. */
+function listenFor(cancel: Cancellation | undefined, leave: () => void): () => void {
+  if (cancel === undefined) return () => {};
+  if (cancel.cancelled) {
+    queueMicrotask(leave);
+    return () => {};
+  }
+  cancel.once('abort', leave);
+  return () => cancel.off('abort', leave);
+}
+
+function withWaited(headers: Record<string, string> | undefined, waitedMs: number | undefined): Record<string, string> | undefined {
+  if (waitedMs === undefined) return headers;
+  return { ...headers, [QUEUE_WAIT_HEADER]: String(Math.round(waitedMs)) };
+}
+
+/** An error answered to a request that waited carries how long it waited. */
+function withWaitedError(err: unknown, waitedMs: number | undefined): unknown {
+  if (waitedMs === undefined || !(err instanceof GatewayError)) return err;
+  return new GatewayError({ status: err.status, type: err.type, message: err.message, param: err.param, code: err.code, headers: withWaited(err.headers, waitedMs) });
 }

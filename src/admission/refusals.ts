@@ -51,3 +51,13 @@ export function budgetExceededError(breach: BudgetBreach): GatewayError {
     headers: { 'retry-after': String(Math.ceil(breach.retryAfterMs / 1000)), 'retry-after-ms': String(Math.max(1000, breach.retryAfterMs)) },
   });
 }
+
+/** Past rate_limits.queue.max_depth: a request that would wait is refused a place at once. */
+export function queueFullError(waiting: number): GatewayError {
+  return new GatewayError({ status: 429, type: 'rate_limit_error', message: `queue full: ${waiting} requests already waiting`, code: 'queue_full', headers: { 'retry-after': '1', 'retry-after-ms': '1000' } });
+}
+
+/** The client left while its request waited: nothing was counted and nothing is sent. */
+export function clientGone(): GatewayError {
+  return new GatewayError({ status: 499, type: 'invalid_request_error', message: 'the client closed the request while it waited for capacity', code: 'client_closed_request' });
+}

@@ -25,6 +25,8 @@ export interface WalkRefused {
    * remaining candidate saturated: the route's first target's refusal with the soonest Retry-After.
    */
   readonly refusal: AdmissionRefusal;
+  /** Every refusal met on the way (the one refusal of a user-path breach): what a waiting request waits on. */
+  readonly blockers: readonly AdmissionRefusal[];
 }
 
 /**
@@ -68,10 +70,10 @@ export class TargetWalk {
         this.#userPathCounted = true;
         return { ok: true, index, target, ticket: result };
       }
-      if (result.userPathBreached) return { ok: false, refusal: result };
+      if (result.userPathBreached) return { ok: false, refusal: result, blockers: [result] };
       (this.#refusals ??= []).push({ target, refusal: result });
     }
-    return { ok: false, refusal: this.#saturated() };
+    return { ok: false, refusal: this.#saturated(), blockers: this.#refusals!.map((r) => r.refusal) };
   }
 
   /** Where to go on after the target at `index` failed upstream: failover candidates only, never an alias's other targets. */

@@ -39,6 +39,8 @@ const ENV_OVERRIDES: readonly Override[] = [
   { variable: 'RATE_LIMITS_REDIS_PREFIX', path: ['rate_limits', 'redis', 'prefix'], kind: 'string' },
   { variable: 'RATE_LIMITS_REDIS_TIMEOUT_MS', path: ['rate_limits', 'redis', 'timeout_ms'], kind: 'milliseconds' },
   { variable: 'RATE_LIMITS_REDIS_ON_ERROR', path: ['rate_limits', 'redis', 'on_error'], kind: 'redis_on_error' },
+  // Validated by the schema, which names the key.
+  { variable: 'RATE_LIMITS_QUEUE_MAX_WAIT_SECONDS', path: ['rate_limits', 'queue', 'max_wait_seconds'], kind: 'string' },
 ];
 
 /** Parses a port: an integer 0..65535; undefined when malformed. */

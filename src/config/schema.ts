@@ -69,6 +69,11 @@ function intSchema(min: number, max?: number) {
 const optInt = (min: number, max?: number) => z.preprocess(coerceInt, intSchema(min, max).optional());
 const defInt = (def: number, min: number, max?: number) =>
   z.preprocess(coerceInt, intSchema(min, max).default(def));
+/** A decimal number in [min, max]. */
+const defNumber = (def: number, min: number, max: number) => {
+  const msg = `must be a number from ${min} to ${max}`;
+  return z.preprocess(coerceNumber, z.number({ error: msg }).min(min, { error: msg }).max(max, { error: msg }).default(def));
+};
 const defBool = (def: boolean) =>
   z.preprocess(coerceBool, z.boolean({ error: 'must be a boolean (true/false/yes/no/on/off/1/0)' }).default(def));
 
@@ -333,6 +338,25 @@ const redisSchema = z.strictObject({
   ),
 });
 
+/**
+ * Waiting for capacity instead of a 429 at once: how long a request waits by default (0: not at
+ * all) and at most, how many may wait in one gateway, and how much of each cap lower priorities
+ * leave to higher ones.
+ */
+const queueSchema = z.strictObject({
+  default_wait_seconds: defNumber(0, 0, 3600),
+  max_wait_seconds: defNumber(30, 0, 3600),
+  max_depth: defInt(10_000, 1, 10_000_000),
+  headroom: section(
+    z
+      .strictObject({
+        normal: defNumber(0, 0, 0.9),
+        low: defNumber(0, 0, 0.9),
+      })
+      .prefault({}),
+  ),
+});
+
 const rateLimitsSchema = z.strictObject({
   enabled: defBool(true),
   /** Where the counters live: this process's memory, or Redis shared by every replica. */
@@ -341,6 +365,7 @@ const rateLimitsSchema = z.strictObject({
     z.enum(['memory', 'redis'], { error: 'must be one of memory, redis' }).default('memory'),
   ),
   redis: section(redisSchema.prefault({})),
+  queue: section(queueSchema.prefault({})),
   /** Most children a per-child rule keeps counters for (idle ones are dropped first). */
   max_children: defInt(100_000, 1, 100_000_000),
   /** Save the in-memory request and token windows to storage, so a restart keeps them (memory backend). */

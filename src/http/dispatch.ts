@@ -164,3 +164,13 @@ export class ResponseEnd implements Cuttable, Lifetime {
     else (this.more ??= []).push(ticket);
   }
 }
+
+/** Cancelled when the client goes away before its answer was complete. */
+export function closedBy(reply: FastifyReply): Cancellation {
+  const cancel = new Cancellation();
+  const res = reply.raw;
+  res.once('close', () => {
+    if (!res.writableFinished) cancel.cancel();
+  });
+  return cancel;
+}

@@ -3,6 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import Fastify, { LogController, type FastifyError, type FastifyInstance } from 'fastify';
 import { registerAuth, registerWithAccess } from './auth.ts';
 import { registerJsonBody } from './json-body.ts';
+import { registerPatience } from './patience.ts';
 import { registerBatches } from './routes/batches.ts';
 import type { HttpServices } from './context.ts';
 import { CounterStoreUnavailableError } from '../ratelimit/index.ts';
@@ -58,6 +59,7 @@ export function buildServer(services: HttpServices): FastifyInstance {
   app.get('/health', { config: { access: 'public' } }, async () => services.health());
   registerWithAccess(app, 'public', (scope) => registerDashboard(scope));
   registerWithAccess(app, 'model', (scope) => {
+    registerPatience(scope, services.options.patience);
     registerModelEndpoints(scope, services);
     registerPassthrough(scope, services);
     registerRealtime(scope, services);

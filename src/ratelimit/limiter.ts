@@ -78,6 +78,8 @@ export interface AdmissionRefusal {
    * may come sooner); Infinity when this request's priority is never admitted by the rule.
    */
   readonly retryAtSeconds: number;
+  /** The breached counter's key: slot releases name it. */
+  readonly counterKey: string;
   /** The exact client message (same as breach.message). */
   readonly message: string;
   /** For a request/token breach: that dimension's triple with remaining 0 and reset = Retry-After. */
@@ -252,6 +254,8 @@ interface FoundBreach {
   readonly retryAfterSeconds: number;
   /** When capacity can have freed, in the store's seconds; Infinity when it never will for this request. */
   readonly retryAtSeconds: number;
+  /** The breached counter (a concurrency rule's slots are released under it). */
+  readonly counterKey: string;
   readonly userPathBreached: boolean;
 }
 
@@ -671,6 +675,7 @@ export class RateLimiter {
   /** Every breached limit in the rows; the one with the longest Retry-After wins (first on a tie). */
   private findBreach(rules: readonly CompiledRule[], rows: readonly CounterRow[], now: number): FoundBreach | undefined {
     let worst: BreachedLimit | undefined;
+    let worstRule: CompiledRule | undefined;
     let worstRetry = 0;
     let userPathBreached = false;
     for (let i = 0; i < rules.length; i++) {
@@ -681,6 +686,7 @@ export class RateLimiter {
           userPathBreached ||= rule.scope === 'user_path';
           if (1 > worstRetry) {
             worst = rule.requestBreach;
+            worstRule = rule;
             worstRetry = 1;
           }
         }
@@ -696,6 +702,7 @@ export class RateLimiter {
           const retry = retryAfterSeconds(previous, current, rule.maxRequests, period, elapsed);
           if (retry > worstRetry) {
             worst = rule.requestBreach;
+            worstRule = rule;
             worstRetry = retry;
           }
         }
@@ -708,12 +715,14 @@ export class RateLimiter {
           const retry = retryAfterSeconds(previous, current, rule.maxTokens, period, elapsed);
           if (retry > worstRetry) {
             worst = rule.tokenBreach;
+            worstRule = rule;
             worstRetry = retry;
           }
         }
       }
     }
-    return worst === undefined ? undefined : { breach: worst, retryAfterSeconds: worstRetry, retryAtSeconds: now + worstRetry, userPathBreached };
+    if (worst === undefined) return undefined;
+    return { breach: worst, retryAfterSeconds: worstRetry, retryAtSeconds: now + worstRetry, counterKey: worstRule!.counter.key, userPathBreached };
   }
 }
 
@@ -730,7 +739,7 @@ function isFull(answer: CounterHandle | ChildrenFull): answer is ChildrenFull {
 }
 
 function childrenFull(rule: CompiledRule, child: string, full: ChildrenFull, now: number): FoundBreach {
-  return { breach: rule.childrenBreach(child, full.limit), retryAfterSeconds: full.retryAfterSeconds, retryAtSeconds: now + full.retryAfterSeconds, userPathBreached: true };
+  return { breach: rule.childrenBreach(child, full.limit), retryAfterSeconds: full.retryAfterSeconds, retryAtSeconds: now + full.retryAfterSeconds, counterKey: rule.counter.key, userPathBreached: true };
 }
 
 /**
@@ -739,7 +748,7 @@ function childrenFull(rule: CompiledRule, child: string, full: ChildrenFull, now
  */
 function closedBreach(rule: CompiledRule, now: number): FoundBreach {
   const breach = (rule.maxRequests === 0 && rule.requestBreach !== undefined ? rule.requestBreach : rule.tokenBreach)!;
-  return { breach, retryAfterSeconds: Math.max(1, rule.periodSeconds), retryAtSeconds: Infinity, userPathBreached: rule.scope === 'user_path' };
+  return { breach, retryAfterSeconds: Math.max(1, rule.periodSeconds), retryAtSeconds: Infinity, counterKey: rule.counter.key, userPathBreached: rule.scope === 'user_path' };
 }
 
 /**
@@ -759,11 +768,11 @@ function emptyRow(rule: CompiledRule, now: number): CounterRow {
 }
 
 function refusalOf(found: FoundBreach): AdmissionRefusal {
-  const { breach, retryAfterSeconds: retryAfter, retryAtSeconds, userPathBreached } = found;
+  const { breach, retryAfterSeconds: retryAfter, retryAtSeconds, counterKey, userPathBreached } = found;
   const triple = { limit: breach.cap, remaining: 0, reset: retryAfter };
   const headers: RateLimitHeaderData | undefined =
     breach.kind === 'requests' ? { requests: triple } : breach.kind === 'tokens' ? { tokens: triple } : undefined;
-  return { ok: false, breach, retryAfterSeconds: retryAfter, retryAtSeconds, message: breach.message, headers, userPathBreached };
+  return { ok: false, breach, retryAfterSeconds: retryAfter, retryAtSeconds, counterKey, message: breach.message, headers, userPathBreached };
 }
 
 /** `value` once `done` has happened: at once when it already has. */

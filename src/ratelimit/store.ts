@@ -162,6 +162,11 @@ export interface CounterStore {
   tryAdmit(rules: readonly CounterRule[], nowSeconds: number): MaybePromise<AdmitOutcome>;
   /** Give back the slots `lease` holds on these (concurrency) rules; ignored where the counter was reset since. */
   release(rules: readonly CounterRule[], lease: SlotLease): void;
+  /**
+   * Calls `listener` with the counter keys of slots given back through this store, one key per
+   * slot (requests waiting for capacity are woken by it).
+   */
+  onReleased(listener: (keys: readonly string[]) => void): void;
   /** Add tokens to each rule's current token window. Never rejects. */
   addTokens(rules: readonly CounterRule[], tokens: number, nowSeconds: number): MaybePromise<void>;
   /** The rules' counters, without changing anything observable. Never rejects. */

@@ -89,6 +89,7 @@ export function coreWorld(options: {
     admission: (result, userPath, providerName, model) => void admissions.push({ ok: result.ok, userPath, provider: providerName, model }),
     upstream: (_provider, call) => call(),
     tokens: () => {},
+    queueWait: () => {},
   };
   const core = new AdmissionCore({ limiter, budgets, usage: { record: (entry) => void records.push(entry) }, metrics, now: clock.now });
   return {

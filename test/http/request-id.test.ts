@@ -111,7 +111,7 @@ async function startServer(lines: Array<Record<string, unknown>>): Promise<{ app
   const usage = new UsageRecorder(storage);
   const metrics = new GatewayMetrics({ models: [] });
   const services: HttpServices = {
-    options: { masterKey: undefined, userPathHeader: USER_PATH, bodyLimitBytes: 1024 * 1024, cacheShared: false, logger },
+    options: { masterKey: undefined, userPathHeader: USER_PATH, bodyLimitBytes: 1024 * 1024, cacheShared: false, patience: { defaultWaitMs: 0, maxWaitMs: 0 }, logger },
     resolver: new Resolver([mock, brokenProvider], new Map([['mock', await mock.listModels()], ['broken', ['m']]])),
     keys: await KeyRing.load(storage),
     storage,

@@ -4,6 +4,7 @@ import { batchObject, fileObject } from '../../batch/wire.ts';
 import type { HttpServices } from '../context.ts';
 import { badRequest } from '../../errors/gateway-error.ts';
 import { createBatchBody } from '../schemas/batches.ts';
+import { closedBy } from '../dispatch.ts';
 import { parseBody } from '../validation.ts';
 
 /**
@@ -46,8 +47,8 @@ export function registerBatches(app: FastifyInstance, services: HttpServices): v
       request.identity,
       { inputFileId: body.input_file_id, endpoint: body.endpoint, completionWindow: body.completion_window, metadata: body.metadata ?? null },
       async () => {
-        // A submission holds no concurrency slot.
-        const headers = await services.admission.admitOne(request.identity, {});
+        // A submission holds no concurrency slot; it stops waiting for capacity when its client leaves.
+        const headers = await services.admission.admitOne(request.identity, {}, undefined, closedBy(reply));
         if (headers) reply.headers(headers);
       },
     );

@@ -118,10 +118,11 @@ class SessionLifetime implements Lifetime {
     else this.#held = ticket;
   }
 
-  /** Idempotent. */
+  /** Idempotent. A session still waiting for capacity leaves the queue. */
   end(): void {
     if (this.#ended) return;
     this.#ended = true;
+    this.cancel.cancel();
     this.#held?.release();
   }
 }
