@@ -4,13 +4,14 @@
  * that keep what the core recorded.
  */
 import { Readable } from 'node:stream';
-import { AdmissionCore, type AdmissionMetrics, type Lifetime } from '../../src/admission/core.ts';
+import { AdmissionCore, type AdmissionMetrics, type Lifetime, type QueueOutcome } from '../../src/admission/core.ts';
+import { WaitQueue, type Timers } from '../../src/admission/queue.ts';
 import { BudgetTracker } from '../../src/budgets/tracker.ts';
 import type { BudgetDefinition } from '../../src/budgets/types.ts';
 import { MemoryCounterStore } from '../../src/counters/memory.ts';
 import { Cancellation } from '../../src/providers/cancellation.ts';
 import type { Provider, ProviderResult, Usage } from '../../src/providers/types.ts';
-import { RateLimiter, type AdmissionTicket, type RuleDefinition } from '../../src/ratelimit/index.ts';
+import { RateLimiter, type AdmissionTicket, type Headroom, type RuleDefinition } from '../../src/ratelimit/index.ts';
 import { Resolver, type RoutingConfig, type Target } from '../../src/routing/resolver.ts';
 import type { UsageEntry } from '../../src/usage/recorder.ts';
 
@@ -53,8 +54,60 @@ export class TestLifetime implements Lifetime {
   }
 }
 
+/**
+ * A clock and timers that move only when told to: `advance(ms)` fires every timer due on the way,
+ * in time order, letting the promises each one settles run before the next.
+ */
+export class FakeTimers implements Timers {
+  #now: number;
+  #timers: Array<{ at: number; seq: number; callback: () => void }> = [];
+  #seq = 0;
+
+  constructor(startMs: number) {
+    this.#now = startMs;
+  }
+
+  now = (): number => this.#now;
+
+  setTimeout(callback: () => void, ms: number): unknown {
+    const timer = { at: this.#now + Math.max(0, ms), seq: ++this.#seq, callback };
+    this.#timers.push(timer);
+    return timer;
+  }
+
+  clearTimeout(handle: unknown): void {
+    this.#timers = this.#timers.filter((timer) => timer !== handle);
+  }
+
+  set(ms: number): void {
+    this.#now = ms;
+  }
+
+  async advance(ms: number): Promise<void> {
+    const until = this.#now + ms;
+    for (;;) {
+      await settle();
+      const due = this.#timers.filter((timer) => timer.at <= until).sort((a, b) => a.at - b.at || a.seq - b.seq)[0];
+      if (due === undefined) break;
+      this.#timers = this.#timers.filter((timer) => timer !== due);
+      this.#now = Math.max(this.#now, due.at);
+      due.callback();
+    }
+    this.#now = until;
+    await settle();
+  }
+}
+
+/** Lets every promise that can settle now settle. */
+export async function settle(): Promise<void> {
+  for (let i = 0; i < 20; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+}
+
 export interface CoreWorld {
   core: AdmissionCore;
+  queue: WaitQueue;
+  timers: FakeTimers;
+  waits: Array<{ outcome: QueueOutcome; seconds: number }>;
   limiter: RateLimiter;
   resolver: Resolver;
   budgets: BudgetTracker;
@@ -74,12 +127,18 @@ export function coreWorld(options: {
   routing?: RoutingConfig;
   budgets?: readonly BudgetDefinition[];
   maxChildren?: number;
+  headroom?: Headroom;
+  maxDepth?: number;
 }): CoreWorld {
-  let nowMs = T0_MS;
-  const clock = { now: () => nowMs, set: (ms: number) => void (nowMs = ms) };
+  const timers = new FakeTimers(T0_MS);
+  const clock = { now: timers.now, set: (ms: number) => timers.set(ms) };
   const providers = Object.entries(options.providers).map(([name, models]) => provider(name, models));
   const resolver = new Resolver(providers, new Map(Object.entries(options.providers).map(([name, models]) => [name, [...models]])), options.routing);
-  const limiter = new RateLimiter({ clock, store: new MemoryCounterStore({ maxChildren: options.maxChildren }) });
+  const store = new MemoryCounterStore({ maxChildren: options.maxChildren });
+  const limiter = new RateLimiter({ clock, store, headroom: options.headroom });
+  const queue = new WaitQueue({ maxDepth: options.maxDepth ?? 10_000, timers });
+  store.onReleased((keys) => queue.released(keys));
+  const waits: CoreWorld['waits'] = [];
   limiter.replaceRules(options.rules ?? []);
   const budgets = new BudgetTracker({ now: clock.now, source: { settle: async () => true, sumCost: async (queries) => queries.map(() => 0), budgets: async () => [...(options.budgets ?? [])] } });
   budgets.replaceAll(options.budgets ?? []);
@@ -89,11 +148,14 @@ export function coreWorld(options: {
     admission: (result, userPath, providerName, model) => void admissions.push({ ok: result.ok, userPath, provider: providerName, model }),
     upstream: (_provider, call) => call(),
     tokens: () => {},
-    queueWait: () => {},
+    queueWait: (outcome, seconds) => void waits.push({ outcome, seconds }),
   };
-  const core = new AdmissionCore({ limiter, budgets, usage: { record: (entry) => void records.push(entry) }, metrics, now: clock.now });
+  const core = new AdmissionCore({ limiter, budgets, usage: { record: (entry) => void records.push(entry) }, metrics, queue, now: clock.now });
   return {
     core,
+    queue,
+    timers,
+    waits,
     limiter,
     resolver,
     budgets,
