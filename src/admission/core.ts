@@ -274,7 +274,7 @@ export class AdmissionCore {
     for (;;) {
       const refusal: AdmissionRefusal = step.refusal;
       const waitedMs = this.#now() - startedAt;
-      if (refusal.retryAtSeconds === Infinity || refusal.retryAfterSeconds * 1000 > deadline - this.#now()) {
+      if (!mayWaitFor(refusal, deadline - this.#now())) {
         if (waitedMs > 0) this.#metrics.queueWait('timed_out', waitedMs / 1000);
         throw withWaitedError(rateLimitedError(refusal), waitedMs > 0 ? waitedMs : undefined);
       }
@@ -348,28 +348,31 @@ export class AdmissionCore {
    * (its provider and model rules alone), every rule read, and the budgets governing the path.
    * Counts nothing, takes no slot. Rate limits must be enabled.
    */
-  async explain(userPath: string, route: Route, kind: ExplainKind): Promise<Explanation> {
+  async explain(userPath: string, route: Route, kind: ExplainKind, priority: Priority = 'high'): Promise<Explanation> {
     const limiter = this.#limiter;
     if (limiter === undefined) throw new Error('explain needs rate limits enabled');
     const rules = new Map<string, RuleStatus>();
     const collect = (found: readonly RuleStatus[]): void => {
       for (const rule of found) rules.set(`${rule.scope}\u0000${rule.subject.toLowerCase()}\u0000${rule.period_seconds}`, rule);
     };
-    const read: Admitter = (target) => limiter.explain(target).then((preview) => {
+    const options = OPTIONS[priority];
+    const read: Admitter = (target) => limiter.explain(target, options.slots).then((preview) => {
       collect(preview.rules);
       return preview.refusal ?? UNLIMITED;
     });
     let breach: Breach | undefined;
     let target: Target | undefined;
+    let refusal: AdmissionRefusal | undefined;
     if (kind === 'submission') {
-      const preview = await limiter.explain({ userPath }, NO_SLOTS);
+      const preview = await limiter.explain({ userPath }, options.noSlots);
       collect(preview.rules);
-      breach = preview.refusal && breachOf(preview.refusal);
+      refusal = preview.refusal;
     } else {
       const step = await new TargetWalk(route, userPath, read, kind === 'dispatch').next(0);
       if (step.ok) target = step.target;
-      else breach = breachOf(step.refusal);
+      else refusal = step.refusal;
     }
+    if (refusal !== undefined) breach = breachOf(refusal);
     // Budgets come after the rate limits, on every endpoint.
     const budget = breach === undefined ? this.#budgets?.check(userPath) : undefined;
     if (budget !== undefined) {
@@ -383,7 +386,7 @@ export class AdmissionCore {
       collect(own.rules);
       targets.push({ target: candidate, failover: i >= route.primary.length, breach: own.refusal && breachOf(own.refusal) });
     }
-    return { breach, target, targets, rules: [...rules.values()], budgets: this.#budgets?.statusFor(userPath) ?? [] };
+    return { breach, target, targets, rules: [...rules.values()], budgets: this.#budgets?.statusFor(userPath) ?? [], refusal: budget === undefined ? refusal : undefined };
   }
 
   /** Real admission: counts the request when no rule is breached, and reports each check to the metrics. */
@@ -443,6 +446,8 @@ export interface Explanation {
   /** Every rule the walk read, with its live counters. */
   readonly rules: readonly RuleStatus[];
   readonly budgets: readonly BudgetStatus[];
+  /** The rate limits' refusal (not a budget's), which a request may wait on. */
+  readonly refusal: AdmissionRefusal | undefined;
 }
 
 function breachOf(refusal: AdmissionRefusal): Breach {
@@ -497,4 +502,12 @@ function withWaited(headers: Record<string, string> | undefined, waitedMs: numbe
 function withWaitedError(err: unknown, waitedMs: number | undefined): unknown {
   if (waitedMs === undefined || !(err instanceof GatewayError)) return err;
   return new GatewayError({ status: err.status, type: err.type, message: err.message, param: err.param, code: err.code, headers: withWaited(err.headers, waitedMs) });
+}
+
+/**
+ * Whether a request with `leftMs` of its wait may wait on a refusal: only when the refusal's wait
+ * (its Retry-After, as `retry-after-ms` says it) fits, and it is not one that time never lifts.
+ */
+export function mayWaitFor(refusal: AdmissionRefusal, leftMs: number): boolean {
+  return refusal.retryAtSeconds !== Infinity && refusal.retryAfterSeconds * 1000 <= leftMs;
 }

@@ -12,6 +12,7 @@ import { registerAdminBudgets } from './routes/admin-budgets.ts';
 import { registerAdminExplain } from './routes/admin-explain.ts';
 import { rateLimitsUnavailable } from '../admission/refusals.ts';
 import { registerAdminKeys } from './routes/admin-keys.ts';
+import { registerAdminQueue } from './routes/admin-queue.ts';
 import { registerAdminRateLimits } from './routes/admin-rate-limits.ts';
 import { registerAdminUsage } from './routes/admin-usage.ts';
 import { registerDashboard } from './routes/dashboard.ts';
@@ -72,6 +73,7 @@ export function buildServer(services: HttpServices): FastifyInstance {
     registerMetrics(scope, services);
     registerAdminUsage(scope, services);
     registerAdminExplain(scope, services);
+    registerAdminQueue(scope, services);
     registerAdminBudgets(scope, services);
   });
 

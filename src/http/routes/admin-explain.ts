@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import type { Breach, ExplainKind } from '../../admission/core.ts';
+import { mayWaitFor, type Breach, type ExplainKind } from '../../admission/core.ts';
 import { normalizeUserPath } from '../../ratelimit/index.ts';
 import type { HttpServices } from '../context.ts';
 import { badRequest, notFound } from '../errors.ts';
@@ -38,13 +38,19 @@ export function registerAdminExplain(app: FastifyInstance, services: HttpService
     if (!userPath.ok) throw badRequest(userPath.error, 'user_path');
     const route = services.resolver.preview(query.model);
     if (route === undefined) throw notFound(`model "${query.model}" not found`, 'model_not_found');
-    const explained = await services.admission.explain(userPath.value, route, KIND[query.endpoint]);
-    const { breach, target } = explained;
+    const explained = await services.admission.explain(userPath.value, route, KIND[query.endpoint], query.priority);
+    const { breach, target, refusal } = explained;
+    const { defaultWaitMs, maxWaitMs } = services.options.patience;
+    const waitMs = Math.min(query.max_wait === undefined ? defaultWaitMs : Math.round(query.max_wait * 1000), maxWaitMs);
+    const wouldWait = refusal !== undefined && waitMs > 0 && mayWaitFor(refusal, waitMs);
     return {
       model: query.model,
       user_path: userPath.value,
       endpoint: query.endpoint,
+      priority: query.priority,
       decision: breach === undefined ? 'admitted' : 'refused',
+      // A refused request that may wait for capacity waits at most its whole wait, then gets the 429.
+      wait: { would_wait: wouldWait, at_most_seconds: wouldWait ? waitMs / 1000 : 0 },
       ...(target !== undefined && { target: { provider: target.provider.name, model: target.model } }),
       targets: explained.targets.map((t) => ({
         provider: t.target.provider.name,
