@@ -23,7 +23,6 @@ const PATHS: Record<OpenAIEndpoint, string> = {
 };
 
 const text = () => z.preprocess(coerceString, str().min(1, { error: 'must not be empty' }));
-const optionalText = () => z.preprocess(coerceString, str().optional());
 
 /** Microsoft's identity library refuses a plain-http authority: said here, at start. */
 const httpsUrl = () => urlSetting().refine((v) => v.startsWith('https://'), { error: 'must be an https URL' });

@@ -1,5 +1,6 @@
 import { anthropicProviderType } from './anthropic.ts';
 import { azureProviderType } from './azure.ts';
+import { bedrockProviderType } from './bedrock.ts';
 import { mockProviderType } from './mock.ts';
 import { openaiProviderType } from './openai.ts';
 import { SILENT_CONTEXT, type Provider, type ProviderContext, type ProviderSettings, type ProviderType } from './types.ts';
@@ -9,7 +10,7 @@ import { SILENT_CONTEXT, type Provider, type ProviderContext, type ProviderSetti
  * A new type is one module exporting its `ProviderType` plus its entry here: the config schema,
  * the type names and the factory below all follow from this list.
  */
-export const PROVIDER_TYPES = [openaiProviderType, anthropicProviderType, azureProviderType, mockProviderType] as const;
+export const PROVIDER_TYPES = [openaiProviderType, anthropicProviderType, azureProviderType, bedrockProviderType, mockProviderType] as const;
 
 type Entry = (typeof PROVIDER_TYPES)[number];
 
