@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import { calcPrice } from '@pydantic/genai-prices';
-import OpenAI, { APIError } from 'openai';
+import OpenAI, { APIError, toFile } from 'openai';
+import WebSocket from 'ws';
 import { startFakeAzure, type FakeAzure } from '../support/fake-azure.ts';
 import { startFakeBedrock, type FakeBedrock } from '../support/fake-bedrock.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
@@ -31,7 +32,7 @@ describe('native providers: azure and bedrock through the official clients', () 
   const as = (userPath: string) => ({ headers: { [USER_PATH]: userPath } });
 
   before(async () => {
-    azure = await startFakeAzure({ deployments: { 'mini-prod': 'gpt-4o-mini' }, apiVersion: '2024-10-21', apiKey: 'az-secret' });
+    azure = await startFakeAzure({ deployments: { 'mini-prod': 'gpt-4o-mini' }, apiVersion: '2024-10-21', realtimeApiVersion: '2024-10-01-preview', apiKey: 'az-secret' });
     bedrock = await startFakeBedrock({ region: 'us-west-2', credentials: [{ accessKeyId: 'AKIDE2E', secretAccessKey: 'e2e-secret' }], models: [CLAUDE, TITAN] });
     gw = await startTestGateway({
       yaml:
@@ -256,5 +257,52 @@ describe('native providers: azure and bedrock through the official clients', () 
     assert.ok(Math.abs(brCost.cost_usd - brPrice) < 1e-9, `${brCost.cost_usd} vs ${brPrice}`);
     assert.equal(brCost.cached_prompt_tokens, 1000);
     assert.ok(Math.abs((await cost('/cost/az')).cost_usd - azPrice) < 1e-9);
+  });
+
+  it('azure batches run line by line on the deployment; bedrock has none', async () => {
+    const jsonl = [0, 1].map((i) => JSON.stringify({ custom_id: `r${i}`, method: 'POST', url: '/v1/chat/completions', body: { model: 'az/gpt-4o-mini', messages: [{ role: 'user', content: `line ${i}` }] } })).join('\n') + '\n';
+    const file = await openai.files.create({ file: await toFile(Buffer.from(jsonl), 'in.jsonl'), purpose: 'batch' });
+    const batch = await openai.batches.create({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+    let done = batch;
+    for (let i = 0; i < 200 && done.status !== 'completed'; i++) {
+      await new Promise((r) => setTimeout(r, 10));
+      done = await openai.batches.retrieve(batch.id);
+    }
+    assert.equal(done.status, 'completed');
+    const lines = (await (await openai.files.content(done.output_file_id!)).text()).trim().split('\n').map((l) => JSON.parse(l));
+    assert.deepEqual(lines.map((l) => l.response.body.choices[0].message.content), ['line 0', 'line 1']);
+    assert.deepEqual(azure.calls.map((c) => c.path), ['/openai/deployments/mini-prod/chat/completions', '/openai/deployments/mini-prod/chat/completions']);
+
+    const brFile = await openai.files.create({ file: await toFile(Buffer.from(jsonl.replaceAll('az/gpt-4o-mini', `br/${CLAUDE}`)), 'in.jsonl'), purpose: 'batch' });
+    await assert.rejects(openai.batches.create({ input_file_id: brFile.id, endpoint: '/v1/chat/completions', completion_window: '24h' }), (err: unknown) => {
+      assert.ok(err instanceof APIError);
+      assert.equal(err.status, 400);
+      assert.equal(err.code, 'unsupported_endpoint');
+      return true;
+    });
+  });
+
+  it('azure realtime sessions go to the deployment with the api-key', async () => {
+    const ws = new WebSocket(`${gw.url.replace('http', 'ws')}/v1/realtime?model=az/gpt-4o-mini`);
+    const first = await new Promise<string>((resolve, reject) => {
+      ws.once('message', (data) => resolve(String(data)));
+      ws.once('error', reject);
+    });
+    ws.close();
+    assert.equal(JSON.parse(first).type, 'session.created');
+    const session = azure.realtime.sessions.at(-1)!;
+    const url = new URL(session.url, 'http://x');
+    assert.deepEqual([url.pathname, url.searchParams.get('deployment')], ['/openai/realtime', 'mini-prod']);
+    assert.equal(session.headers['api-key'], 'az-secret');
+    const refused = await new Promise<number>((resolve, reject) => {
+      const other = new WebSocket(`${gw.url.replace('http', 'ws')}/v1/realtime?model=br/${CLAUDE}`);
+      other.once('unexpected-response', (_req, res) => {
+        resolve(res.statusCode ?? 0);
+        other.terminate();
+      });
+      other.once('open', () => reject(new Error('bedrock has no realtime')));
+      other.on('error', () => {}); // terminate() before the handshake completed
+    });
+    assert.equal(refused, 400);
   });
 });

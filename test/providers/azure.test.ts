@@ -77,6 +77,14 @@ test('embeddings go to the embedding deployment', async () => {
   assert.equal(r.usage()?.promptTokens, 2);
 });
 
+test('speech goes to the deployment\'s audio path and comes back as audio', async () => {
+  const r = await provider.call({ endpoint: 'speech', model: 'gpt-4o', stream: false, cancel: never(), json: { model: 'gpt-4o', input: 'say it', voice: 'alloy' } });
+  assert.equal(r.status, 200);
+  assert.equal(r.headers['content-type'], 'audio/mpeg');
+  assert.equal((await bodyOf(r)).subarray(0, 3).toString(), 'ID3');
+  assert.equal(fake.calls[0]?.path, '/openai/deployments/prod-4o/audio/speech');
+});
+
 test('responses name the deployment in the body, at /openai/responses', async () => {
   const r = await provider.call({ endpoint: 'responses', model: 'gpt-4o', stream: false, cancel: never(), json: { model: 'gpt-4o', input: 'abcdefgh' } });
   assert.equal(r.status, 200, (await bodyOf(r)).toString());
