@@ -1,4 +1,3 @@
-import { ClientSecretCredential, getBearerTokenProvider } from '@azure/identity';
 import { z } from 'zod';
 import { booleanSetting, coerceString, str, urlSetting } from '../shared/config-fields.ts';
 import { OpenAIProvider, type Credentials, type OpenAIEndpoint } from './openai.ts';
@@ -91,13 +90,7 @@ class AzureProvider extends OpenAIProvider {
     if (entra === undefined) {
       this.fixedCredentials = Object.freeze<Record<string, string>>(settings.api_key ? { 'api-key': settings.api_key } : {});
     } else {
-      const credential = new ClientSecretCredential(entra.tenant_id, entra.client_id, entra.client_secret, {
-        authorityHost: entra.authority_host ?? DEFAULT_AUTHORITY_HOST,
-        // Otherwise the library asks Microsoft's public cloud about the authority first.
-        disableInstanceDiscovery: true,
-      });
-      // The library's token cycler: one token cached, refreshed in the background before it expires.
-      this.token = getBearerTokenProvider(credential, ENTRA_SCOPE);
+      this.token = entraTokens(entra);
     }
   }
 
@@ -143,4 +136,24 @@ class AzureProvider extends OpenAIProvider {
       throw new UpstreamUnavailableError(this.name, `provider ${this.name}: no Microsoft Entra ID token: ${detail}`, 502, { cause: err });
     }
   }
+}
+
+/**
+ * Tokens for an Entra ID app from Microsoft's identity library, loaded on the first request (a
+ * gateway without Entra never loads it). The library's token cycler keeps one token and renews it
+ * in the background from two minutes before it expires.
+ */
+function entraTokens(entra: NonNullable<AzureSettings['entra']>): () => Promise<string> {
+  let tokens: Promise<() => Promise<string>> | undefined;
+  return async () => {
+    tokens ??= import('@azure/identity').then(({ ClientSecretCredential, getBearerTokenProvider }) => {
+      const credential = new ClientSecretCredential(entra.tenant_id, entra.client_id, entra.client_secret, {
+        authorityHost: entra.authority_host ?? DEFAULT_AUTHORITY_HOST,
+        // Otherwise the library asks Microsoft's public cloud about the authority first.
+        disableInstanceDiscovery: true,
+      });
+      return getBearerTokenProvider(credential, ENTRA_SCOPE);
+    });
+    return (await tokens)();
+  };
 }

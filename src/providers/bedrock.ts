@@ -1,8 +1,8 @@
 import { Readable } from 'node:stream';
-import {
-  BedrockRuntimeClient, ConverseCommand, ConverseStreamCommand, InvokeModelCommand, type ConverseStreamOutput,
+import type {
+  BedrockRuntimeClient, BedrockRuntimeClientConfig, ConverseCommandInput, ConverseCommandOutput, ConverseStreamCommandInput,
+  ConverseStreamCommandOutput, ConverseStreamOutput, InvokeModelCommandInput, InvokeModelCommandOutput,
 } from '@aws-sdk/client-bedrock-runtime';
-import { NodeHttpHandler } from '@smithy/node-http-handler';
 import { z } from 'zod';
 import { booleanSetting, coerceString, optionalUrlSetting, str } from '../shared/config-fields.ts';
 import type { Cancellation } from './cancellation.ts';
@@ -65,10 +65,54 @@ interface ServiceError extends Error {
   $fault?: string;
 }
 
+/**
+ * The AWS SDK's Bedrock runtime client, loaded on the first call: a gateway without a Bedrock
+ * instance never loads the SDK, and one with it starts as fast. Requests go over HTTP/1.1 with
+ * keep-alive (the SDK's default handler is HTTP/2, which has no connect timeout) with the
+ * instance's timeouts: connecting, and the longest silence while an answer comes.
+ */
+class BedrockRuntime {
+  private readonly config: BedrockRuntimeClientConfig;
+  private readonly timeouts: { connectionTimeout: number; socketTimeout: number };
+  private loaded: Promise<{ sdk: typeof import('@aws-sdk/client-bedrock-runtime'); client: BedrockRuntimeClient }> | undefined;
+
+  constructor(config: BedrockRuntimeClientConfig, timeouts: { connectionTimeout: number; socketTimeout: number }) {
+    this.config = config;
+    this.timeouts = timeouts;
+  }
+
+  async converse(input: ConverseCommandInput, signal: AbortSignal): Promise<ConverseCommandOutput> {
+    const { sdk, client } = await this.load();
+    return client.send(new sdk.ConverseCommand(input), { abortSignal: signal });
+  }
+
+  async converseStream(input: ConverseStreamCommandInput, signal: AbortSignal): Promise<ConverseStreamCommandOutput> {
+    const { sdk, client } = await this.load();
+    return client.send(new sdk.ConverseStreamCommand(input), { abortSignal: signal });
+  }
+
+  async invoke(input: InvokeModelCommandInput, signal: AbortSignal): Promise<InvokeModelCommandOutput> {
+    const { sdk, client } = await this.load();
+    return client.send(new sdk.InvokeModelCommand(input), { abortSignal: signal });
+  }
+
+  async destroy(): Promise<void> {
+    if (this.loaded !== undefined) (await this.loaded).client.destroy();
+  }
+
+  private load(): NonNullable<BedrockRuntime['loaded']> {
+    this.loaded ??= Promise.all([import('@aws-sdk/client-bedrock-runtime'), import('@smithy/node-http-handler')]).then(([sdk, http]) => ({
+      sdk,
+      client: new sdk.BedrockRuntimeClient({ ...this.config, requestHandler: new http.NodeHttpHandler(this.timeouts) }),
+    }));
+    return this.loaded;
+  }
+}
+
 class BedrockProvider implements Provider {
   readonly name: string;
   readonly type = 'bedrock';
-  private readonly client: BedrockRuntimeClient;
+  private readonly client: BedrockRuntime;
   private readonly models: string[];
   private readonly policy: UnsupportedPolicy;
   private readonly timeoutMs: number;
@@ -81,16 +125,13 @@ class BedrockProvider implements Provider {
     const credentials = settings.access_key_id && settings.secret_access_key
       ? { accessKeyId: settings.access_key_id, secretAccessKey: settings.secret_access_key, ...(settings.session_token ? { sessionToken: settings.session_token } : {}) }
       : undefined; // the SDK's default chain: environment, shared files, SSO, container and instance roles
-    this.client = new BedrockRuntimeClient({
+    this.client = new BedrockRuntime({
       region: settings.region,
       ...(settings.endpoint ? { endpoint: settings.endpoint } : {}),
       ...(credentials ? { credentials } : {}),
       // The gateway fails over and answers 429s itself; the SDK's own retries would hide both.
       maxAttempts: 1,
-      // HTTP/1.1 with keep-alive (the SDK's default is HTTP/2, which has no connect timeout) and
-      // the instance's timeouts: connecting, and the longest silence while an answer comes.
-      requestHandler: new NodeHttpHandler({ connectionTimeout: settings.connect_timeout_ms ?? DEFAULT_CONNECT_TIMEOUT_MS, socketTimeout: this.timeoutMs }),
-    });
+    }, { connectionTimeout: settings.connect_timeout_ms ?? DEFAULT_CONNECT_TIMEOUT_MS, socketTimeout: this.timeoutMs });
   }
 
   async listModels(): Promise<string[]> {
@@ -117,7 +158,7 @@ class BedrockProvider implements Provider {
   }
 
   async close(): Promise<void> {
-    this.client.destroy();
+    await this.client.destroy();
   }
 
   private async chat(call: ProviderCall): Promise<ProviderResult> {
@@ -125,13 +166,13 @@ class BedrockProvider implements Provider {
     const input = { modelId: call.model, ...chatToConverse(json, this.policy) };
     if (!call.stream) {
       return this.attempt(call.cancel, 'openai', async (signal) => {
-        const res = await this.client.send(new ConverseCommand(input), { abortSignal: signal });
+        const res = await this.client.converse(input, signal);
         return jsonResult(200, converseToChat(res, { id: chatId(res.$metadata.requestId), model: call.model }), converseUsage(res.usage));
       });
     }
     const includeUsage = obj(json.stream_options)?.include_usage === true;
     return this.attempt(call.cancel, 'openai', async (signal, abort) => {
-      const res = await this.client.send(new ConverseStreamCommand(input), { abortSignal: signal });
+      const res = await this.client.converseStream(input, signal);
       const translator = new ConverseToChatStream({ id: chatId(res.$metadata.requestId), model: call.model, includeUsage });
       const body = this.sse(res.stream, call.cancel, abort, function* (event) {
         if (event === 'end') {
@@ -154,13 +195,13 @@ class BedrockProvider implements Provider {
     const input = { modelId: call.model, ...chatToConverse(chat, this.policy) };
     if (!call.stream) {
       return this.attempt(call.cancel, 'anthropic', async (signal) => {
-        const res = await this.client.send(new ConverseCommand(input), { abortSignal: signal });
+        const res = await this.client.converse(input, signal);
         const answer = converseToChat(res, { id: messageId(res.$metadata.requestId), model: call.model });
         return jsonResult(200, chatToMessagesResponse(answer), converseUsage(res.usage));
       });
     }
     return this.attempt(call.cancel, 'anthropic', async (signal, abort) => {
-      const res = await this.client.send(new ConverseStreamCommand(input), { abortSignal: signal });
+      const res = await this.client.converseStream(input, signal);
       // The chat chunks carry the usage to the Anthropic translation, which puts it in message_delta.
       const chunks = new ConverseToChatStream({ id: messageId(res.$metadata.requestId), model: call.model, includeUsage: true });
       const translator = new ChatToMessagesStream({ model: call.model });
@@ -204,10 +245,7 @@ class BedrockProvider implements Provider {
       for (let i = 0; i < inputs.length; i += EMBED_CONCURRENCY) {
         const batch = inputs.slice(i, i + EMBED_CONCURRENCY).map(async (text) => {
           const body = JSON.stringify({ inputText: text, ...(dimensions !== undefined ? { dimensions } : {}) });
-          const res = await this.client.send(
-            new InvokeModelCommand({ modelId: call.model, contentType: 'application/json', accept: 'application/json', body: Buffer.from(body) }),
-            { abortSignal: signal },
-          );
+          const res = await this.client.invoke({ modelId: call.model, contentType: 'application/json', accept: 'application/json', body: Buffer.from(body) }, signal);
           const parsed = JSON.parse(Buffer.from(res.body ?? new Uint8Array()).toString('utf8')) as Json;
           const embedding = arr(parsed.embedding).filter((x): x is number => typeof x === 'number');
           return { embedding, tokens: typeof parsed.inputTextTokenCount === 'number' ? parsed.inputTextTokenCount : 0 };
