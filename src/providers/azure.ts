@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { booleanSetting, coerceString, str, urlSetting } from '../shared/config-fields.ts';
-import { OpenAIProvider, type Credentials, type OpenAIEndpoint } from './openai.ts';
+import { OPENAI_PATHS, OpenAIProvider, type Credentials, type OpenAIEndpoint } from './openai.ts';
 import { checkMessagesParams } from './translate/anthropic-request.ts';
 import { unsupportedPolicy, type UnsupportedPolicy } from './translate/unsupported.ts';
 import type { BatchAbility, ProviderCall, ProviderContext, ProviderResult, ProviderSettings } from './types.ts';
@@ -12,14 +12,6 @@ const DEFAULT_REALTIME_API_VERSION = '2024-10-01-preview';
 const DEFAULT_AUTHORITY_HOST = 'https://login.microsoftonline.com';
 /** The scope of a token for Azure OpenAI (Cognitive Services) data-plane calls. */
 const ENTRA_SCOPE = 'https://cognitiveservices.azure.com/.default';
-
-const PATHS: Record<OpenAIEndpoint, string> = {
-  chat: '/chat/completions',
-  responses: '/responses',
-  embeddings: '/embeddings',
-  speech: '/audio/speech',
-  transcriptions: '/audio/transcriptions',
-};
 
 const text = () => z.preprocess(coerceString, str().min(1, { error: 'must not be empty' }));
 
@@ -107,8 +99,8 @@ class AzureProvider extends OpenAIProvider {
 
   protected override endpointPath(endpoint: OpenAIEndpoint, model: string): string {
     const query = `?api-version=${encodeURIComponent(this.apiVersion)}`;
-    if (endpoint === 'responses') return `/openai${PATHS.responses}${query}`;
-    return `/openai/deployments/${encodeURIComponent(this.deploymentOf(model))}${PATHS[endpoint]}${query}`;
+    if (endpoint === 'responses') return `/openai${OPENAI_PATHS.responses}${query}`;
+    return `/openai/deployments/${encodeURIComponent(this.deploymentOf(model))}${OPENAI_PATHS[endpoint]}${query}`;
   }
 
   protected override credentials(): Credentials {

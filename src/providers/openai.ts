@@ -22,7 +22,8 @@ const OPENAI_DEFAULT_BASE_URL = 'https://api.openai.com/v1';
 /** The endpoints an OpenAI-shaped upstream serves natively (`messages` is translated to chat). */
 export type OpenAIEndpoint = Exclude<Endpoint, 'messages'>;
 
-const PATHS: Record<OpenAIEndpoint, string> = {
+/** Each endpoint's path below an OpenAI-style base URL (Azure's below a deployment). */
+export const OPENAI_PATHS: Readonly<Record<OpenAIEndpoint, string>> = {
   chat: '/chat/completions',
   responses: '/responses',
   embeddings: '/embeddings',
@@ -132,7 +133,7 @@ export class OpenAIProvider implements Provider {
 
   /** Where an endpoint of `model` lives, below the base URL (path and query). */
   protected endpointPath(endpoint: OpenAIEndpoint, _model: string): string {
-    return PATHS[endpoint];
+    return OPENAI_PATHS[endpoint];
   }
 
   protected credentials(): Credentials {
