@@ -84,6 +84,31 @@ export class UpstreamUnavailableError extends Error {
   }
 }
 
+/**
+ * A request the provider type cannot carry out as asked, found before anything was sent (a
+ * parameter it cannot honour, content it cannot take): the client's 400 `invalid_request_error`,
+ * naming the parameter. Never a reason to fail over: the request, not the provider, is at fault.
+ */
+export class UnsupportedParameterError extends Error {
+  /** Where the parameter is in the request body, e.g. `logprobs` or `messages[1].content[0].image_url`. */
+  readonly param: string;
+  readonly code = 'unsupported_parameter';
+  constructor(param: string, message: string) {
+    super(message);
+    this.name = 'UnsupportedParameterError';
+    this.param = param;
+  }
+}
+
+/** What an instance gets from the gateway besides its settings. */
+export interface ProviderContext {
+  /** The gateway's log, for what an operator should see once (a parameter dropped under `drop_unsupported`). */
+  warn(fields: Record<string, unknown>, message: string): void;
+}
+
+/** A context that logs nothing (tests, and providers made outside the gateway). */
+export const SILENT_CONTEXT: ProviderContext = { warn: () => {} };
+
 export interface Provider {
   /** Instance name from the config (the key under `providers`). */
   readonly name: string;
@@ -159,7 +184,13 @@ export type ProviderSettings<Fields extends z.ZodRawShape> = CommonProviderSetti
 export interface ProviderType<Name extends string = string, Fields extends z.ZodRawShape = z.ZodRawShape> {
   readonly type: Name;
   readonly configFields: Fields;
-  create(name: string, settings: ProviderSettings<Fields>): Provider;
+  create(name: string, settings: ProviderSettings<Fields>, context?: ProviderContext): Provider;
+  /**
+   * Checks across fields the zod fields alone cannot express (one of two keys required, both or
+   * neither): each problem as the key it is about (relative to the entry; '' for the entry) and
+   * a message. Run by the config schema, so start-up and `check-config` report them alike.
+   */
+  check?(settings: ProviderSettings<Fields>): Array<{ key: string; message: string }>;
   /**
    * Whose prices apply to this type's models (request costs, budgets): the id of a provider in
    * the `@pydantic/genai-prices` table, used when an instance's base URL does not point at another

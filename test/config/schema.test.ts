@@ -61,7 +61,7 @@ providers:
       connect_timeout_ms: 10000,
       timeout_ms: 600000,
     });
-    assert.equal(config.providers['claude-eu']?.base_url, 'https://eu.example.com');
+    assert.equal((config.providers['claude-eu'] as { base_url?: string } | undefined)?.base_url, 'https://eu.example.com');
     assert.deepEqual(config.providers['openai'], {
       type: 'openai',
       base_url: 'https://api.openai.com/v1',
@@ -232,8 +232,8 @@ providers:
       [
         'providers["open ai"]: invalid provider name "open ai": use letters, digits, ".", "_" and "-" (no "/" or whitespace), starting with a letter or digit',
         'providers.a.base_url: required',
-        'providers.b.type: must be one of openai, anthropic, mock',
-        'providers.c.type: required (one of openai, anthropic, mock)',
+        'providers.b.type: must be one of openai, anthropic, azure, bedrock, mock',
+        'providers.c.type: required (one of openai, anthropic, azure, bedrock, mock)',
         'providers.d.base_url: must be an http(s) URL (got "ftp://x")',
       ],
     );

@@ -31,7 +31,15 @@ export interface FakeBatchApi {
   handle(method: string, path: string, raw: Buffer, contentType: string, res: ServerResponse): boolean;
 }
 
-export function attachFakeRealtime(server: Server, apiKey: string | undefined): FakeRealtime {
+/**
+ * `accepts` says whether an upgrade request is for this fake's realtime route with valid
+ * credentials; given an API key instead, that is `/v1/realtime` with `Authorization: Bearer <key>`.
+ */
+export function attachFakeRealtime(server: Server, accepts: string | undefined | ((req: IncomingMessage) => boolean)): FakeRealtime {
+  const apiKey = typeof accepts === 'function' ? undefined : accepts;
+  const isFor = typeof accepts === 'function'
+    ? accepts
+    : (req: IncomingMessage): boolean => new URL(req.url ?? '/', 'http://x').pathname === '/v1/realtime' && (apiKey === undefined || req.headers.authorization === `Bearer ${apiKey}`);
   const wss = new WebSocketServer({ noServer: true });
   const state: FakeRealtime = {
     sessions: [],
@@ -42,8 +50,7 @@ export function attachFakeRealtime(server: Server, apiKey: string | undefined): 
     },
   };
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    const path = new URL(req.url ?? '/', 'http://x').pathname;
-    if (path !== '/v1/realtime' || (apiKey !== undefined && req.headers.authorization !== `Bearer ${apiKey}`)) {
+    if (!isFor(req)) {
       socket.end('HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n{"error":{"message":"bad key","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}');
       return;
     }
