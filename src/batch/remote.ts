@@ -54,14 +54,18 @@ export class RemoteBatches {
 
   private async call(method: string, path: string, body?: Buffer, contentType?: string): Promise<{ body: Buffer }> {
     const headers: Record<string, string> = contentType ? { 'content-type': contentType } : {};
-    let result;
+    let status: number;
+    let buf: Buffer;
+    let answerHeaders: Record<string, string>;
     try {
-      result = await this.provider.passthrough({ method, path, headers, body, cancel: Cancellation.fromSignal(AbortSignal.timeout(60_000)) });
+      const result = await this.provider.passthrough({ method, path, headers, body, cancel: Cancellation.fromSignal(AbortSignal.timeout(60_000)), buffered: true });
+      status = result.status;
+      answerHeaders = result.headers;
+      buf = await readBody(result.body);
     } catch (err) {
       throw asGatewayError(err, this.provider.name);
     }
-    const buf = await readBody(result.body);
-    if (result.status >= 400) throw upstreamError(result.status, buf, result.headers);
+    if (status >= 400) throw upstreamError(status, buf, answerHeaders);
     return { body: buf };
   }
 }

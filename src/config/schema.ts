@@ -10,6 +10,8 @@ import { z } from 'zod';
 import { BUDGET_PERIOD_NAMES, periodFromSeconds } from '../budgets/periods.ts';
 import { MAX_USD } from '../budgets/types.ts';
 import { PROVIDER_TYPES, type ProviderConfig } from '../providers/registry.ts';
+import { DEFAULT_MAX_EVENT_BYTES } from '../providers/sse.ts';
+import { DEFAULT_MAX_RESPONSE_BYTES } from '../providers/upstream.ts';
 import { MAX_CAP, MAX_PERIOD_SECONDS, normalizeUserPath, validateModelSubject, validateProviderSubject } from '../ratelimit/normalize.ts';
 import { coerceString, isAbsent, str } from '../shared/config-fields.ts';
 import { providerNameError } from './normalize.ts';
@@ -30,14 +32,14 @@ export function parseBoolean(raw: string): boolean | undefined {
   return BOOLEAN_WORDS[raw.trim().toLowerCase()];
 }
 
-/** `<n>`, `<n>kb`, `<n>mb` (1024-based, case-insensitive) → bytes; undefined when malformed. */
+const BYTE_UNITS: Record<string, number> = { b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3 };
+
+/** `<n>`, `<n>kb`, `<n>mb`, `<n>gb` (1024-based, case-insensitive) → bytes; undefined when malformed. */
 function parseByteSize(raw: string | number): number | undefined {
   if (typeof raw === 'number') return Number.isInteger(raw) && raw > 0 ? raw : undefined;
-  const m = /^\s*(\d+)\s*(b|kb|mb)?\s*$/i.exec(raw);
+  const m = /^\s*(\d+)\s*(b|kb|mb|gb)?\s*$/i.exec(raw);
   if (!m) return undefined;
-  const n = Number(m[1]);
-  const unit = (m[2] ?? 'b').toLowerCase();
-  const bytes = unit === 'mb' ? n * 1024 * 1024 : unit === 'kb' ? n * 1024 : n;
+  const bytes = Number(m[1]) * BYTE_UNITS[(m[2] ?? 'b').toLowerCase()]!;
   return bytes > 0 && Number.isSafeInteger(bytes) ? bytes : undefined;
 }
 
@@ -72,6 +74,14 @@ const defInt = (def: number, min: number, max?: number) =>
 const defBool = (def: boolean) =>
   z.preprocess(coerceBool, z.boolean({ error: 'must be a boolean (true/false/yes/no/on/off/1/0)' }).default(def));
 
+const BYTE_SIZE_ERROR = 'must be a size in bytes: <n>, <n>kb, <n>mb or <n>gb (e.g. 10mb)';
+
+/** A size in bytes, written as a number or with a unit (`10mb`). */
+const defByteSize = (def: number) => z.preprocess(
+  (v) => (isAbsent(v) ? undefined : typeof v === 'string' || typeof v === 'number' ? (parseByteSize(v) ?? v) : v),
+  z.number({ error: BYTE_SIZE_ERROR }).int({ error: BYTE_SIZE_ERROR }).positive({ error: BYTE_SIZE_ERROR }).default(def),
+);
+
 const nonEmptyStr = () => str().min(1, { error: 'must not be empty' });
 const optStr = () => z.preprocess(coerceString, str().optional());
 const defStr = (def: string) => z.preprocess(coerceString, str().default(def));
@@ -104,14 +114,7 @@ const serverSchema = z.strictObject({
     coerceString,
     str().regex(HEADER_TOKEN, { error: 'must be a valid HTTP header name' }).default(DEFAULT_USER_PATH_HEADER),
   ),
-  body_limit: z.preprocess(
-    (v) => (isAbsent(v) ? undefined : typeof v === 'string' || typeof v === 'number' ? (parseByteSize(v) ?? v) : v),
-    z
-      .number({ error: 'must be a size in bytes: <n>, <n>kb or <n>mb (e.g. 10mb)' })
-      .int({ error: 'must be a size in bytes: <n>, <n>kb or <n>mb (e.g. 10mb)' })
-      .positive({ error: 'must be a size in bytes: <n>, <n>kb or <n>mb (e.g. 10mb)' })
-      .default(DEFAULT_BODY_LIMIT),
-  ),
+  body_limit: defByteSize(DEFAULT_BODY_LIMIT),
   /** How long a shutdown waits for running requests before it cuts them. */
   shutdown_grace_seconds: defInt(10, 0, 3600),
 });
@@ -166,6 +169,10 @@ const providerCommon = {
   connect_timeout_ms: defInt(10000, 1),
   // Time allowed for response headers, and the longest silence while a body streams.
   timeout_ms: defInt(600000, 1),
+  // The largest answer read whole (a JSON answer, an error answer): 502 beyond it.
+  max_response_bytes: defByteSize(DEFAULT_MAX_RESPONSE_BYTES),
+  // The largest event of a relayed SSE stream: the stream ends with an error event beyond it.
+  max_event_bytes: defByteSize(DEFAULT_MAX_EVENT_BYTES),
 };
 
 const PROVIDER_TYPE_NAMES = PROVIDER_TYPES.map((t) => t.type).join(', ');
@@ -184,7 +191,7 @@ const providerSchema = z.discriminatedUnion('type', providerVariants as [typeof 
     const type = (input as Record<string, unknown>)['type'];
     return type === undefined ? `required (one of ${PROVIDER_TYPE_NAMES})` : `must be one of ${PROVIDER_TYPE_NAMES}`;
   },
-}) as unknown as z.ZodType<ProviderConfig & { connect_timeout_ms: number; timeout_ms: number }, unknown>;
+}) as unknown as z.ZodType<ProviderConfig & { connect_timeout_ms: number; timeout_ms: number; max_response_bytes: number; max_event_bytes: number }, unknown>;
 
 const providerName = z.string().superRefine((v, ctx) => {
   const err = providerNameError(v);

@@ -29,7 +29,7 @@ export function upstreamError(status: number, body: Buffer, headers: Readonly<Re
 /** A provider call's failure as the error the client sees: unreachable, timed out or cancelled. */
 export function asGatewayError(err: unknown, provider: string): unknown {
   if (err instanceof UpstreamUnavailableError) {
-    return new GatewayError({ status: err.status, type: 'provider_error', message: err.message, code: err.status === 504 ? 'upstream_timeout' : 'upstream_unavailable' });
+    return new GatewayError({ status: err.status, type: 'provider_error', message: err.message, code: err.code ?? (err.status === 504 ? 'upstream_timeout' : 'upstream_unavailable') });
   }
   if (err instanceof Error && err.name === 'AbortError') {
     return new GatewayError({ status: 499, type: 'provider_error', message: `request to provider ${provider} was cancelled`, code: 'client_closed_request' });

@@ -43,8 +43,9 @@ describe('config schema: defaults', () => {
     assert.equal(load('server: { body_limit: "512" }').config.server.body_limit, 512);
     assert.equal(load('server: { body_limit: 64kb }').config.server.body_limit, 64 * 1024);
     assert.equal(load('server: { body_limit: 3MB }').config.server.body_limit, 3 * 1024 * 1024);
-    assertErrors('server: { body_limit: 1gb }', ['server.body_limit: must be a size in bytes: <n>, <n>kb or <n>mb (e.g. 10mb)']);
-    assertErrors('server: { body_limit: 0 }', ['server.body_limit: must be a size in bytes: <n>, <n>kb or <n>mb (e.g. 10mb)']);
+    assert.equal(load('server: { body_limit: 1gb }').config.server.body_limit, 1024 ** 3);
+    assertErrors('server: { body_limit: 1tb }', ['server.body_limit: must be a size in bytes: <n>, <n>kb, <n>mb or <n>gb (e.g. 10mb)']);
+    assertErrors('server: { body_limit: 0 }', ['server.body_limit: must be a size in bytes: <n>, <n>kb, <n>mb or <n>gb (e.g. 10mb)']);
   });
 
   it('provider defaults: anthropic base_url, /v1 stripped, trailing slash dropped, timeouts', () => {
@@ -60,6 +61,8 @@ providers:
       base_url: 'https://api.anthropic.com',
       connect_timeout_ms: 10000,
       timeout_ms: 600000,
+      max_response_bytes: 64 * 1024 * 1024,
+      max_event_bytes: 16 * 1024 * 1024,
     });
     assert.equal(config.providers['claude-eu']?.base_url, 'https://eu.example.com');
     assert.deepEqual(config.providers['openai'], {
@@ -68,6 +71,8 @@ providers:
       models: ['gpt-4o-mini'],
       connect_timeout_ms: 10000,
       timeout_ms: 5000,
+      max_response_bytes: 64 * 1024 * 1024,
+      max_event_bytes: 16 * 1024 * 1024,
     });
     assert.equal(config.providers['local']?.type, 'mock');
   });
