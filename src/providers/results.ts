@@ -37,10 +37,11 @@ export function unsupportedEndpoint(provider: string, type: string, endpoint: En
 }
 
 // Never forwarded on passthrough: the gateway's own credentials and routing headers,
-// hop-by-hop headers, and accept-encoding (so answers stay readable for usage extraction).
+// hop-by-hop headers, accept-encoding (so answers stay readable for usage extraction), and
+// `expect`: the gateway already answered the client's `100-continue` and has the whole body.
 const DROP_REQUEST_HEADERS = new Set([
   'host', 'authorization', 'x-api-key', 'connection', 'keep-alive', 'content-length', 'transfer-encoding',
-  'upgrade', 'te', 'trailer', 'proxy-authorization', 'proxy-connection', 'accept-encoding', 'cookie',
+  'upgrade', 'te', 'trailer', 'proxy-authorization', 'proxy-connection', 'accept-encoding', 'cookie', 'expect',
 ]);
 
 export function passthroughRequestHeaders(incoming: IncomingHttpHeaders, credentials: Record<string, string>): Record<string, string> {
