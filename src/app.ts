@@ -104,6 +104,12 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         masterKey,
         userPathHeader: config.server.user_path_header.toLowerCase(),
         bodyLimitBytes: config.server.body_limit,
+        connections: {
+          headersTimeoutMs: config.server.headers_timeout_seconds * 1000,
+          requestTimeoutMs: config.server.request_timeout_seconds * 1000,
+          keepAliveTimeoutMs: config.server.keep_alive_timeout_seconds * 1000,
+          maxConnections: config.server.max_connections,
+        },
         cacheShared: config.cache.response.shared,
         logger,
       },

@@ -117,6 +117,18 @@ const serverSchema = z.strictObject({
   body_limit: defByteSize(DEFAULT_BODY_LIMIT),
   /** How long a shutdown waits for running requests before it cuts them. */
   shutdown_grace_seconds: defInt(10, 0, 3600),
+  /** From a connection's opening (or a request's first byte) to the end of the request's headers. */
+  headers_timeout_seconds: defInt(30, 1, 3600),
+  /** From a request's first byte to the end of its body; the answer is not timed. */
+  request_timeout_seconds: defInt(300, 1, 86_400),
+  /** How long an idle keep-alive connection is kept between two requests. */
+  keep_alive_timeout_seconds: defInt(72, 1, 3600),
+  /** Open connections at most; further ones are closed at once. */
+  max_connections: defInt(10_000, 1, 1_000_000),
+}).superRefine((v, ctx) => {
+  if (v.headers_timeout_seconds > v.request_timeout_seconds) {
+    ctx.addIssue({ code: 'custom', path: ['headers_timeout_seconds'], message: `must not exceed request_timeout_seconds (${v.request_timeout_seconds})` });
+  }
 });
 
 const storageSchema = z

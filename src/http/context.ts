@@ -42,9 +42,21 @@ export interface HttpOptions {
   /** Lower-case header name carrying the caller's user path. */
   userPathHeader: string;
   bodyLimitBytes: number;
+  /** The connection bounds (`server.*_timeout_seconds`, `server.max_connections`). */
+  connections: ConnectionLimits;
   /** Whether user paths share response-cache entries (`cache.response.shared`). */
   cacheShared: boolean;
   logger: FastifyBaseLogger;
+}
+
+export interface ConnectionLimits {
+  /** From a connection's opening (or a request's first byte) to the end of the request's headers. */
+  headersTimeoutMs: number;
+  /** From a request's first byte to the end of its body. */
+  requestTimeoutMs: number;
+  /** Idle time allowed between two requests on a keep-alive connection. */
+  keepAliveTimeoutMs: number;
+  maxConnections: number;
 }
 
 /** Who is calling, settled by the auth hook before any route runs. */

@@ -6,7 +6,10 @@ describe('config schema: defaults', () => {
   it('an empty file yields every default', () => {
     const { config, rateLimitSeeds, budgetSeeds, warnings } = load('');
     assert.deepEqual(config, {
-      server: { host: '127.0.0.1', port: 8080, user_path_header: 'X-Floodgate-User-Path', body_limit: 10 * 1024 * 1024, shutdown_grace_seconds: 10 },
+      server: {
+        host: '127.0.0.1', port: 8080, user_path_header: 'X-Floodgate-User-Path', body_limit: 10 * 1024 * 1024, shutdown_grace_seconds: 10,
+        headers_timeout_seconds: 30, request_timeout_seconds: 300, keep_alive_timeout_seconds: 72, max_connections: 10000,
+      },
       storage: { type: 'sqlite', sqlite: { path: 'data/floodgate.db' }, postgres: {} },
       usage: { enabled: true },
       cache: { response: { enabled: false, ttl_seconds: 300, max_entries: 10000, shared: false } },
@@ -46,6 +49,17 @@ describe('config schema: defaults', () => {
     assert.equal(load('server: { body_limit: 1gb }').config.server.body_limit, 1024 ** 3);
     assertErrors('server: { body_limit: 1tb }', ['server.body_limit: must be a size in bytes: <n>, <n>kb, <n>mb or <n>gb (e.g. 10mb)']);
     assertErrors('server: { body_limit: 0 }', ['server.body_limit: must be a size in bytes: <n>, <n>kb, <n>mb or <n>gb (e.g. 10mb)']);
+  });
+
+  it('connection bounds take whole seconds and a count', () => {
+    const { config } = load('server: { headers_timeout_seconds: 5, request_timeout_seconds: 60, keep_alive_timeout_seconds: 10, max_connections: 200 }');
+    assert.deepEqual(
+      [config.server.headers_timeout_seconds, config.server.request_timeout_seconds, config.server.keep_alive_timeout_seconds, config.server.max_connections],
+      [5, 60, 10, 200],
+    );
+    assertErrors('server: { headers_timeout_seconds: 120, request_timeout_seconds: 60 }', ['server.headers_timeout_seconds: must not exceed request_timeout_seconds (60)']);
+    assertErrors('server: { keep_alive_timeout_seconds: 0 }', ['server.keep_alive_timeout_seconds: must be an integer 1..3600']);
+    assertErrors('server: { max_connections: lots }', ['server.max_connections: must be an integer 1..1000000']);
   });
 
   it('provider defaults: anthropic base_url, /v1 stripped, trailing slash dropped, timeouts', () => {
