@@ -110,6 +110,11 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
           keepAliveTimeoutMs: config.server.keep_alive_timeout_seconds * 1000,
           maxConnections: config.server.max_connections,
         },
+        files: {
+          ttlSeconds: config.files.ttl_seconds,
+          maxBytesPerUserPath: config.files.max_bytes_per_user_path,
+          maxFilesPerUserPath: config.files.max_files_per_user_path,
+        },
         cacheShared: config.cache.response.shared,
         logger,
       },

@@ -2,6 +2,7 @@ import { Cancellation } from '../providers/cancellation.ts';
 import type { Provider } from '../providers/types.ts';
 import { readBody } from '../providers/results.ts';
 import { asGatewayError, upstreamError } from '../errors/from-provider.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
 import { isRecord } from '../shared/json.ts';
 
 /**
@@ -35,6 +36,15 @@ export class RemoteBatches {
 
   async cancelBatch(id: string): Promise<Record<string, unknown>> {
     return this.json('POST', `/batches/${encodeURIComponent(id)}/cancel`);
+  }
+
+  /** Deletes a file at the provider; one the provider no longer has counts as deleted. */
+  async deleteFile(id: string): Promise<void> {
+    try {
+      await this.call('DELETE', `/files/${encodeURIComponent(id)}`);
+    } catch (err) {
+      if (!(err instanceof GatewayError && err.status === 404)) throw err;
+    }
   }
 
   async fileContent(id: string): Promise<Buffer> {

@@ -160,6 +160,16 @@ const storageSchema = z
 
 const usageSchema = z.strictObject({ enabled: defBool(true) });
 
+/** Files kept by the gateway (`POST /v1/files` and batch output). */
+const filesSchema = z.strictObject({
+  /** How long a file is kept; an upload's `expires_after` may ask for less. */
+  ttl_seconds: defInt(30 * 86_400, 1, MAX_PERIOD_SECONDS),
+  /** Bytes of live files one user path may hold; an upload beyond it is refused. */
+  max_bytes_per_user_path: defByteSize(1024 ** 3),
+  /** Live files one user path may hold; an upload beyond it is refused. */
+  max_files_per_user_path: defInt(1000, 1, 1_000_000),
+});
+
 const cacheSchema = z.strictObject({
   response: section(
     z
@@ -459,6 +469,7 @@ export const configSchema = z.strictObject(
     server: section(serverSchema.prefault({})),
     storage: section(storageSchema.prefault({})),
     usage: section(usageSchema.prefault({})),
+    files: section(filesSchema.prefault({})),
     cache: section(cacheSchema.prefault({})),
     providers: section(z.record(providerName, providerSchema).default({})),
     aliases: section(z.record(aliasName, aliasSchema).default({})),

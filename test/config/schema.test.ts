@@ -12,6 +12,7 @@ describe('config schema: defaults', () => {
       },
       storage: { type: 'sqlite', sqlite: { path: 'data/floodgate.db' }, postgres: {} },
       usage: { enabled: true },
+      files: { ttl_seconds: 30 * 86400, max_bytes_per_user_path: 1024 ** 3, max_files_per_user_path: 1000 },
       cache: { response: { enabled: false, ttl_seconds: 300, max_entries: 10000, shared: false } },
       providers: {},
       aliases: {},
@@ -60,6 +61,20 @@ describe('config schema: defaults', () => {
     assertErrors('server: { headers_timeout_seconds: 120, request_timeout_seconds: 60 }', ['server.headers_timeout_seconds: must not exceed request_timeout_seconds (60)']);
     assertErrors('server: { keep_alive_timeout_seconds: 0 }', ['server.keep_alive_timeout_seconds: must be an integer 1..3600']);
     assertErrors('server: { max_connections: lots }', ['server.max_connections: must be an integer 1..1000000']);
+  });
+
+  it('file limits and provider size caps take whole seconds, counts and sizes', () => {
+    const { config } = load(`
+files: { ttl_seconds: 3600, max_bytes_per_user_path: 50mb, max_files_per_user_path: 10 }
+providers:
+  up: { type: openai, base_url: "http://127.0.0.1:1/v1", max_response_bytes: 2mb, max_event_bytes: 256kb }
+`);
+    assert.deepEqual(config.files, { ttl_seconds: 3600, max_bytes_per_user_path: 50 * 1024 * 1024, max_files_per_user_path: 10 });
+    assert.equal(config.providers['up']?.max_response_bytes, 2 * 1024 * 1024);
+    assert.equal(config.providers['up']?.max_event_bytes, 256 * 1024);
+    assertErrors('files: { max_bytes_per_user_path: -1 }', ['files.max_bytes_per_user_path: must be a size in bytes: <n>, <n>kb, <n>mb or <n>gb (e.g. 10mb)']);
+    assertErrors('files: { ttl_seconds: forever }', ['files.ttl_seconds: must be an integer 1..31622400']);
+    assertErrors('providers:\n  up: { type: mock, max_event_bytes: 1kib }', ['providers.up.max_event_bytes: must be a size in bytes: <n>, <n>kb, <n>mb or <n>gb (e.g. 10mb)']);
   });
 
   it('provider defaults: anthropic base_url, /v1 stripped, trailing slash dropped, timeouts', () => {
