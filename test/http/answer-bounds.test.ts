@@ -132,7 +132,7 @@ describe('bounds on what providers answer', () => {
     assert.ok(healthMs.length > 0);
     // Scanning each chunk's new bytes only, the relay never holds the event loop for long; rescanning
     // the whole event at every chunk held it for seconds.
-    assert.ok(Math.max(...healthMs) < 1000, `/health took ${Math.round(Math.max(...healthMs))} ms during the relay`);
+    assert.ok(Math.max(...healthMs) < 2000, `/health took ${Math.round(Math.max(...healthMs))} ms during the relay`);
   });
 
   it('ends a stream whose event passes max_event_bytes with an in-band error event, after the whole events before it', async () => {
