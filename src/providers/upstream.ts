@@ -13,9 +13,9 @@ export interface UpstreamClientOptions {
   /** Headers timeout and body idle timeout. */
   timeoutMs: number;
   /** The largest answer read whole (JSON, errors); beyond it the read fails with a 502. */
-  maxResponseBytes?: number;
+  maxResponseBytes: number;
   /** The largest SSE event of a relayed stream; beyond it the stream fails. */
-  maxEventBytes?: number;
+  maxEventBytes: number;
 }
 
 export interface UpstreamRequest {
@@ -67,8 +67,8 @@ export class UpstreamClient {
 
   constructor(opts: UpstreamClientOptions) {
     this.provider = opts.provider;
-    this.maxResponseBytes = opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
-    const maxEventBytes = opts.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES;
+    this.maxResponseBytes = opts.maxResponseBytes;
+    const maxEventBytes = opts.maxEventBytes;
     this.sseLimit = {
       maxEventBytes,
       tooLarge: () => new UpstreamUnavailableError(
