@@ -104,6 +104,17 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         masterKey,
         userPathHeader: config.server.user_path_header.toLowerCase(),
         bodyLimitBytes: config.server.body_limit,
+        connections: {
+          headersTimeoutMs: config.server.headers_timeout_seconds * 1000,
+          requestTimeoutMs: config.server.request_timeout_seconds * 1000,
+          keepAliveTimeoutMs: config.server.keep_alive_timeout_seconds * 1000,
+          maxConnections: config.server.max_connections,
+        },
+        files: {
+          ttlSeconds: config.files.ttl_seconds,
+          maxBytesPerUserPath: config.files.max_bytes_per_user_path,
+          maxFilesPerUserPath: config.files.max_files_per_user_path,
+        },
         cacheShared: config.cache.response.shared,
         logger,
       },

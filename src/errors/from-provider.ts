@@ -30,7 +30,7 @@ export function upstreamError(status: number, body: Buffer, headers: Readonly<Re
 export function asGatewayError(err: unknown, provider: string): unknown {
   if (err instanceof UnsupportedParameterError) return badRequest(err.message, err.param, err.code);
   if (err instanceof UpstreamUnavailableError) {
-    return new GatewayError({ status: err.status, type: 'provider_error', message: err.message, code: err.status === 504 ? 'upstream_timeout' : 'upstream_unavailable' });
+    return new GatewayError({ status: err.status, type: 'provider_error', message: err.message, code: err.code ?? (err.status === 504 ? 'upstream_timeout' : 'upstream_unavailable') });
   }
   if (err instanceof Error && err.name === 'AbortError') {
     return new GatewayError({ status: 499, type: 'provider_error', message: `request to provider ${provider} was cancelled`, code: 'client_closed_request' });

@@ -10,9 +10,7 @@ import { parseJsonObject } from './translate/json.ts';
 import { buffered, jsonResult, JSON_HEADERS, passthroughRequestHeaders, passthroughResult, SSE_HEADERS } from './results.ts';
 import type { BatchAbility, Endpoint, PassthroughCall, Provider, ProviderCall, ProviderResult, RealtimeAbility } from './types.ts';
 import { defineProviderType, UpstreamUnavailableError, type HttpProviderSettings } from './types.ts';
-import {
-  DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, isEventStream, isJson, pickHeaders, relay, UpstreamClient,
-} from './upstream.ts';
+import { clientOptions, isEventStream, isJson, pickHeaders, relay, UpstreamClient } from './upstream.ts';
 import type { UpstreamResponse } from './upstream.ts';
 import { usageFromJsonBuffer } from './usage.ts';
 
@@ -71,12 +69,7 @@ export class OpenAIProvider implements Provider {
     this.name = name;
     this.apiKey = settings.api_key || undefined;
     this.configuredModels = settings.models && settings.models.length > 0 ? [...settings.models] : undefined;
-    this.client = new UpstreamClient({
-      provider: name,
-      baseUrl: settings.base_url ?? OPENAI_DEFAULT_BASE_URL,
-      connectTimeoutMs: settings.connect_timeout_ms ?? DEFAULT_CONNECT_TIMEOUT_MS,
-      timeoutMs: settings.timeout_ms ?? DEFAULT_TIMEOUT_MS,
-    });
+    this.client = new UpstreamClient(clientOptions(name, settings.base_url ?? OPENAI_DEFAULT_BASE_URL, settings));
   }
 
   async listModels(): Promise<string[]> {
@@ -124,7 +117,7 @@ export class OpenAIProvider implements Provider {
       body: call.body,
       cancel: call.cancel,
     });
-    return passthroughResult(this.client, res, call.cancel);
+    return passthroughResult(this.client, res, call.cancel, call.buffered);
   }
 
   async close(): Promise<void> {
@@ -161,7 +154,7 @@ export class OpenAIProvider implements Provider {
     const headers = pickHeaders(res.headers);
     const mapError = (err: unknown): unknown => this.client.mapError(err, cancel);
     if (res.status < 400 && isEventStream(res.headers)) {
-      const tap = new SseUsageTap({ stripChatUsageChunk: stripUsage });
+      const tap = new SseUsageTap({ stripChatUsageChunk: stripUsage, limit: this.client.sseLimit });
       return { status: res.status, headers, body: relay(res.body, mapError, tap), usage: () => tap.usage() };
     }
     if (res.status >= 400 || isJson(res.headers) || (headers['content-type'] ?? '').startsWith('text/')) {
@@ -185,7 +178,7 @@ export class OpenAIProvider implements Provider {
     if (isEventStream(res.headers)) {
       const translator = new ChatToMessagesStream({ model: call.model });
       const mapError = (err: unknown): unknown => this.client.mapError(err, call.cancel);
-      return { status: res.status, headers: { ...SSE_HEADERS }, body: relay(res.body, mapError, chatToMessagesTransform(translator)), usage: () => translator.usage() };
+      return { status: res.status, headers: { ...SSE_HEADERS }, body: relay(res.body, mapError, chatToMessagesTransform(translator, this.client.sseLimit)), usage: () => translator.usage() };
     }
     const buf = await this.client.readAll(res.body, call.cancel);
     const parsed = parseJsonObject(buf.toString('utf8'));

@@ -55,6 +55,8 @@ export interface PassthroughCall {
   headers: IncomingHttpHeaders;
   body?: Buffer;
   cancel: Cancellation;
+  /** The caller reads the whole answer: it is bounded by `max_response_bytes` whatever its status. */
+  buffered?: boolean;
 }
 
 /**
@@ -72,15 +74,21 @@ export interface ProviderResult {
   usage(): Usage | undefined;
 }
 
-/** Connection failures and timeouts; upstream HTTP errors are results with status >= 400 instead. */
+/**
+ * Connection failures, timeouts and answers beyond the gateway's bounds; upstream HTTP errors are
+ * results with status >= 400 instead. `code` names the failure for the client when it is not
+ * the usual one (`upstream_unavailable`, `upstream_timeout` for a 504).
+ */
 export class UpstreamUnavailableError extends Error {
   readonly status: number;
   readonly provider: string;
-  constructor(provider: string, message: string, status = 502, options?: { cause?: unknown }) {
+  readonly code: string | undefined;
+  constructor(provider: string, message: string, status = 502, options?: { cause?: unknown; code?: string }) {
     super(message, options);
     this.name = 'UpstreamUnavailableError';
     this.provider = provider;
     this.status = status;
+    this.code = options?.code;
   }
 }
 
@@ -168,6 +176,10 @@ export interface CommonProviderSettings {
   connect_timeout_ms?: number | undefined;
   /** Time allowed for response headers, and the longest silence while a body streams. */
   timeout_ms?: number | undefined;
+  /** The largest answer the gateway reads whole (JSON answers, error answers). */
+  max_response_bytes?: number | undefined;
+  /** The largest event of a relayed SSE stream. */
+  max_event_bytes?: number | undefined;
 }
 
 /** The settings of a provider reached over HTTP: the common ones and its base URL. */

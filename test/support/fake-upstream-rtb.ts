@@ -2,7 +2,7 @@
  * Realtime WebSocket and Files/Batches routes of the fake upstream (see fake-upstream.ts):
  * `/v1/realtime` checks Authorization, records sessions, answers `response.create` with
  * events ending in `response.done` with usage, and can drop a session; `/v1/files` and
- * `/v1/batches` keep uploaded files and create batches that complete at once with an output file.
+ * `/v1/batches` keep uploaded files (which can be deleted) and create batches that complete at once with an output file.
  */
 import type { IncomingHttpHeaders, IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -114,6 +114,9 @@ export function createFakeBatchApi(name: string): FakeBatchApi {
         if (!file) return notFound(res), true;
         res.writeHead(200, { 'content-type': 'application/octet-stream' });
         res.end(file.content);
+      } else if (method === 'DELETE' && (m = /^\/v1\/files\/([^/]+)$/.exec(path))) {
+        if (!files.delete(m[1]!)) return notFound(res), true;
+        json(res, 200, { id: m[1], object: 'file', deleted: true });
       } else if (method === 'POST' && path === '/v1/batches') {
         const body = JSON.parse(raw.toString('utf8')) as Record<string, unknown>;
         const input = files.get(String(body.input_file_id));
