@@ -92,6 +92,15 @@ export interface AdmissionCoreOptions {
   now(): number;
 }
 
+export interface AdmitOneOptions {
+  /** Holds the request's slots until it ends; without one, no slot is taken (user-path rules only). */
+  readonly lifetime?: Lifetime | undefined;
+  /** The client is gone: a waiting request leaves (a lifetime brings its own). */
+  readonly cancel?: Cancellation | undefined;
+  /** Default true; false for what costs nothing (a file upload). */
+  readonly budgets?: boolean;
+}
+
 /** How a wait for capacity ended, as the metrics count it. */
 export type QueueOutcome = 'admitted' | 'timed_out' | 'cancelled' | 'full';
 
@@ -230,25 +239,26 @@ export class AdmissionCore {
 
   /**
    * One request to one provider, with the model its body named when it named one (passthrough):
-   * user-path, provider and model rules, slots held by `lifetime`, then the budgets. Without a
-   * lifetime (a batch submission, a file upload) only user-path rules apply and no slot is taken.
-   * Answers the `x-ratelimit-*` headers; throws the 429 of a refusal. `cancel`: the client is gone
-   * (a lifetime brings its own).
+   * user-path, provider and model rules, slots held by `options.lifetime`, then the budgets. Without
+   * a lifetime (a batch submission, a file upload) only user-path rules apply and no slot is taken.
+   * Answers the `x-ratelimit-*` headers; throws the 429 of a refusal.
    */
-  async admitOne(caller: Caller, target: { provider?: string; model?: string | undefined }, lifetime?: Lifetime, cancel?: Cancellation): Promise<Record<string, string> | undefined> {
+  async admitOne(caller: Caller, target: { provider?: string; model?: string | undefined }, options: AdmitOneOptions = {}): Promise<Record<string, string> | undefined> {
+    const { lifetime } = options;
+    const cancel = lifetime?.cancel ?? options.cancel;
     const limiter = this.#limiter;
-    const options = OPTIONS[caller.priority ?? 'high'];
+    const admitOptions = OPTIONS[caller.priority ?? 'high'];
     const scope: AdmissionTarget = { userPath: caller.userPath, provider: target.provider, model: target.model };
-    const { value: ticket, waitedMs } = await this.#whenAdmitted(caller, lifetime?.cancel ?? cancel, async () => {
+    const { value: ticket, waitedMs } = await this.#whenAdmitted(caller, cancel, async () => {
       if (limiter === undefined) return { ok: true, value: UNLIMITED };
-      const admitted = limiter.admit(scope, lifetime === undefined ? options.noSlots : options.slots);
+      const admitted = limiter.admit(scope, lifetime === undefined ? admitOptions.noSlots : admitOptions.slots);
       const result = admitted instanceof Promise ? await admitted : admitted;
       this.#metrics.admission(result, scope.userPath, scope.provider, scope.model);
       return result.ok ? { ok: true, value: result } : { ok: false, refusal: result, blockers: [result] };
     });
     if (ticket.holdsSlots) lifetime?.hold(ticket);
     try {
-      this.checkBudget(caller.userPath);
+      if (options.budgets !== false) this.checkBudget(caller.userPath);
     } catch (err) {
       throw withWaitedError(err, waitedMs);
     }

@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { PassThrough, type Readable } from 'node:stream';
 import type { FastifyReply } from 'fastify';
-import type { ProviderResult } from '../providers/types.ts';
+import { UpstreamUnavailableError, type ProviderResult } from '../providers/types.ts';
 import { readBody } from '../providers/results.ts';
 import { upstreamError } from '../errors/from-provider.ts';
 import { GatewayError, errorBody, type ErrorDialect } from './errors.ts';
@@ -75,6 +75,6 @@ function streamError(err: unknown): GatewayError {
     status: 502,
     type: 'provider_error',
     message: `upstream stream failed: ${err instanceof Error ? err.message : String(err)}`,
-    code: 'stream_interrupted',
+    code: (err instanceof UpstreamUnavailableError ? err.code : undefined) ?? 'stream_interrupted',
   });
 }

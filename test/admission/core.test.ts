@@ -66,7 +66,7 @@ describe('AdmissionCore.dispatch', () => {
       rules: [rule('provider', 'b', 0, { maxRequests: 1 })],
     });
     const lifetime = new TestLifetime();
-    await world.core.admitOne(CALLER, { provider: 'b' }, lifetime); // b's only slot is taken
+    await world.core.admitOne(CALLER, { provider: 'b' }, { lifetime }); // b's only slot is taken
     const calls = scriptedCalls({ 'a/m': () => answer(503) });
     const err = await refusal(world.core.dispatch(CALLER, world.route('a/m'), new TestLifetime(), calls.call));
     assert.equal(err.status, 503);
