@@ -12,6 +12,7 @@ import type { GatewayConfig } from './config/schema.ts';
 import type { HttpServices } from './http/context.ts';
 import { GatewayError } from './http/errors.ts';
 import { InFlightRequests } from './http/in-flight.ts';
+import { GatewayHealth } from './health/readiness.ts';
 import { GatewayMetrics } from './metrics/index.ts';
 import { buildServer } from './http/server.ts';
 import { PriceTable, type PriceOverride } from './pricing/price-table.ts';
@@ -99,6 +100,12 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     if (tracker !== undefined) cleanup.unshift(() => tracker.close());
 
     const inFlight = new InFlightRequests();
+    const health = new GatewayHealth({
+      counters: () => counters?.problem(),
+      checkCounters: counters === undefined ? undefined : () => counters.check(),
+      refusedWithoutCounters: config.rate_limits.redis.on_error === 'deny',
+      pingStorage: () => storage.ping(),
+    });
     const services: HttpServices = {
       options: {
         masterKey,
@@ -121,10 +128,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       inFlight,
       metrics: new GatewayMetrics({ rules: limiter, models: resolver.listModels(), onRuleStatusError: (err) => logger.warn({ err }, 'metrics: reading the rate-limit rules failed') }),
       now,
-      health: () => {
-        const problem = counters?.problem();
-        return problem === undefined ? { status: 'ok' } : { status: 'degraded', rate_limits: problem };
-      },
+      health,
     };
     const server = buildServer(services);
     await server.listen({ host: config.server.host, port: config.server.port });
@@ -136,7 +140,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       server,
       url,
       port,
-      close: () => shutdown(server, inFlight, cleanup, shutdownGraceMs, logger),
+      close: () => shutdown(server, inFlight, health, cleanup, shutdownGraceMs, logger),
     };
   } catch (err) {
     await runAll(cleanup, logger);
@@ -285,13 +289,24 @@ function assertSafeListen(host: string, masterKey: string | undefined): void {
 /** How long requests cut at the end of the grace period get to record their usage. */
 const CUT_SETTLE_MS = 2_000;
 
+/**
+ * Drains, then closes. From the start `GET /ready` answers 503 draining and new model requests get
+ * a 503, while the listener stays open for the probes and the requests running; once those end
+ * (or the grace period is over) the listener closes. Requests still running at the end of the
+ * grace period are cut with an error their client sees.
+ */
 async function shutdown(
   server: FastifyInstance,
   inFlight: InFlightRequests,
+  health: GatewayHealth,
   cleanup: Array<() => Promise<void>>,
   graceMs: number,
   logger: FastifyBaseLogger,
 ): Promise<void> {
+  const deadline = performance.now() + graceMs;
+  health.startDraining();
+  if (inFlight.size > 0) logger.info({ requests: inFlight.size }, 'draining: waiting for the requests in flight');
+  await inFlight.settled(graceMs);
   const closing = server.close();
   // server.close() drops only the connections idle at that moment; a keep-alive connection whose
   // in-flight request finishes later would otherwise hold the shutdown until the grace timeout.
@@ -299,7 +314,7 @@ async function shutdown(
   idle.unref();
   let graceTimer: NodeJS.Timeout | undefined;
   const graceOver = new Promise<false>((resolve) => {
-    graceTimer = setTimeout(() => resolve(false), graceMs);
+    graceTimer = setTimeout(() => resolve(false), Math.max(0, deadline - performance.now()));
   });
   try {
     const closedInTime = await Promise.race([closing.then(() => true), graceOver]);

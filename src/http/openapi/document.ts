@@ -38,6 +38,8 @@ export interface OperationDoc {
     readonly rateLimitHeaders?: boolean;
   };
   readonly errors: readonly ErrorStatus[];
+  /** Answers in a shape of their own (not the error record), besides the success. */
+  readonly otherAnswers?: ReadonlyArray<{ readonly status: number; readonly description: string; readonly schema: z.ZodType }>;
   /** `/v1/messages` answers errors in the Anthropic shape. */
   readonly anthropicErrors?: boolean;
 }
@@ -60,7 +62,7 @@ const ERROR_DESCRIPTIONS: Record<ErrorStatus | 401, string> = {
   426: 'A realtime session needs a WebSocket upgrade.',
   429: 'Rate limited (`rate_limit_exceeded`), by the gateway or passed on from the provider, or a budget reached (`budget_exceeded`); `Retry-After` says when to retry.',
   502: 'The provider failed; an upstream error status is passed on with type `provider_error`.',
-  503: 'The feature is disabled on this gateway (`feature_unavailable`), no target is available, or the shared rate-limit counters cannot be reached (`rate_limits_unavailable`).',
+  503: 'The feature is disabled on this gateway (`feature_unavailable`), no target is available, the shared rate-limit counters cannot be reached (`rate_limits_unavailable`), or the gateway is shutting down (`gateway_draining`: send the request again).',
 };
 
 const RATE_LIMIT_HEADERS = ['x-ratelimit-limit-requests', 'x-ratelimit-remaining-requests', 'x-ratelimit-reset-requests', 'x-ratelimit-limit-tokens', 'x-ratelimit-remaining-tokens', 'x-ratelimit-reset-tokens'];
@@ -215,6 +217,9 @@ function responsesOf(doc: OperationDoc, needsKey: boolean, schemaOf: (schema: z.
       ...(Object.keys(content).length > 0 && { content }),
     },
   };
+  for (const other of doc.otherAnswers ?? []) {
+    responses[String(other.status)] = { description: other.description, content: { 'application/json': { schema: schemaOf(other.schema) } } };
+  }
   const errorSchema = schemaOf(doc.anthropicErrors ? anthropicErrorBody : errorBody);
   const statuses: Array<ErrorStatus | 401> = [...doc.errors, ...(needsKey ? [401 as const] : [])].sort((a, b) => a - b);
   for (const status of statuses) {

@@ -80,6 +80,12 @@ export const health = z.object({
   rate_limits: z.string().optional().meta({ description: 'Why the gateway is degraded, e.g. "redis unreachable".' }),
 });
 
+export const readiness = z.object({
+  status: z.enum(['ready', 'draining', 'unavailable']),
+  degraded: z.string().optional().meta({ description: 'Ready, but degraded: why (e.g. "redis unreachable" while counting locally).' }),
+  reason: z.string().optional().meta({ description: 'Why the gateway is unavailable: "storage unreachable: …", or "redis unreachable" with on_error deny.' }),
+});
+
 export const apiKeyRecord = z.object({
   id: z.string(),
   name: z.string(),
