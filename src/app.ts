@@ -23,6 +23,8 @@ import { ResponseCache } from './cache/response-cache.ts';
 import { openStorage } from './storage/index.ts';
 import type { Storage } from './storage/types.ts';
 import { UsageRecorder } from './usage/recorder.ts';
+import { GATEWAY_VERSION } from './shared/version.ts';
+import { describeCounters, describeStorage } from './config/describe.ts';
 
 export interface GatewayOptions {
   config: GatewayConfig;
@@ -126,7 +128,13 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         ? new ResponseCache({ ttlSeconds: config.cache.response.ttl_seconds, maxEntries: config.cache.response.max_entries, now })
         : undefined,
       inFlight,
-      metrics: new GatewayMetrics({ rules: limiter, models: resolver.listModels(), onRuleStatusError: (err) => logger.warn({ err }, 'metrics: reading the rate-limit rules failed') }),
+      metrics: new GatewayMetrics({
+        rules: limiter,
+        budgets: tracker,
+        version: GATEWAY_VERSION,
+        models: resolver.listModels(),
+        onRuleStatusError: (err) => logger.warn({ err }, 'metrics: reading the rate-limit rules failed'),
+      }),
       now,
       health,
     };
@@ -135,7 +143,17 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     const port = (server.server.address() as AddressInfo).port;
     const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;
     const url = `http://${host}:${port}`;
-    logger.info({ url, providers: providers.map((p) => p.name) }, 'floodgate listening');
+    // One line that says what this replica runs on: where its data and counters are, what it serves, how many rules and budgets it enforces.
+    logger.info({
+      url,
+      version: GATEWAY_VERSION,
+      node: process.version,
+      storage: describeStorage(config.storage),
+      counters: describeCounters(config.rate_limits),
+      providers: providers.map((p) => ({ name: p.name, type: p.type })),
+      rate_limit_rules: limiter?.ruleCount ?? 0,
+      budgets: tracker?.size ?? 0,
+    }, 'floodgate listening');
     return {
       server,
       url,

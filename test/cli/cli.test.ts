@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -8,6 +8,8 @@ import Database from 'better-sqlite3';
 import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.ts';
 import { openaiProvider, waitFor } from '../support/e2e.ts';
 import { listeningUrl, logLines, runCli, withTimeout } from '../support/cli.ts';
+import { createTestDatabase } from '../support/postgres.ts';
+import { dropPrefix, REDIS_URL, testPrefix } from '../support/redis.ts';
 
 describe('floodgate CLI', () => {
   let dir: string;
@@ -132,6 +134,42 @@ describe('floodgate CLI', () => {
     assert.equal(res.status, 200);
     run.child.kill('SIGINT');
     assert.equal((await withTimeout(run.exit, 10_000, 'exit')).code, 0);
+  });
+
+  it('says at start-up where its data and counters are, what it serves and how many rules and budgets it enforces, without passwords', async () => {
+    const db = await createTestDatabase();
+    const prefix = testPrefix();
+    try {
+      const withPassword = new URL(db.url);
+      withPassword.password = 'pg-secret-pw';
+      const config = join(dir, 'summary.yaml');
+      writeFileSync(config, `providers:\n${openaiProvider('up', fake.url, ['gpt-x'])}rate_limits:
+  backend: redis
+  redis: { url: "${REDIS_URL}", prefix: "${prefix}", on_error: deny }
+  user_paths: [ { path: /team, limits: [ { period: minute, max_requests: 5 }, { period: concurrent, max_requests: 2 } ] } ]
+  providers: [ { name: up, limits: [ { period: hour, max_tokens: 1000 } ] } ]
+budgets:
+  user_paths: [ { path: /team, limits: [ { period: day, max_usd: 5 } ] } ]
+`);
+      const run = runCli(['--config', config, '--port', '0'], dir, { STORAGE_TYPE: 'postgres', POSTGRES_URL: withPassword.toString() });
+      running.push(run.child);
+      await listeningUrl(run);
+      const line = logLines(run.stdout()).find((l) => l.msg === 'floodgate listening')!;
+      const { hostname, port, pathname } = new URL(db.url);
+      assert.deepEqual(line.storage, { type: 'postgres', server: `postgres://${hostname}:${port}${pathname}` });
+      const redis = new URL(REDIS_URL);
+      assert.deepEqual(line.counters, { backend: 'redis', server: `redis://${redis.host}`, prefix, on_error: 'deny' });
+      assert.deepEqual(line.providers, [{ name: 'up', type: 'openai' }]);
+      assert.equal(line.rate_limit_rules, 3);
+      assert.equal(line.budgets, 1);
+      assert.equal(line.version, JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')).version);
+      assert.ok(!run.stdout().includes('pg-secret-pw') && !run.stderr().includes('pg-secret-pw'), 'no password in the log');
+      run.child.kill('SIGTERM');
+      assert.equal((await withTimeout(run.exit, 10_000, 'exit')).code, 0, run.stderr());
+    } finally {
+      await db.drop();
+      await dropPrefix(prefix);
+    }
   });
 
   it('HOST=0.0.0.0 without MASTER_KEY refuses to start, naming HOST and MASTER_KEY', async () => {
