@@ -1,11 +1,10 @@
-import { isIP } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { KeyRing } from './auth/keys.ts';
 import { BudgetManager, loadStoredBudgets } from './admin/budgets.ts';
 import { RuleManager } from './admin/rate-limit-rules.ts';
 import { BudgetTracker } from './budgets/tracker.ts';
-import { BUDGETS_WITHOUT_USAGE_WARNING, TOKEN_RULES_WITHOUT_USAGE_WARNING, type BudgetSeed, type RuleSeed } from './config/load.ts';
+import { BUDGETS_WITHOUT_USAGE_WARNING, TOKEN_RULES_WITHOUT_USAGE_WARNING, isLoopbackHost, nonLoopbackMessage, type BudgetSeed, type RuleSeed } from './config/load.ts';
 import { openCounters, type Counters } from './counters/index.ts';
 import { RateLimiter } from './ratelimit/index.ts';
 import type { GatewayConfig } from './config/schema.ts';
@@ -297,11 +296,10 @@ async function discoverModels(providers: readonly Provider[], logger: FastifyBas
   return new Map(entries);
 }
 
-/** A gateway reachable from other machines must not run open. */
+/** A gateway reachable from other machines must not run open (loadConfig finds it first; a config built in code meets it here). */
 function assertSafeListen(host: string, masterKey: string | undefined): void {
-  if (masterKey) return;
-  if (host === 'localhost' || host === '::1' || (isIP(host) === 4 && host.startsWith('127.'))) return;
-  throw new StartupError(`refusing to listen on non-loopback HOST ${host} without MASTER_KEY: set MASTER_KEY, or HOST=127.0.0.1`);
+  if (masterKey || isLoopbackHost(host)) return;
+  throw new StartupError(nonLoopbackMessage(host));
 }
 
 /** How long requests cut at the end of the grace period get to record their usage. */

@@ -194,6 +194,26 @@ budgets:
     assert.match(out, /providers\.x\.frobnicate/);
   });
 
+  it('check-config reports what start-up refuses (a public host without a master key), every unset variable, and schema errors at file:line:column', async () => {
+    const file = join(dir, 'public.yaml');
+    writeFileSync(file, 'server:\n  host: 0.0.0.0\n  master_key: ${MASTER_KEY}\n  prot: 8080\nproviders:\n  up: { type: openai, base_url: "http://127.0.0.1:9/v1", api_key: "${UP_KEY}" }\n');
+    const check = runCli(['check-config', 'public.yaml'], dir);
+    assert.equal((await withTimeout(check.exit, 10_000, 'exit')).code, 1);
+    assert.deepEqual(check.stderr().trimEnd().split('\n'), [
+      'public.yaml: 2 errors, 1 warning',
+      'public.yaml:4:3: server.prot: unknown key (did you mean "port"?)',
+      'public.yaml:3:15: server.master_key: refusing to listen on non-loopback HOST 0.0.0.0 without MASTER_KEY: set MASTER_KEY, or HOST=127.0.0.1 (${MASTER_KEY} is not set)',
+      'warning: public.yaml:6:67: providers.up.api_key: ${UP_KEY} is not set; the key counts as absent',
+    ]);
+
+    // Start-up refuses the same file, once its other mistake is gone, with the same line.
+    writeFileSync(file, 'server:\n  host: 0.0.0.0\n  master_key: ${MASTER_KEY}\n');
+    const start = runCli(['--config', 'public.yaml', '--port', '0'], dir, { SQLITE_PATH: join(dir, 'public.db') });
+    running.push(start.child);
+    assert.equal((await withTimeout(start.exit, 10_000, 'exit')).code, 1);
+    assert.match(start.stderr(), /public\.yaml:3:15: server\.master_key: refusing to listen on non-loopback HOST 0\.0\.0\.0 without MASTER_KEY/);
+  });
+
   it('check-config on a good file exits 0', async () => {
     const file = join(dir, 'good.yaml');
     writeFileSync(file, `providers:\n${openaiProvider('up', 'http://127.0.0.1:9', ['gpt-x'])}`);
