@@ -51,7 +51,7 @@ export function buildServer(services: HttpServices): FastifyInstance {
     done();
   });
 
-  registerOpenApi(app);
+  registerOpenApi(app, { userPathHeader: services.options.userPathHeader });
   countResponses(app, services.metrics);
   registerWebSocketUpgrades(app, services);
   // Before auth: a request refused because the gateway drains needs no key checked.

@@ -6,6 +6,7 @@
  */
 import { z } from 'zod';
 import type { Access } from '../auth.ts';
+import type { BodyExample } from './examples.ts';
 import { anthropicErrorBody, errorBody } from './responses.ts';
 
 /** A route as fastify's onRoute hook sees it; `config.access` is read when the document is built. */
@@ -26,7 +27,7 @@ export interface OperationDoc {
   readonly tag?: string;
   readonly params?: Readonly<Record<string, string>>;
   readonly query?: z.ZodType;
-  readonly body?: { readonly schema: z.ZodType; readonly contentType?: string; readonly required?: boolean };
+  readonly body?: { readonly schema: z.ZodType; readonly contentType?: string; readonly required?: boolean; readonly examples?: Readonly<Record<string, BodyExample>> };
   readonly success: {
     readonly status: number;
     readonly description: string;
@@ -71,6 +72,10 @@ export interface DocumentOptions {
   /** Named schemas, shown under components.schemas and referenced from the operations. */
   readonly schemas: Readonly<Record<string, z.ZodType>>;
   readonly operations: OperationTable;
+  /** Where the gateway listens (OpenAPI `servers`). */
+  readonly servers: readonly Json[];
+  /** The header carrying the caller's user path (`server.user_path_header`), declared on every model operation. */
+  readonly userPathHeader: string;
 }
 
 export function buildOpenApiDocument(routes: readonly RegisteredRoute[], options: DocumentOptions): Json {
@@ -104,11 +109,16 @@ export function buildOpenApiDocument(routes: readonly RegisteredRoute[], options
       ...(doc.description !== undefined && { description: doc.description }),
       tags: [tag],
       ...(access === 'public' && { security: [] }),
-      ...parametersOf(route.url, doc),
+      ...parametersOf(route.url, doc, access === 'model' ? options.userPathHeader : undefined),
       ...(doc.body !== undefined && method !== 'get' && method !== 'head' && {
         requestBody: {
           required: doc.body.required ?? true,
-          content: { [doc.body.contentType ?? 'application/json']: { schema: schemaOf(doc.body.schema) } },
+          content: {
+            [doc.body.contentType ?? 'application/json']: {
+              schema: schemaOf(doc.body.schema),
+              ...(doc.body.examples !== undefined && { examples: doc.body.examples }),
+            },
+          },
         },
       }),
       responses: responsesOf(doc, access !== 'public', schemaOf),
@@ -122,7 +132,7 @@ export function buildOpenApiDocument(routes: readonly RegisteredRoute[], options
       version: '1.0',
       description: 'An AI gateway: one OpenAI-compatible API in front of several LLM providers, with scoped rate limiting.',
     },
-    servers: [{ url: '{base_url}', variables: { base_url: { default: 'http://127.0.0.1:8080', description: 'Where the gateway listens.' } } }],
+    servers: options.servers,
     security: [{ bearerAuth: [] }, { apiKeyAuth: [] }],
     tags: [...tags].sort().map((name) => ({ name })),
     paths,
@@ -182,7 +192,7 @@ function pathParameterNames(url: string): string[] {
   return names;
 }
 
-function parametersOf(url: string, doc: OperationDoc): { parameters?: Json[] } {
+function parametersOf(url: string, doc: OperationDoc, userPathHeader: string | undefined): { parameters?: Json[] } {
   const parameters: Json[] = pathParameterNames(url).map((name) => ({
     name,
     in: 'path',
@@ -199,6 +209,15 @@ function parametersOf(url: string, doc: OperationDoc): { parameters?: Json[] } {
       const { description, ...rest } = schema;
       parameters.push({ name, in: 'query', required: required.has(name), schema: rest, ...(description !== undefined && { description }) });
     }
+  }
+  if (userPathHeader !== undefined) {
+    parameters.push({
+      name: userPathHeader,
+      in: 'header',
+      required: false,
+      schema: { type: 'string', examples: ['/team/alice'] },
+      description: 'The caller\'s user path (rate limits, budgets, usage), `/` without it. Ignored for a managed key bound to a user path.',
+    });
   }
   return parameters.length > 0 ? { parameters } : {};
 }
