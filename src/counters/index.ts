@@ -23,6 +23,8 @@ export interface Counters {
   readonly store: CounterStore;
   /** What is wrong with the counters, for `GET /health`; undefined while all is well. */
   problem(): string | undefined;
+  /** Asks a shared store whether it answers now (readiness); `problem()` then tells. */
+  check(): Promise<void>;
   /** Rule changes between gateways sharing the counters; undefined for the memory store. */
   readonly ruleChanges: RedisRuleChanges | undefined;
   /**
@@ -48,11 +50,11 @@ export async function openCounters(config: RateLimitsConfig, logger: CountersLog
   if (config.backend === 'memory') {
     if (!config.persist_counters) {
       const store = new MemoryCounterStore({ maxChildren });
-      return { store, problem: () => undefined, ruleChanges: undefined, onSlotsReleased: (listener) => store.onReleased(listener), start: async () => {}, close: async () => {} };
+      return { store, problem: () => undefined, check: async () => {}, ruleChanges: undefined, onSlotsReleased: (listener) => store.onReleased(listener), start: async () => {}, close: async () => {} };
     }
     const persistence = new CounterPersistence({ storage: options.storage, now: options.now, logger, maxChildren });
     const store = persistence.store;
-    return { store, problem: () => undefined, ruleChanges: undefined, onSlotsReleased: (listener) => store.onReleased(listener), start: () => persistence.start(), close: () => persistence.close() };
+    return { store, problem: () => undefined, check: async () => {}, ruleChanges: undefined, onSlotsReleased: (listener) => store.onReleased(listener), start: () => persistence.start(), close: () => persistence.close() };
   }
   if (config.persist_counters) {
     logger.info({}, 'rate_limits.persist_counters is ignored with the redis backend: counters in Redis survive a gateway restart on their own');
@@ -79,6 +81,7 @@ export async function openCounters(config: RateLimitsConfig, logger: CountersLog
   return {
     store,
     problem: () => (store.available ? undefined : 'redis unreachable'),
+    check: () => store.check(),
     ruleChanges,
     onSlotsReleased(listener) {
       store.onReleased(listener);

@@ -12,6 +12,7 @@ import { AdmissionCore } from '../../src/admission/core.ts';
 import pino from 'pino';
 import { KeyRing } from '../../src/auth/keys.ts';
 import type { HttpServices } from '../../src/http/context.ts';
+import { GatewayHealth } from '../../src/health/readiness.ts';
 import { InFlightRequests } from '../../src/http/in-flight.ts';
 import { GatewayMetrics } from '../../src/metrics/index.ts';
 import { buildServer } from '../../src/http/server.ts';
@@ -130,7 +131,7 @@ async function startServer(lines: Array<Record<string, unknown>>): Promise<{ app
     budgets: undefined,
     budgetManager: undefined,
     metrics,
-    health: () => ({ status: 'ok' }),
+    health: new GatewayHealth({ counters: () => undefined, refusedWithoutCounters: false, pingStorage: () => storage.ping() }),
   };
   const app = buildServer(services);
   return {
