@@ -73,7 +73,26 @@ function authenticate(
 function headerPath(request: FastifyRequest, header: string): string {
   const raw = request.headers[header];
   if (raw === undefined) return '/';
-  const normalized = normalizeUserPath(Array.isArray(raw) ? raw[0] ?? '' : raw, `${header} header`);
+  const text = utf8HeaderValue(Array.isArray(raw) ? raw[0] ?? '' : raw);
+  if (text === undefined) throw badRequest(`${header} header is not valid UTF-8`, header, 'invalid_user_path');
+  const normalized = normalizeUserPath(text, `${header} header`);
   if (!normalized.ok) throw badRequest(normalized.error, header, 'invalid_user_path');
   return normalized.value;
+}
+
+const HIGH_BYTES = /[\u0080-\u00ff]/;
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * Node hands header values over byte for byte as latin1; user paths are UTF-8 wherever they enter
+ * (JSON bodies, query strings, config), so the header's bytes are read as UTF-8 too. Undefined when
+ * they are not valid UTF-8.
+ */
+function utf8HeaderValue(latin1: string): string | undefined {
+  if (!HIGH_BYTES.test(latin1)) return latin1;
+  try {
+    return UTF8.decode(Buffer.from(latin1, 'latin1'));
+  } catch {
+    return undefined;
+  }
 }
