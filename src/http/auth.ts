@@ -3,6 +3,7 @@ import { extractCredential, safeEqual } from '../auth/master.ts';
 import { normalizeUserPath } from '../ratelimit/normalize.ts';
 import type { HttpServices, Identity } from './context.ts';
 import { badRequest, unauthorized } from './errors.ts';
+import { registerOpenModeGuard } from './open-mode.ts';
 
 /**
  * Who may call a route: `public` needs no key (`/health`), `admin` only the master key, `model`
@@ -34,11 +35,13 @@ export function registerWithAccess(app: FastifyInstance, access: Access, registe
  * text: the router decodes and normalises the URL (percent-encoding, absolute-form targets), so
  * any test on the raw text can be spelled around. A matched route that declares no access level
  * is treated as admin-only, so a route added without one fails closed. A request no route matches
- * needs no key: it gets the 404.
+ * needs no key: it gets the 404. Without a master key, requests from web pages are kept out instead
+ * (see open-mode.ts).
  */
 export function registerAuth(app: FastifyInstance, services: HttpServices): void {
   const { masterKey, userPathHeader } = services.options;
   app.decorateRequest('identity', null as unknown as Identity);
+  if (masterKey === undefined) registerOpenModeGuard(app);
   app.addHook('onRequest', async (request) => {
     if (request.is404) return;
     const access = request.routeOptions.config.access ?? 'admin';
