@@ -11,6 +11,7 @@ import { RateLimiter } from './ratelimit/index.ts';
 import type { GatewayConfig } from './config/schema.ts';
 import type { HttpServices } from './http/context.ts';
 import { GatewayError } from './http/errors.ts';
+import { StartupError } from './errors/startup-error.ts';
 import { InFlightRequests } from './http/in-flight.ts';
 import { GatewayMetrics } from './metrics/index.ts';
 import { buildServer } from './http/server.ts';
@@ -46,12 +47,7 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
-export class StartupError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'StartupError';
-  }
-}
+export { StartupError };
 
 const BUILT_IN_MOCK = { mock: { type: 'mock' as const } };
 

@@ -11,7 +11,9 @@ import type { Storage } from '../storage/types.ts';
 import { MemoryCounterStore } from './memory.ts';
 import { CounterPersistence } from './persistence.ts';
 import type { CountersLogger } from './redis/availability.ts';
+import { StartupError } from '../errors/startup-error.ts';
 import { createCountersClient, within } from './redis/client.ts';
+import { RedisDiagnosis } from './redis/diagnosis.ts';
 import { RedisNames } from './redis/keys.ts';
 import { RedisRuleChanges } from './redis/notifications.ts';
 import { RedisCounterStore } from './redis/store.ts';
@@ -52,13 +54,27 @@ export async function openCounters(config: RateLimitsConfig, logger: CountersLog
   const { url, prefix, lease_seconds: leaseSeconds, timeout_ms: timeoutMs, on_error: onError } = config.redis;
   const names = new RedisNames(prefix);
   const client = createCountersClient({ url, timeoutMs, name: 'floodgate-counters' });
-  const store = new RedisCounterStore({ client, names, leaseSeconds, timeoutMs, onError, logger, maxChildren });
   const connectMs = Math.max(timeoutMs, 1000);
+  const database = client.options.db ?? 0;
+  const diagnosis = new RedisDiagnosis(client, { host: client.options.host ?? '127.0.0.1', port: client.options.port ?? 6379, database, tls: client.options.tls !== undefined, connectTimeoutMs: connectMs });
+  const store = new RedisCounterStore({ client, names, leaseSeconds, timeoutMs, onError, logger, maxChildren, diagnosis });
   try {
     await within(client.connect(), connectMs);
   } catch (err) {
-    store.markUnavailable(err);
+    store.markUnavailable(await diagnosis.examine(err));
   }
+  if (diagnosis.badDatabase) {
+    store.close();
+    client.disconnect();
+    throw new StartupError(
+      `rate_limits.redis.url (REDIS_URL) selects database ${database}, which the Redis server at ${client.options.host}:${client.options.port} does not have ` +
+        `(${diagnosis.trouble?.detail ?? 'its SELECT failed'}); its databases are numbered from 0 to its \`databases\` setting minus one (16 by default)`,
+    );
+  }
+  // A server that lost the database later (restarted with fewer) must not get the counters in database 0.
+  client.on('ready', () => {
+    if (diagnosis.badDatabase) store.markUnavailable(new Error('the connection is on database 0'));
+  });
   // Subscriptions wait for their connection: this client may queue while Redis is away.
   const subscriber = client.duplicate({ enableOfflineQueue: true, maxRetriesPerRequest: null, commandTimeout: undefined, connectionName: 'floodgate-rule-changes' });
   subscriber.on('error', () => {});
@@ -67,7 +83,7 @@ export async function openCounters(config: RateLimitsConfig, logger: CountersLog
   logger.info({ prefix, leaseSeconds, timeoutMs, onError }, 'rate-limit counters: shared in Redis');
   return {
     store,
-    problem: () => (store.available ? undefined : 'redis unreachable'),
+    problem: () => (store.available ? undefined : diagnosis.describe()),
     ruleChanges,
     start: async () => {},
     async close() {
