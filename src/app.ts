@@ -71,6 +71,11 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     const resolver = buildResolver(providers, await discoverModels(providers, logger), config);
 
     const keys = await KeyRing.load(storage);
+    const stopFollowingKeys = await keys.follow({
+      intervalMs: KEYS_RELOAD_INTERVAL_MS,
+      onError: (err) => logger.warn({ err }, 'reloading the API keys from storage failed; the next change or periodic reload tries again'),
+    });
+    cleanup.unshift(stopFollowingKeys);
     const pricing = buildPriceTable(providerConfigs, config.pricing, logger);
     // Set once budgets have started; records made before that have no budget to count against.
     let budgets: BudgetTracker | undefined;
@@ -142,6 +147,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
 
 /** The safety net under the rule-change notifications between replicas. */
 const RULES_RELOAD_INTERVAL_MS = 30_000;
+/** The safety net under the storage's announcements of key changes (a revoked key must not linger). */
+const KEYS_RELOAD_INTERVAL_MS = 10_000;
 
 /**
  * The engine starts empty, then holds the stored rules: config seeds re-applied, manual rules
