@@ -7,11 +7,11 @@ import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { RateLimitsConfig } from '../config/schema.ts';
 import type { CounterStore } from '../ratelimit/index.ts';
+import { StartupError } from '../errors/startup-error.ts';
 import type { Storage } from '../storage/types.ts';
 import { MemoryCounterStore } from './memory.ts';
 import { CounterPersistence } from './persistence.ts';
 import type { CountersLogger } from './redis/availability.ts';
-import { StartupError } from '../errors/startup-error.ts';
 import { createCountersClient, within } from './redis/client.ts';
 import { RedisDiagnosis } from './redis/diagnosis.ts';
 import { RedisNames } from './redis/keys.ts';
@@ -73,7 +73,8 @@ export async function openCounters(config: RateLimitsConfig, logger: CountersLog
   }
   // A server that lost the database later (restarted with fewer) must not get the counters in database 0.
   client.on('ready', () => {
-    if (diagnosis.badDatabase) store.markUnavailable(new Error('the connection is on database 0'));
+    const wrong = diagnosis.wrongDatabase();
+    if (wrong !== undefined) store.markUnavailable(wrong);
   });
   // Subscriptions wait for their connection: this client may queue while Redis is away.
   const subscriber = client.duplicate({ enableOfflineQueue: true, maxRetriesPerRequest: null, commandTimeout: undefined, connectionName: 'floodgate-rule-changes' });

@@ -38,7 +38,7 @@ export function buildServer(services: HttpServices): FastifyInstance {
     frameworkErrors: (error, request, reply) => {
       reply.header(REQUEST_ID_HEADER, request.id);
       if (error.code === 'FST_ERR_BAD_URL') {
-        return sendError(reply, badRequest(`malformed URL: the path ${request.url.split("?")[0]} is not valid percent-encoded UTF-8 (a literal % is written %25)`, null, 'invalid_url'));
+        return sendError(reply, badRequest(`malformed URL: the path ${request.url.split('?')[0]} is not valid percent-encoded UTF-8 (a literal % is written %25)`, null, 'invalid_url'));
       }
       return sendError(reply, mapFrameworkError(error, services.options.bodyLimitBytes) ?? badRequest(error.message));
     },

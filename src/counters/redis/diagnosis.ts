@@ -81,6 +81,11 @@ export class RedisDiagnosis {
     return this.#badDatabase;
   }
 
+  /** Why the connection must not be used although the server answers (it is on database 0), or undefined. */
+  wrongDatabase(): Error | undefined {
+    return this.#badDatabase ? this.explain(new Error('the connection is on database 0')) : undefined;
+  }
+
   /** `redis unreachable`, with the cause when it is known. */
   describe(): string {
     return this.#trouble === undefined ? 'redis unreachable' : `redis unreachable: ${this.#trouble.cause}`;

@@ -51,7 +51,7 @@ export interface RedisCounterStoreOptions {
   /** Time between probes of a Redis that is down; default 500 ms. */
   probeIntervalMs?: number;
   /** What is known of the connection's trouble (names the cause in the log; refuses a connection on the wrong database). */
-  diagnosis?: Pick<RedisDiagnosis, 'explain' | 'badDatabase'>;
+  diagnosis?: Pick<RedisDiagnosis, 'explain' | 'wrongDatabase'>;
 }
 
 /**
@@ -410,7 +410,8 @@ export class RedisCounterStore implements CounterStore {
     if (client.status === 'wait' || client.status === 'end') await within(client.connect(), this.#timeoutMs);
     await within(client.ping(), this.#timeoutMs);
     // The server answers, but on database 0: the counters must not go there.
-    if (this.#diagnosis?.badDatabase === true) throw this.#diagnosis.explain(new Error('the connection is on database 0'));
+    const wrong = this.#diagnosis?.wrongDatabase();
+    if (wrong !== undefined) throw wrong;
   }
 }
 
