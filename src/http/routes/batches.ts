@@ -5,6 +5,7 @@ import type { HttpServices } from '../context.ts';
 import { badRequest } from '../../errors/gateway-error.ts';
 import { createBatchBody } from '../schemas/batches.ts';
 import { closedBy } from '../dispatch.ts';
+import { hasNul, NUL_REFUSAL } from '../schemas/checks.ts';
 import { parseBody } from '../validation.ts';
 
 /**
@@ -27,6 +28,7 @@ export function registerBatches(app: FastifyInstance, services: HttpServices): v
       if (purpose !== 'batch') throw badRequest('purpose: must be "batch" (the only purpose this gateway stores files for)', 'purpose');
       const file = form.get('file');
       if (!(file instanceof File)) throw badRequest('file: required form field (a file)', 'file');
+      if (hasNul(file.name)) throw badRequest(`file: the file name ${NUL_REFUSAL}`, 'file');
       const upload = { filename: file.name || 'upload.jsonl', purpose, content: Buffer.from(await file.arrayBuffer()), ...expiresAfter(form) };
       const stored = await batches.uploadFile(request.identity, upload, async () => {
         // An upload holds no concurrency slot, and costs nothing a budget counts.
