@@ -70,7 +70,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   try {
     const providerConfigs = Object.keys(config.providers).length > 0 ? config.providers : BUILT_IN_MOCK;
     if (providerConfigs === BUILT_IN_MOCK) logger.info('no provider configured: serving the built-in mock provider (instance "mock")');
-    const providers = createProviders(providerConfigs);
+    const providers = createProviders(providerConfigs, { warn: (message) => logger.warn(message) });
     cleanup.push(() => Promise.all(providers.map((p) => p.close())).then(() => undefined));
     const resolver = buildResolver(providers, await discoverModels(providers, logger), config);
 

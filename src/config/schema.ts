@@ -11,8 +11,10 @@ import { BUDGET_PERIOD_NAMES, periodFromSeconds } from '../budgets/periods.ts';
 import { MAX_USD } from '../budgets/types.ts';
 import { PROVIDER_TYPES, type ProviderConfig } from '../providers/registry.ts';
 import { MAX_CAP, MAX_PERIOD_SECONDS, normalizeUserPath, validateModelSubject, validateProviderSubject } from '../ratelimit/normalize.ts';
-import { coerceString, isAbsent, str } from '../shared/config-fields.ts';
+import { booleanSetting, coerceBool, coerceString, isAbsent, str } from '../shared/config-fields.ts';
 import { providerNameError } from './normalize.ts';
+
+export { parseBoolean } from '../shared/config-fields.ts';
 
 const DEFAULT_BODY_LIMIT = 10 * 1024 * 1024;
 const DEFAULT_USER_PATH_HEADER = 'X-Floodgate-User-Path';
@@ -20,15 +22,6 @@ const DEFAULT_USER_PATH_HEADER = 'X-Floodgate-User-Path';
 const PERIOD_SECONDS = { minute: 60, hour: 3600, day: 86400, concurrent: 0 } as const;
 export type PeriodName = keyof typeof PERIOD_SECONDS;
 const PERIOD_NAMES = ['minute', 'hour', 'day', 'concurrent'] as const;
-
-const BOOLEAN_WORDS: Record<string, boolean> = {
-  true: true, false: false, '1': true, '0': false, yes: true, no: false, on: true, off: false,
-};
-
-/** Parses true/false/1/0/yes/no/on/off (case-insensitive); undefined for anything else. */
-export function parseBoolean(raw: string): boolean | undefined {
-  return BOOLEAN_WORDS[raw.trim().toLowerCase()];
-}
 
 /** `<n>`, `<n>kb`, `<n>mb` (1024-based, case-insensitive) → bytes; undefined when malformed. */
 function parseByteSize(raw: string | number): number | undefined {
@@ -55,11 +48,6 @@ function coerceNumber(v: unknown): unknown {
   return typeof v === 'string' && /^\s*[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?\s*$/i.test(v) ? Number(v) : v;
 }
 
-function coerceBool(v: unknown): unknown {
-  if (isAbsent(v)) return undefined;
-  return typeof v === 'string' ? (parseBoolean(v) ?? v) : v;
-}
-
 function intSchema(min: number, max?: number) {
   const msg = max === undefined ? `must be an integer >= ${min}` : `must be an integer ${min}..${max}`;
   const base = z.number({ error: msg }).int({ error: msg }).min(min, { error: msg });
@@ -69,8 +57,7 @@ function intSchema(min: number, max?: number) {
 const optInt = (min: number, max?: number) => z.preprocess(coerceInt, intSchema(min, max).optional());
 const defInt = (def: number, min: number, max?: number) =>
   z.preprocess(coerceInt, intSchema(min, max).default(def));
-const defBool = (def: boolean) =>
-  z.preprocess(coerceBool, z.boolean({ error: 'must be a boolean (true/false/yes/no/on/off/1/0)' }).default(def));
+const defBool = booleanSetting;
 
 const nonEmptyStr = () => str().min(1, { error: 'must not be empty' });
 const optStr = () => z.preprocess(coerceString, str().optional());

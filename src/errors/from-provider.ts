@@ -1,3 +1,4 @@
+import { UnsupportedParameterError } from '../providers/translate/unsupported.ts';
 import { UpstreamUnavailableError } from '../providers/types.ts';
 import { isRecord } from '../shared/json.ts';
 import { GatewayError } from './gateway-error.ts';
@@ -26,8 +27,11 @@ export function upstreamError(status: number, body: Buffer, headers: Readonly<Re
   return new GatewayError({ status, type: 'provider_error', message, code, headers: passOn });
 }
 
-/** A provider call's failure as the error the client sees: unreachable, timed out or cancelled. */
+/** A provider call's failure as the error the client sees: unreachable, timed out, cancelled, or a request it cannot carry. */
 export function asGatewayError(err: unknown, provider: string): unknown {
+  if (err instanceof UnsupportedParameterError) {
+    return new GatewayError({ status: 400, type: 'invalid_request_error', message: err.message, param: err.param, code: err.code });
+  }
   if (err instanceof UpstreamUnavailableError) {
     return new GatewayError({ status: err.status, type: 'provider_error', message: err.message, code: err.status === 504 ? 'upstream_timeout' : 'upstream_unavailable' });
   }

@@ -151,6 +151,15 @@ export type HttpProviderSettings = CommonProviderSettings & { base_url?: string 
 /** A provider type's settings as its factory receives them: its own fields plus the common ones. */
 export type ProviderSettings<Fields extends z.ZodRawShape> = CommonProviderSettings & z.output<z.ZodObject<Fields>>;
 
+/** What the gateway gives every provider instance besides its settings. */
+export interface ProviderContext {
+  /** A line for the gateway's log at warning level (a dropped unsupported parameter, ...). */
+  warn(message: string): void;
+}
+
+/** A context whose warnings go nowhere, for instances made outside a gateway. */
+export const QUIET_CONTEXT: ProviderContext = { warn: () => {} };
+
 /**
  * One provider type, as the registry lists it: the name written in `providers.<name>.type`, the
  * zod schema of the fields only this type has (the config schema adds `type` and the common
@@ -159,7 +168,8 @@ export type ProviderSettings<Fields extends z.ZodRawShape> = CommonProviderSetti
 export interface ProviderType<Name extends string = string, Fields extends z.ZodRawShape = z.ZodRawShape> {
   readonly type: Name;
   readonly configFields: Fields;
-  create(name: string, settings: ProviderSettings<Fields>): Provider;
+  /** `context` is given by the registry; an instance made without one logs nothing. */
+  create(name: string, settings: ProviderSettings<Fields>, context?: ProviderContext): Provider;
   /**
    * Whose prices apply to this type's models (request costs, budgets): the id of a provider in
    * the `@pydantic/genai-prices` table, used when an instance's base URL does not point at another

@@ -1,0 +1,87 @@
+/**
+ * `type: gemini`: the Gemini API (Google AI Studio keys). `api_key` is sent as `x-goog-api-key`;
+ * `base_url` defaults to Google's and takes the host (a trailing `/v1beta` is dropped, so a
+ * copied endpoint works). Models are discovered from `GET /v1beta/models` when none are listed.
+ */
+import { booleanSetting, defaultUrlSetting } from '../shared/config-fields.ts';
+import { Cancellation } from './cancellation.ts';
+import { GoogleGenerativeProvider, type GoogleApi } from './google-generative.ts';
+import { geminiEmbedRequest, readGeminiEmbeddings } from './translate/gemini-embeddings.ts';
+import { arr, obj, parseJsonObject, str } from './translate/json.ts';
+import { unsupportedPolicy } from './translate/unsupported.ts';
+import { defineProviderType, QUIET_CONTEXT, UpstreamUnavailableError } from './types.ts';
+import { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, UpstreamClient } from './upstream.ts';
+
+const GEMINI_DEFAULT_BASE_URL = 'https://generativelanguage.googleapis.com';
+const API_VERSION = '/v1beta';
+/** Methods that make a model worth listing: it chats or it embeds. */
+const SERVED_METHODS = new Set(['generateContent', 'embedContent']);
+
+function normalizeGeminiBaseUrl(url: string): string {
+  return url.replace(/\/+$/, '').replace(/\/v1(beta)?$/, '');
+}
+
+export const geminiProviderType = defineProviderType({
+  type: 'gemini',
+  configFields: {
+    base_url: defaultUrlSetting(GEMINI_DEFAULT_BASE_URL, normalizeGeminiBaseUrl),
+    drop_unsupported: booleanSetting(false),
+  },
+  create(name, settings, context = QUIET_CONTEXT) {
+    const apiKey = settings.api_key || undefined;
+    const api: GoogleApi = {
+      generatePath: (model, stream) => `${modelPath(model)}:${stream ? 'streamGenerateContent?alt=sse' : 'generateContent'}`,
+      embed(model, input) {
+        const { method, body } = geminiEmbedRequest(model, input);
+        return { path: `${modelPath(model)}:${method}`, body, read: readGeminiEmbeddings };
+      },
+      credentials: async (): Promise<Record<string, string>> => (apiKey === undefined ? {} : { 'x-goog-api-key': apiKey }),
+      discover: (client, headers) => discover(name, client, headers),
+    };
+    return new GoogleGenerativeProvider({
+      name,
+      type: 'gemini',
+      client: new UpstreamClient({
+        provider: name,
+        baseUrl: normalizeGeminiBaseUrl(settings.base_url ?? GEMINI_DEFAULT_BASE_URL),
+        connectTimeoutMs: settings.connect_timeout_ms ?? DEFAULT_CONNECT_TIMEOUT_MS,
+        timeoutMs: settings.timeout_ms ?? DEFAULT_TIMEOUT_MS,
+      }),
+      api,
+      policy: unsupportedPolicy({ provider: name, type: 'gemini', drop: settings.drop_unsupported, warn: context.warn }),
+      models: settings.models,
+    });
+  },
+  pricesProvider: 'google',
+});
+
+/** `gemini-2.5-flash` -> `/v1beta/models/gemini-2.5-flash`; a qualified name (`tunedModels/x`) keeps its collection. */
+function modelPath(model: string): string {
+  const name = model.includes('/') ? model : `models/${model}`;
+  return `${API_VERSION}/${name.split('/').map(encodeURIComponent).join('/')}`;
+}
+
+/** `GET /v1beta/models`, page by page: the models that generate content or embeddings, without their `models/` prefix. */
+async function discover(name: string, client: UpstreamClient, headers: Record<string, string>): Promise<string[]> {
+  const cancel = Cancellation.never();
+  const ids: string[] = [];
+  let pageToken: string | undefined;
+  // A handful of pages covers the whole catalogue; the bound guards against a token that never ends.
+  for (let page = 0; page < 20; page++) {
+    const path = `${API_VERSION}/models?pageSize=1000${pageToken ? `&pageToken=${encodeURIComponent(pageToken)}` : ''}`;
+    const res = await client.request({ method: 'GET', path, headers, cancel });
+    const buf = await client.readAll(res.body, cancel);
+    if (res.status >= 400) {
+      throw new UpstreamUnavailableError(name, `provider ${name}: model discovery (GET ${API_VERSION}/models) failed with status ${res.status}`, 502);
+    }
+    const body = parseJsonObject(buf.toString('utf8'));
+    for (const raw of arr(body?.models)) {
+      const m = obj(raw);
+      const id = str(m?.name)?.replace(/^models\//, '');
+      if (id !== undefined && arr(m?.supportedGenerationMethods).some((method) => typeof method === 'string' && SERVED_METHODS.has(method))) ids.push(id);
+    }
+    pageToken = str(body?.nextPageToken);
+    if (!pageToken) break;
+  }
+  return ids;
+}
