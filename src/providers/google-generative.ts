@@ -6,7 +6,6 @@
  */
 import type { Cancellation } from './cancellation.ts';
 import { buffered, jsonResult, JSON_HEADERS, passthroughRequestHeaders, passthroughResult, SSE_HEADERS, unsupportedEndpoint } from './results.ts';
-import { messagesToChatRequest } from './translate/anthropic-request.ts';
 import { chatToMessagesResponse, errorToAnthropic } from './translate/anthropic-response.ts';
 import { ChatToMessagesStream } from './translate/anthropic-stream.ts';
 import { ChatSseWriter, type ChatChunkSink } from './translate/chat-sse.ts';
@@ -16,7 +15,7 @@ import { generateContentToChat, googleErrorToOpenAI } from './translate/gemini-r
 import { GeminiToChatStream, geminiStreamTransform } from './translate/gemini-stream.ts';
 import { obj, parseJsonObject } from './translate/json.ts';
 import type { Json } from './translate/json.ts';
-import { checkMessagesRequest } from './translate/messages-check.ts';
+import { messagesToChat } from './translate/messages-to-chat.ts';
 import { ChatToResponsesStream, chatToResponsesResponse, responsesToChatRequest } from './translate/responses.ts';
 import type { UnsupportedPolicy } from './translate/unsupported.ts';
 import type { PassthroughCall, Provider, ProviderCall, ProviderResult } from './types.ts';
@@ -100,9 +99,7 @@ export class GoogleGenerativeProvider implements Provider {
         });
       }
       case 'messages': {
-        checkMessagesRequest(json, this.policy);
-        const chat = messagesToChatRequest({ ...json, model: call.model });
-        if (json.top_k !== undefined) chat.top_k = json.top_k;
+        const chat = messagesToChat({ ...json, model: call.model }, this.policy);
         return this.generate(call, chatToGenerateContent(chat, this.policy), {
           answer: chatToMessagesResponse,
           sink: () => new ChatToMessagesStream({ model: call.model }),

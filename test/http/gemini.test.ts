@@ -271,14 +271,19 @@ describe('type gemini: the official SDKs through the gateway', () => {
   it('@anthropic-ai/sdk: a message and a streamed message, with a tool', async () => {
     google.reset();
     const msg = await anthropic.messages.create({
-      model: 'gem/gemini-flash', max_tokens: 50, system: 'be brief', top_k: 5, stop_sequences: ['qq'],
+      model: 'gem/gemini-flash', max_tokens: 50, system: 'be brief', stop_sequences: ['qq'],
+      output_config: { effort: 'low' },
       messages: [{ role: 'user', content: 'hello from claude land' }],
     });
     assert.equal(msg.type, 'message');
     assert.deepEqual(msg.content, [{ type: 'text', text: 'hello from claude land' }]);
     assert.equal(msg.stop_reason, 'end_turn');
     assert.deepEqual([msg.usage.input_tokens, msg.usage.output_tokens], [8, 6]);
-    assert.deepEqual(google.calls[0]?.body?.generationConfig, { maxOutputTokens: 50, topK: 5, stopSequences: ['qq'] });
+    assert.deepEqual(google.calls[0]?.body?.generationConfig, { maxOutputTokens: 50, stopSequences: ['qq'], thinkingConfig: { thinkingBudget: 1024 } });
+    // Older Messages parameters the SDK no longer types still arrive from other clients.
+    const sampled = await gw.request('POST', '/v1/messages', { body: { model: 'gem/gemini-flash', max_tokens: 9, top_k: 5, temperature: 0.5, top_p: 0.5, messages: [{ role: 'user', content: 'x' }] } });
+    assert.equal(sampled.status, 200, sampled.text);
+    assert.deepEqual(google.calls[1]?.body?.generationConfig, { maxOutputTokens: 9, temperature: 0.5, topP: 0.5, topK: 5 });
 
     google.reset();
     const tool = { name: 'get_weather', description: 'Weather of a city', input_schema: { type: 'object' as const, properties: { query: { type: 'string' } } } };
