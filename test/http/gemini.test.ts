@@ -386,10 +386,42 @@ describe('type gemini: the official SDKs through the gateway', () => {
     assert.equal(missing.status, 404);
   });
 
+  it('passthrough reaches the native API with the provider\'s key, never the client\'s', async () => {
+    google.reset();
+    const res = await gw.request('POST', '/p/gem/v1beta/models/gemini-flash:generateContent', {
+      headers: { 'x-goog-api-key': 'client-key' },
+      body: { contents: [{ role: 'user', parts: [{ text: 'native' }] }] },
+    });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.json().candidates[0].content.parts[0].text, 'native');
+    assert.equal(google.calls[0]?.headers['x-goog-api-key'], 'k-gem');
+  });
+
   it('a stream broken off upstream stays visibly incomplete', async () => {
     google.reset();
     google.dropStreamNext();
     const res = await gw.request('POST', '/v1/chat/completions', { body: { model: 'gem/gemini-flash', stream: true, messages: [{ role: 'user', content: 'one two three four five' }] } });
     assert.ok(!res.text.includes('[DONE]'), res.text);
+  });
+});
+
+describe('type gemini with drop_unsupported', () => {
+  let google: FakeGoogle;
+  let gw: TestGateway;
+
+  before(async () => {
+    google = await startFakeGoogle({ api: 'gemini', apiKey: 'k-lax' });
+    gw = await startTestGateway({ yaml: 'providers:\n' + geminiProvider('lax', google.url, 'models: [gemini-flash], drop_unsupported: true') });
+  });
+  after(async () => {
+    await gw?.close();
+    await google?.close();
+  });
+
+  it('drops what Gemini cannot honour and answers', async () => {
+    const openai = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const res = await openai.chat.completions.create({ model: 'lax/gemini-flash', messages: [{ role: 'user', content: 'lenient' }], logprobs: true, top_logprobs: 2, temperature: 0.5 });
+    assert.equal(res.choices[0]?.message.content, 'lenient');
+    assert.deepEqual(google.calls[0]?.body?.generationConfig, { temperature: 0.5 });
   });
 });
