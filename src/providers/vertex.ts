@@ -8,7 +8,7 @@
  * them, any `<provider>/<model>` name is passed on for Vertex to judge.
  */
 import { readFileSync } from 'node:fs';
-import { gaxios, GoogleAuth, JWT } from 'google-auth-library';
+import type { JWT } from 'google-auth-library';
 import { z } from 'zod';
 import { booleanSetting, coerceString, optionalUrlSetting, str as strSetting } from '../shared/config-fields.ts';
 import { isRecord } from '../shared/json.ts';
@@ -93,7 +93,7 @@ export const vertexProviderType = defineProviderType({
     const api: GoogleApi = {
       generatePath: (model, stream) => `${modelPath(model)}:${stream ? 'streamGenerateContent?alt=sse' : 'generateContent'}`,
       embed: (model, input) => ({ path: `${modelPath(model)}:predict`, body: vertexPredictBody(input), read: readVertexPredict }),
-      credentials: vertexCredentials(settings.api_key || undefined, settings.credentials_file),
+      credentials: vertexCredentials(settings.api_key || undefined, settings.credentials_file, settings.timeout_ms ?? DEFAULT_TIMEOUT_MS),
     };
     return new GoogleGenerativeProvider({
       name,
@@ -117,23 +117,38 @@ function defaultBaseUrl(location: string): string {
   return location === 'global' ? 'https://aiplatform.googleapis.com' : `https://${location}-aiplatform.googleapis.com`;
 }
 
-/** The headers of one call: the API key, or a bearer token the auth library caches and refreshes. */
-function vertexCredentials(apiKey: string | undefined, credentialsFile: string | undefined): () => Promise<Record<string, string>> {
+/**
+ * The headers of one call: the API key, or a bearer token the auth library caches and refreshes.
+ * A token request gets as long as an upstream answer (`timeout_ms`). The library is loaded on the
+ * first token asked for, so a gateway without Vertex OAuth never pays for loading it.
+ */
+function vertexCredentials(apiKey: string | undefined, credentialsFile: string | undefined, timeoutMs: number): () => Promise<Record<string, string>> {
   if (apiKey !== undefined) {
     const headers = { 'x-goog-api-key': apiKey };
     return async () => headers;
   }
-  if (credentialsFile !== undefined) {
-    const client = serviceAccountClient(readServiceAccountKey(credentialsFile));
-    return async () => bearer((await client.getAccessToken()).token);
-  }
-  const adc = new GoogleAuth({ scopes: [SCOPE] });
-  return async () => bearer(await adc.getAccessToken());
+  const key = credentialsFile === undefined ? undefined : readServiceAccountKey(credentialsFile);
+  let source: Promise<() => Promise<string | null | undefined>> | undefined;
+  return async () => {
+    source ??= tokenSource(key, timeoutMs).catch((err: unknown) => {
+      source = undefined;
+      throw err;
+    });
+    const token = await (await source)();
+    if (!token) throw new Error('the auth library returned no access token');
+    return { authorization: `Bearer ${token}` };
+  };
 }
 
-function bearer(token: string | null | undefined): Record<string, string> {
-  if (!token) throw new Error('the auth library returned no access token');
-  return { authorization: `Bearer ${token}` };
+/** The service account's client for a key file, else application-default credentials. */
+async function tokenSource(key: ServiceAccountKey | undefined, timeoutMs: number): Promise<() => Promise<string | null | undefined>> {
+  const library = await import('google-auth-library');
+  if (key !== undefined) {
+    const client = serviceAccountClient(library, key, timeoutMs);
+    return async () => (await client.getAccessToken()).token;
+  }
+  const adc = new library.GoogleAuth({ scopes: [SCOPE], clientOptions: { transporterOptions: { timeout: timeoutMs } } });
+  return () => adc.getAccessToken();
 }
 
 /**
@@ -142,9 +157,9 @@ function bearer(token: string | null | undefined): Record<string, string> {
  * says, with that URL as the audience; a key file naming another token endpoint (a private or
  * test one) gets that endpoint through the client's own transporter, and it as the audience.
  */
-function serviceAccountClient(key: ServiceAccountKey): JWT {
+function serviceAccountClient(library: typeof import('google-auth-library'), key: ServiceAccountKey, timeoutMs: number): JWT {
   const tokenUri = key.token_uri ?? GOOGLE_TOKEN_URL;
-  const transporter = new gaxios.Gaxios();
+  const transporter = new library.gaxios.Gaxios({ timeout: timeoutMs });
   if (tokenUri !== GOOGLE_TOKEN_URL) {
     const target = new URL(tokenUri);
     transporter.interceptors.request.add({
@@ -154,7 +169,7 @@ function serviceAccountClient(key: ServiceAccountKey): JWT {
       },
     });
   }
-  return new JWT({
+  return new library.JWT({
     email: key.client_email,
     key: key.private_key,
     keyId: key.private_key_id,
