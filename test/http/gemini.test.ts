@@ -34,7 +34,8 @@ describe('type gemini: the official SDKs through the gateway', () => {
         'providers:\n' +
         geminiProvider('gem', google.url) +
         openaiProvider('backup', backup.url, ['gpt-x']) +
-        'failover:\n  gem/gemini-pro: [backup/gpt-x]\n',
+        'failover:\n  gem/gemini-pro: [backup/gpt-x]\n' +
+        'rate_limits:\n  user_paths: [ { path: /tok, limits: [ { period_seconds: 60, max_tokens: 15 } ] } ]\n',
     });
     openai = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: 'unused', maxRetries: 0 });
     anthropic = new Anthropic({ baseURL: gw.url, apiKey: 'unused', maxRetries: 0 });
@@ -384,6 +385,21 @@ describe('type gemini: the official SDKs through the gateway', () => {
     assert.match(assertOpenAiError(speech, 400, 'provider_error').message, /does not support the speech endpoint/);
     const missing = await gw.request('POST', '/v1/chat/completions', { body: { model: 'gem/no-such-model', messages: [{ role: 'user', content: 'x' }] } });
     assert.equal(missing.status, 404);
+  });
+
+  it('a streamed answer charges its translated usage to token windows, asked for or not', async () => {
+    const headers = { 'x-floodgate-user-path': '/tok' };
+    const streamed = await gw.request('POST', '/v1/chat/completions', { headers, body: { model: 'gem/gemini-flash', stream: true, messages: [{ role: 'user', content: 'z'.repeat(40) }] } });
+    assert.equal(streamed.status, 200);
+    assert.ok(!streamed.text.includes('"usage"'));
+    let used: unknown;
+    for (let i = 0; i < 100 && used !== 20; i++) {
+      used = (await gw.request('GET', '/v1/usage', { headers })).json().rate_limits[0]?.tokens_used;
+      if (used !== 20) await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.equal(used, 20, 'ten prompt and ten completion tokens, as Gemini counted them');
+    const refused = await gw.request('POST', '/v1/chat/completions', { headers, body: { model: 'gem/gemini-flash', messages: [{ role: 'user', content: 'z' }] } });
+    assert.equal(assertOpenAiError(refused, 429, 'rate_limit_error').message, 'rate limit exceeded for /tok: minute token limit of 15 reached');
   });
 
   it('passthrough reaches the native API with the provider\'s key, never the client\'s', async () => {
