@@ -5,12 +5,11 @@
  */
 import { booleanSetting, defaultUrlSetting } from '../shared/config-fields.ts';
 import { Cancellation } from './cancellation.ts';
-import { GoogleGenerativeProvider, type GoogleApi } from './google-generative.ts';
+import { GoogleGenerativeProvider, modelMethodPath, type GoogleApi } from './google-generative.ts';
 import { geminiEmbedRequest, readGeminiEmbeddings } from './translate/gemini-embeddings.ts';
 import { arr, obj, parseJsonObject, str } from './translate/json.ts';
-import { unsupportedPolicy } from './translate/unsupported.ts';
 import { defineProviderType, QUIET_CONTEXT, UpstreamUnavailableError } from './types.ts';
-import { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, UpstreamClient } from './upstream.ts';
+import type { UpstreamClient } from './upstream.ts';
 
 const GEMINI_DEFAULT_BASE_URL = 'https://generativelanguage.googleapis.com';
 const API_VERSION = '/v1beta';
@@ -30,35 +29,23 @@ export const geminiProviderType = defineProviderType({
   create(name, settings, context = QUIET_CONTEXT) {
     const apiKey = settings.api_key || undefined;
     const api: GoogleApi = {
-      generatePath: (model, stream) => `${modelPath(model)}:${stream ? 'streamGenerateContent?alt=sse' : 'generateContent'}`,
+      generatePath: (model, stream) => modelPath(model, stream ? 'streamGenerateContent?alt=sse' : 'generateContent'),
       embed(model, input) {
         const { method, body } = geminiEmbedRequest(model, input);
-        return { path: `${modelPath(model)}:${method}`, body, read: readGeminiEmbeddings };
+        return { path: modelPath(model, method), body, read: readGeminiEmbeddings };
       },
       credentials: async (): Promise<Record<string, string>> => (apiKey === undefined ? {} : { 'x-goog-api-key': apiKey }),
       discover: (client, headers) => discover(name, client, headers),
     };
-    return new GoogleGenerativeProvider({
-      name,
-      type: 'gemini',
-      client: new UpstreamClient({
-        provider: name,
-        baseUrl: normalizeGeminiBaseUrl(settings.base_url ?? GEMINI_DEFAULT_BASE_URL),
-        connectTimeoutMs: settings.connect_timeout_ms ?? DEFAULT_CONNECT_TIMEOUT_MS,
-        timeoutMs: settings.timeout_ms ?? DEFAULT_TIMEOUT_MS,
-      }),
-      api,
-      policy: unsupportedPolicy({ provider: name, type: 'gemini', drop: settings.drop_unsupported, warn: context.warn }),
-      models: settings.models,
-    });
+    const baseUrl = normalizeGeminiBaseUrl(settings.base_url ?? GEMINI_DEFAULT_BASE_URL);
+    return new GoogleGenerativeProvider({ name, type: 'gemini', baseUrl, api, settings, context });
   },
   pricesProvider: 'google',
 });
 
-/** `gemini-2.5-flash` -> `/v1beta/models/gemini-2.5-flash`; a qualified name (`tunedModels/x`) keeps its collection. */
-function modelPath(model: string): string {
-  const name = model.includes('/') ? model : `models/${model}`;
-  return `${API_VERSION}/${name.split('/').map(encodeURIComponent).join('/')}`;
+/** `/v1beta/models/{model}:{method}`. */
+function modelPath(model: string, method: string): string {
+  return modelMethodPath(API_VERSION, 'models', model, method);
 }
 
 /** `GET /v1beta/models`, page by page: the models that generate content or embeddings, without their `models/` prefix. */

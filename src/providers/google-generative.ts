@@ -17,10 +17,10 @@ import { obj, parseJsonObject } from './translate/json.ts';
 import type { Json } from './translate/json.ts';
 import { messagesToChat } from './translate/messages-to-chat.ts';
 import { ChatToResponsesStream, chatToResponsesResponse, responsesToChatRequest } from './translate/responses.ts';
-import type { UnsupportedPolicy } from './translate/unsupported.ts';
-import type { PassthroughCall, Provider, ProviderCall, ProviderResult } from './types.ts';
+import { unsupportedPolicy, type UnsupportedPolicy } from './translate/unsupported.ts';
+import type { CommonProviderSettings, PassthroughCall, Provider, ProviderCall, ProviderContext, ProviderResult } from './types.ts';
 import { UpstreamUnavailableError } from './types.ts';
-import { isEventStream, pickHeaders, relay, type UpstreamClient, type UpstreamResponse } from './upstream.ts';
+import { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, isEventStream, pickHeaders, relay, UpstreamClient, type UpstreamResponse } from './upstream.ts';
 import { normalizeUsage } from './usage.ts';
 
 /** What differs between the Gemini API and Vertex AI. */
@@ -38,10 +38,19 @@ export interface GoogleApi {
 export interface GoogleGenerativeOptions {
   name: string;
   type: string;
-  client: UpstreamClient;
+  baseUrl: string;
   api: GoogleApi;
-  policy: UnsupportedPolicy;
-  models: readonly string[] | undefined;
+  settings: CommonProviderSettings & { drop_unsupported: boolean };
+  context: ProviderContext;
+}
+
+/**
+ * The path of a model's method below `prefix`: `gemini-2.5-flash` is a model of `collection`
+ * (`models`, `publishers/google/models`); a qualified name (`tunedModels/x`) keeps its own.
+ */
+export function modelMethodPath(prefix: string, collection: string, model: string, method: string): string {
+  const name = model.includes('/') ? model : `${collection}/${model}`;
+  return `${prefix}/${name.split('/').map(encodeURIComponent).join('/')}:${method}`;
 }
 
 /** How one client dialect is answered from the translated chat completion. */
@@ -66,12 +75,18 @@ export class GoogleGenerativeProvider implements Provider {
   private discovered: Promise<string[]> | undefined;
 
   constructor(opts: GoogleGenerativeOptions) {
-    this.name = opts.name;
-    this.type = opts.type;
-    this.client = opts.client;
+    const { name, type, settings } = opts;
+    this.name = name;
+    this.type = type;
+    this.client = new UpstreamClient({
+      provider: name,
+      baseUrl: opts.baseUrl,
+      connectTimeoutMs: settings.connect_timeout_ms ?? DEFAULT_CONNECT_TIMEOUT_MS,
+      timeoutMs: settings.timeout_ms ?? DEFAULT_TIMEOUT_MS,
+    });
     this.api = opts.api;
-    this.policy = opts.policy;
-    this.configuredModels = opts.models && opts.models.length > 0 ? [...opts.models] : undefined;
+    this.policy = unsupportedPolicy({ provider: name, type, drop: settings.drop_unsupported, warn: opts.context.warn });
+    this.configuredModels = settings.models && settings.models.length > 0 ? [...settings.models] : undefined;
   }
 
   async listModels(): Promise<string[]> {

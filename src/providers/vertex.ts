@@ -12,11 +12,10 @@ import type { JWT } from 'google-auth-library';
 import { z } from 'zod';
 import { booleanSetting, coerceString, optionalUrlSetting, str as strSetting } from '../shared/config-fields.ts';
 import { isRecord } from '../shared/json.ts';
-import { GoogleGenerativeProvider, type GoogleApi } from './google-generative.ts';
+import { GoogleGenerativeProvider, modelMethodPath, type GoogleApi } from './google-generative.ts';
 import { readVertexPredict, vertexPredictBody } from './translate/gemini-embeddings.ts';
-import { unsupportedPolicy } from './translate/unsupported.ts';
 import { defineProviderType, QUIET_CONTEXT } from './types.ts';
-import { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, UpstreamClient } from './upstream.ts';
+import { DEFAULT_TIMEOUT_MS } from './upstream.ts';
 
 const SCOPE = 'https://www.googleapis.com/auth/cloud-platform';
 /** Where the library sends every service-account token request, whatever the key file says. */
@@ -86,28 +85,14 @@ export const vertexProviderType = defineProviderType({
   create(name, settings, context = QUIET_CONTEXT) {
     const { project, location } = settings;
     const prefix = `/v1/projects/${encodeURIComponent(project)}/locations/${encodeURIComponent(location)}`;
-    const modelPath = (model: string): string => {
-      const name = model.includes('/') ? model : `publishers/google/models/${model}`;
-      return `${prefix}/${name.split('/').map(encodeURIComponent).join('/')}`;
-    };
+    const modelPath = (model: string, method: string): string => modelMethodPath(prefix, 'publishers/google/models', model, method);
     const api: GoogleApi = {
-      generatePath: (model, stream) => `${modelPath(model)}:${stream ? 'streamGenerateContent?alt=sse' : 'generateContent'}`,
-      embed: (model, input) => ({ path: `${modelPath(model)}:predict`, body: vertexPredictBody(input), read: readVertexPredict }),
+      generatePath: (model, stream) => modelPath(model, stream ? 'streamGenerateContent?alt=sse' : 'generateContent'),
+      embed: (model, input) => ({ path: modelPath(model, 'predict'), body: vertexPredictBody(input), read: readVertexPredict }),
       credentials: vertexCredentials(settings.api_key || undefined, settings.credentials_file, settings.timeout_ms ?? DEFAULT_TIMEOUT_MS),
     };
-    return new GoogleGenerativeProvider({
-      name,
-      type: 'vertex',
-      client: new UpstreamClient({
-        provider: name,
-        baseUrl: settings.base_url ?? defaultBaseUrl(location),
-        connectTimeoutMs: settings.connect_timeout_ms ?? DEFAULT_CONNECT_TIMEOUT_MS,
-        timeoutMs: settings.timeout_ms ?? DEFAULT_TIMEOUT_MS,
-      }),
-      api,
-      policy: unsupportedPolicy({ provider: name, type: 'vertex', drop: settings.drop_unsupported, warn: context.warn }),
-      models: settings.models,
-    });
+    const baseUrl = settings.base_url ?? defaultBaseUrl(location);
+    return new GoogleGenerativeProvider({ name, type: 'vertex', baseUrl, api, settings, context });
   },
   pricesProvider: 'google',
 });
