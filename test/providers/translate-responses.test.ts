@@ -73,6 +73,7 @@ describe('Responses request -> chat request', () => {
     [{ tools: [{ type: 'web_search' }] }, 'tools[0].type'],
     [{ tool_choice: { type: 'file_search' } }, 'tool_choice'],
     [{ reasoning: { effort: 'low', summary: 'auto' } }, 'reasoning.summary'],
+    [{ text: { format: { type: 'text' }, verbosity: 'low' } }, 'text.verbosity'],
     [{ input: [{ type: 'item_reference', id: 'x' }] }, 'input[0].type'],
     [{ input: [{ role: 'user', content: [{ type: 'input_image', file_id: 'file-1' }] }] }, 'input[0].content[0].file_id'],
     [{ input: [{ role: 'user', content: [{ type: 'input_file', file_id: 'file-1' }] }] }, 'input[0].content[0].file_id'],

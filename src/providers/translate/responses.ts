@@ -223,7 +223,7 @@ function translateText(value: unknown, out: Json, policy: UnsupportedPolicy): vo
   } else if (format !== undefined && format.type !== 'text') {
     policy.unsupported('text.format.type', `format ${JSON.stringify(format.type)} is not carried`);
   }
-  if (text.verbosity !== undefined && text.verbosity !== null) out.verbosity = text.verbosity;
+  if (text.verbosity !== undefined && text.verbosity !== null) policy.unsupported('text.verbosity', 'not carried by the translation');
 }
 
 function translateReasoning(value: unknown, out: Json, policy: UnsupportedPolicy): void {
