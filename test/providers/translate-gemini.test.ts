@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { chatToMessagesResponse } from '../../src/providers/translate/anthropic-response.ts';
+import { ChatToMessagesStream } from '../../src/providers/translate/anthropic-stream.ts';
+import { ChatSseWriter } from '../../src/providers/translate/chat-sse.ts';
 import { embeddingsResponse, geminiEmbedRequest, readEmbeddingsRequest, readVertexPredict, vertexPredictBody } from '../../src/providers/translate/gemini-embeddings.ts';
 import { chatToGenerateContent, signatureOfToolCallId, toolCallId } from '../../src/providers/translate/gemini-request.ts';
 import { generateContentToChat, geminiFinishToChat, geminiUsageToChat, googleErrorToOpenAI } from '../../src/providers/translate/gemini-response.ts';
@@ -9,6 +11,7 @@ import type { Json } from '../../src/providers/translate/json.ts';
 import { chatToResponsesResponse } from '../../src/providers/translate/responses.ts';
 import { UnsupportedParameterError, unsupportedPolicy } from '../../src/providers/translate/unsupported.ts';
 import { normalizeUsage } from '../../src/providers/usage.ts';
+import { sseEvents } from './helpers.ts';
 
 const refuse = unsupportedPolicy({ provider: 'gem', type: 'gemini', drop: false, warn: () => assert.fail('nothing is dropped') });
 const user = [{ role: 'user', content: 'hi' }];
@@ -272,6 +275,15 @@ describe('Gemini stream -> chat chunks', () => {
     assert.deepEqual(s.usage(), { promptTokens: 4, completionTokens: 6, totalTokens: 10, cachedPromptTokens: 0 });
     const [last] = s.end();
     assert.deepEqual([last?.choices, (last?.usage as Json).total_tokens], [[], 10]);
+  });
+
+  it('an error event in the stream goes on as an error chunk, in each dialect', () => {
+    const s = new GeminiToChatStream({ model: 'm' });
+    const chunks = s.push({ error: { code: 503, message: 'The model is overloaded.', status: 'UNAVAILABLE' } });
+    assert.deepEqual(chunks, [{ error: { message: 'The model is overloaded.', type: 'api_error', param: null, code: 'UNAVAILABLE' } }]);
+    assert.equal(new ChatSseWriter({ includeUsage: false }).push(chunks[0]!), `data: ${JSON.stringify(chunks[0])}\n\n`);
+    assert.deepEqual(sseEvents(new ChatToMessagesStream({ model: 'm' }).push(chunks[0]!)).map((e) => e.data), [{ type: 'error', error: { type: 'api_error', message: 'The model is overloaded.' } }]);
+    assert.equal(s.complete, false);
   });
 
   it('a stream without a finish reason is not complete and ends with nothing', () => {
