@@ -236,7 +236,7 @@ class BedrockProvider implements Provider {
     }
     const inputs = typeof json.input === 'string' ? [json.input] : arr(json.input);
     if (inputs.length === 0 || !inputs.every((t): t is string => typeof t === 'string')) {
-      throw new UnsupportedParameterError('input', `input: provider ${this.name} (type bedrock) embeds text: a string or a list of strings`);
+      throw new UnsupportedParameterError(`input: provider ${this.name} (type bedrock) embeds text: a string or a list of strings`, 'input', 'invalid_value');
     }
     const dimensions = typeof json.dimensions === 'number' && titan[1] !== '1' ? json.dimensions : undefined;
     const base64 = json.encoding_format === 'base64';

@@ -167,17 +167,18 @@ describe('native providers: azure and bedrock through the official clients', () 
         assert.equal(err.type, 'invalid_request_error');
         assert.equal(err.param, 'logprobs');
         assert.equal(err.code, 'unsupported_parameter');
-        assert.match(err.message, /logprobs is not supported by provider br \(type bedrock\)/);
+        assert.match(err.message, /provider br \(type bedrock\) does not support logprobs: .*drop_unsupported/);
         return true;
       },
     );
     const res = await gw.request('POST', '/v1/messages', { body: { model: `br/${CLAUDE}`, max_tokens: 10, top_k: 3, messages: [{ role: 'user', content: 'x' }] } });
     assert.equal(res.status, 400);
     assert.deepEqual(res.json(), { type: 'error', error: { type: 'invalid_request_error', message: res.json().error.message } });
-    assert.match(res.json().error.message, /top_k is not supported by provider br/);
+    assert.match(res.json().error.message, /provider br \(type bedrock\) does not support top_k/);
     const image = await gw.request('POST', '/v1/chat/completions', { body: { model: `br/${CLAUDE}`, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://example.com/a.png' } }] }] } });
     assert.equal(image.status, 400);
     assert.equal(image.json().error.param, 'messages[0].content[0].image_url');
+    assert.equal(image.json().error.code, 'invalid_value', 'the parameter exists; its value (a link) is what Bedrock cannot take');
     assert.equal(bedrock.calls.length, 0, 'nothing was sent upstream');
     const responses = await gw.request('POST', '/v1/responses', { body: { model: `br/${CLAUDE}`, input: 'x' } });
     assert.equal(responses.status, 400);

@@ -140,10 +140,10 @@ function userContent(content: unknown, where: string, policy: UnsupportedPolicy)
 function imageBlock(url: string, param: string): ContentBlock {
   const m = /^data:([^;,]+);base64,(.*)$/s.exec(url);
   if (!m) {
-    throw new UnsupportedParameterError(param, `${param}: Bedrock takes images as bytes; send the image as a data URL (data:image/png;base64,...), not a link`);
+    throw new UnsupportedParameterError(`${param}: Bedrock takes images as bytes; send the image as a data URL (data:image/png;base64,...), not a link`, param, 'invalid_value');
   }
   const format = IMAGE_FORMATS[m[1]!.toLowerCase()];
-  if (format === undefined) throw new UnsupportedParameterError(param, `${param}: Bedrock takes png, jpeg, gif or webp images, not ${m[1]}`);
+  if (format === undefined) throw new UnsupportedParameterError(`${param}: Bedrock takes png, jpeg, gif or webp images, not ${m[1]}`, param, 'invalid_value');
   return { image: { format, source: { bytes: Buffer.from(m[2]!, 'base64') } } };
 }
 
