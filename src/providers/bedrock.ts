@@ -8,12 +8,12 @@ import { booleanSetting, coerceString, optionalUrlSetting, str } from '../shared
 import type { Cancellation } from './cancellation.ts';
 import { buffered, JSON_HEADERS, jsonResult, SSE_HEADERS, unsupportedEndpoint } from './results.ts';
 import { formatSse } from './sse.ts';
-import { checkMessagesParams, messagesToChatRequest } from './translate/anthropic-request.ts';
 import { chatToMessagesResponse, errorToAnthropic } from './translate/anthropic-response.ts';
 import { ChatToMessagesStream } from './translate/anthropic-stream.ts';
 import { chatToConverse, converseToChat, converseUsage, ConverseToChatStream } from './translate/converse.ts';
 import { arr, obj } from './translate/json.ts';
 import type { Json } from './translate/json.ts';
+import { messagesToChat, type ChatTarget } from './translate/messages-to-chat.ts';
 import { unsupportedPolicy, type UnsupportedPolicy } from './translate/unsupported.ts';
 import type { PassthroughCall, Provider, ProviderCall, ProviderContext, ProviderResult, ProviderSettings, Usage } from './types.ts';
 import { defineProviderType, UnsupportedParameterError, UpstreamUnavailableError } from './types.ts';
@@ -53,6 +53,9 @@ export const bedrockProviderType = defineProviderType({
   // Bedrock's models are priced under the AWS provider of the price table.
   pricesProvider: 'aws',
 });
+
+/** What `chatToConverse` takes of a translated Messages request: neither `top_k` nor a reasoning effort. */
+const CONVERSE_CHAT: ChatTarget = { topK: false, reasoningEffort: false };
 
 /** Titan text embedding models: one text a call (`inputText`), `dimensions` on v2. */
 const TITAN_EMBED = /^(?:[a-z]{2}\.)?amazon\.titan-embed-text-v(\d)/;
@@ -190,8 +193,7 @@ class BedrockProvider implements Provider {
   /** Anthropic Messages: translated to chat (the same translation as for chat upstreams), then to Converse. */
   private async messages(call: ProviderCall): Promise<ProviderResult> {
     const json = call.json ?? {};
-    checkMessagesParams(json, this.policy);
-    const chat = messagesToChatRequest({ ...json, model: call.model, stream: call.stream });
+    const chat = messagesToChat({ ...json, model: call.model, stream: call.stream }, this.policy, CONVERSE_CHAT);
     const input = { modelId: call.model, ...chatToConverse(chat, this.policy) };
     if (!call.stream) {
       return this.attempt(call.cancel, 'anthropic', async (signal) => {

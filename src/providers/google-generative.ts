@@ -15,7 +15,7 @@ import { generateContentToChat, googleErrorToOpenAI } from './translate/gemini-r
 import { GeminiToChatStream, geminiStreamTransform } from './translate/gemini-stream.ts';
 import { obj, parseJsonObject } from './translate/json.ts';
 import type { Json } from './translate/json.ts';
-import { messagesToChat } from './translate/messages-to-chat.ts';
+import { messagesToChat, type ChatTarget } from './translate/messages-to-chat.ts';
 import { ChatToResponsesStream, chatToResponsesResponse, responsesToChatRequest } from './translate/responses.ts';
 import { unsupportedPolicy, type UnsupportedPolicy } from './translate/unsupported.ts';
 import type { CommonProviderSettings, PassthroughCall, Provider, ProviderCall, ProviderContext, ProviderResult } from './types.ts';
@@ -64,6 +64,9 @@ interface Dialect {
 }
 
 const asOpenAI = (body: Buffer): Buffer => body;
+
+/** `chatToGenerateContent` takes `top_k` (as `topK`) and a reasoning effort (as a thinking budget). */
+const GEMINI_CHAT: ChatTarget = { topK: true, reasoningEffort: true };
 
 export class GoogleGenerativeProvider implements Provider {
   readonly name: string;
@@ -114,7 +117,7 @@ export class GoogleGenerativeProvider implements Provider {
         });
       }
       case 'messages': {
-        const chat = messagesToChat({ ...json, model: call.model }, this.policy);
+        const chat = messagesToChat({ ...json, model: call.model }, this.policy, GEMINI_CHAT);
         return this.generate(call, chatToGenerateContent(chat, this.policy), {
           answer: chatToMessagesResponse,
           sink: () => new ChatToMessagesStream({ model: call.model }),

@@ -243,6 +243,29 @@ test('messages (Anthropic) through Converse and back, plain and streamed, tools 
   assert.deepEqual(streamed.usage(), { promptTokens: delta.usage.input_tokens, completionTokens: delta.usage.output_tokens, totalTokens: delta.usage.input_tokens + delta.usage.output_tokens });
 });
 
+test('messages: output_config\'s JSON schema reaches Converse as structured output; what cannot be carried is refused before anything is sent', async () => {
+  const r = await provider.call({
+    endpoint: 'messages', model: MODEL, stream: false, cancel: never(),
+    json: { model: MODEL, max_tokens: 20, messages: [{ role: 'user', content: 'hi' }], output_config: { format: { type: 'json_schema', schema: { type: 'object' } } } },
+  });
+  assert.equal(r.status, 200, (await bodyOf(r)).toString());
+  assert.deepEqual(fake.calls[0]?.body?.outputConfig, { textFormat: { type: 'json_schema', structure: { jsonSchema: { schema: '{"type":"object"}', name: 'output' } } } });
+  fake.reset();
+  const cases: Array<[Record<string, unknown>, string]> = [
+    [{ top_k: 5 }, 'top_k'],
+    [{ output_config: { effort: 'high' } }, 'output_config.effort'],
+    [{ messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: 'JVBE' } }] }] }, 'messages[0].content[0].type'],
+  ];
+  for (const [extra, param] of cases) {
+    await assert.rejects(
+      provider.call({ endpoint: 'messages', model: MODEL, stream: false, cancel: never(), json: { model: MODEL, max_tokens: 20, messages: [{ role: 'user', content: 'hi' }], ...extra } }),
+      (err: unknown) => err instanceof UnsupportedParameterError && err.param === param && /^provider br \(type bedrock\) does not support /.test(err.message),
+      param,
+    );
+  }
+  assert.equal(fake.calls.length, 0, 'nothing was sent');
+});
+
 test('ThrottlingException is a 429 result; other exceptions keep their status, in the endpoint\'s dialect', async () => {
   fake.failNext(1, { status: 429, type: 'ThrottlingException', message: 'Too many requests, please wait before trying again.' });
   const r = await provider.call(chat());

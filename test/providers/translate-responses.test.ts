@@ -154,12 +154,28 @@ describe('Anthropic Messages -> chat, with what cannot be carried refused', () =
       model: 'm', max_tokens: 5, top_k: 3, cache_control: { type: 'ephemeral' }, speed: 'standard',
       output_config: { effort: 'medium', format: { type: 'json_schema', schema: { type: 'object' } } },
       messages: [{ role: 'assistant', content: [{ type: 'thinking', thinking: 'hm', signature: 's' }, { type: 'text', text: 'ok' }] }, { role: 'user', content: 'go' }],
-    }, refuse);
+    }, refuse, { topK: true, reasoningEffort: true });
     assert.deepEqual(chat, {
       model: 'm', max_tokens: 5, top_k: 3, reasoning_effort: 'medium',
       messages: [{ role: 'assistant', content: 'ok' }, { role: 'user', content: 'go' }],
       response_format: { type: 'json_schema', json_schema: { name: 'output', schema: { type: 'object' } } },
     });
+  });
+
+  it('a target without top_k or reasoning effort refuses them by their Messages names; a JSON schema still goes', () => {
+    const converse = { topK: false, reasoningEffort: false };
+    const msg = { model: 'm', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] };
+    for (const [extra, param] of [[{ top_k: 3 }, 'top_k'], [{ output_config: { effort: 'low' } }, 'output_config.effort']] as const) {
+      assert.throws(
+        () => messagesToChat({ ...msg, ...extra }, refuse, converse),
+        (e: unknown) => e instanceof UnsupportedParameterError && e.param === param && e.code === 'unsupported_parameter' && /drop_unsupported/.test(e.message),
+      );
+    }
+    const lenient = unsupportedPolicy({ provider: 'p', type: 't', drop: true });
+    const chat = messagesToChat({ ...msg, top_k: 3, output_config: { effort: 'low', format: { type: 'json_schema', schema: { type: 'object' } } } }, lenient, converse);
+    assert.equal(chat.top_k, undefined, 'dropped');
+    assert.equal(chat.reasoning_effort, undefined, 'dropped');
+    assert.deepEqual(chat.response_format, { type: 'json_schema', json_schema: { name: 'output', schema: { type: 'object' } } });
   });
 
   const refused: Array<[Json, string]> = [
@@ -177,7 +193,7 @@ describe('Anthropic Messages -> chat, with what cannot be carried refused', () =
   for (const [extra, param] of refused) {
     it(`refuses ${param}`, () => {
       const msg = { model: 'm', max_tokens: 5, messages: [{ role: 'user', content: 'x' }], ...extra };
-      assert.throws(() => messagesToChat(msg, refuse), (e: unknown) => e instanceof UnsupportedParameterError && e.param === param);
+      assert.throws(() => messagesToChat(msg, refuse, { topK: true, reasoningEffort: true }), (e: unknown) => e instanceof UnsupportedParameterError && e.param === param);
     });
   }
 });

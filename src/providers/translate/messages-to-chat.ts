@@ -1,14 +1,23 @@
 /**
- * An Anthropic Messages request as a chat request for a provider reached through the chat
- * dialect, refusing what the translation cannot carry: each such parameter or content block
- * goes to the instance's unsupported policy first, so nothing is dropped silently. Beyond
- * `messagesToChatRequest` it carries `output_config` (structured output and effort) and `top_k`
- * (under that name: chat has none, so the provider decides what to do with it).
+ * An Anthropic Messages request as a chat request for a provider with a `drop_unsupported`
+ * policy (`azure`, `bedrock`, `gemini`, `vertex`), refusing what the translation cannot carry:
+ * each such parameter or content block goes to the instance's unsupported policy first, so
+ * nothing is dropped silently. Beyond `messagesToChatRequest` (which the plain `openai` type uses
+ * as is) it carries `output_config` (structured output and, where the target takes it, effort)
+ * and, where the target takes it, `top_k`.
  */
 import { messagesToChatRequest } from './anthropic-request.ts';
 import { arr, obj, str } from './json.ts';
 import type { Json } from './json.ts';
 import type { UnsupportedPolicy } from './unsupported.ts';
+
+/** What the chat dialect behind a provider takes beyond the parameters every chat upstream has. */
+export interface ChatTarget {
+  /** `top_k`, under that name (not OpenAI's; Gemini's translation takes it). */
+  topK: boolean;
+  /** `reasoning_effort` low, medium or high (OpenAI's reasoning models; Gemini's thinking budget). */
+  reasoningEffort: boolean;
+}
 
 /** Translated, or only labels the request (a cache hint, the service tier). */
 const CARRIED = new Set([
@@ -21,17 +30,23 @@ const EFFORTS = new Set(['low', 'medium', 'high']);
 /** Earlier turns' reasoning: the model's own state, which the chat dialect has no place for. */
 const DROPPED_BLOCKS = new Set(['thinking', 'redacted_thinking']);
 
-export function messagesToChat(msg: Json, policy: UnsupportedPolicy): Json {
+export function messagesToChat(msg: Json, policy: UnsupportedPolicy, target: ChatTarget): Json {
   check(msg, policy);
   const chat = messagesToChatRequest(msg);
-  if (msg.top_k !== undefined && msg.top_k !== null) chat.top_k = msg.top_k;
+  if (msg.top_k !== undefined && msg.top_k !== null) {
+    if (target.topK) chat.top_k = msg.top_k;
+    else policy.unsupported('top_k', 'not carried by the translation to chat completions');
+  }
   const output = obj(msg.output_config);
   const format = obj(output?.format);
   if (format?.type === 'json_schema') chat.response_format = { type: 'json_schema', json_schema: { name: 'output', schema: format.schema } };
   else if (format !== undefined) policy.unsupported('output_config.format.type', `format ${JSON.stringify(format.type)} is not carried`);
   const effort = output?.effort;
-  if (typeof effort === 'string' && EFFORTS.has(effort)) chat.reasoning_effort = effort;
-  else if (effort !== undefined && effort !== null) policy.unsupported('output_config.effort', 'only low, medium and high are carried');
+  if (effort !== undefined && effort !== null) {
+    if (!target.reasoningEffort) policy.unsupported('output_config.effort', 'not carried by the translation');
+    else if (typeof effort === 'string' && EFFORTS.has(effort)) chat.reasoning_effort = effort;
+    else policy.unsupported('output_config.effort', 'only low, medium and high are carried');
+  }
   return chat;
 }
 
