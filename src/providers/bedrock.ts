@@ -7,13 +7,11 @@ import { z } from 'zod';
 import { booleanSetting, coerceString, optionalUrlSetting, str } from '../shared/config-fields.ts';
 import type { Cancellation } from './cancellation.ts';
 import { buffered, JSON_HEADERS, jsonResult, SSE_HEADERS, unsupportedEndpoint } from './results.ts';
-import { formatSse } from './sse.ts';
-import { chatToMessagesResponse, errorToAnthropic } from './translate/anthropic-response.ts';
-import { ChatToMessagesStream } from './translate/anthropic-stream.ts';
+import { asOpenAIError, chatDialect, type ChatDialect } from './translate/chat-dialect.ts';
 import { chatToConverse, converseToChat, converseUsage, ConverseToChatStream } from './translate/converse.ts';
-import { arr, obj } from './translate/json.ts';
+import { arr } from './translate/json.ts';
 import type { Json } from './translate/json.ts';
-import { messagesToChat, type ChatTarget } from './translate/messages-to-chat.ts';
+import type { ChatTarget } from './translate/messages-to-chat.ts';
 import { unsupportedPolicy, type UnsupportedPolicy } from './translate/unsupported.ts';
 import type { PassthroughCall, Provider, ProviderCall, ProviderContext, ProviderResult, ProviderSettings, Usage } from './types.ts';
 import { defineProviderType, UnsupportedParameterError, UpstreamUnavailableError } from './types.ts';
@@ -142,12 +140,11 @@ class BedrockProvider implements Provider {
   }
 
   async call(call: ProviderCall): Promise<ProviderResult> {
-    switch (call.endpoint) {
-      case 'chat': return this.chat(call);
-      case 'messages': return this.messages(call);
-      case 'embeddings': return this.embeddings(call);
-      default: return unsupportedEndpoint(this.name, this.type, call.endpoint);
-    }
+    const json = call.json ?? {};
+    if (call.endpoint === 'embeddings') return this.embeddings(call);
+    const dialect = chatDialect({ ...call, json }, this.policy, CONVERSE_CHAT);
+    if (dialect === undefined) return unsupportedEndpoint(this.name, this.type, call.endpoint);
+    return this.converse(call, dialect);
   }
 
   /** Bedrock signs each request for its operation; there is no generic upstream to forward to. */
@@ -164,59 +161,34 @@ class BedrockProvider implements Provider {
     await this.client.destroy();
   }
 
-  private async chat(call: ProviderCall): Promise<ProviderResult> {
-    const json = call.json ?? {};
-    const input = { modelId: call.model, ...chatToConverse(json, this.policy) };
+  /**
+   * Chat, Anthropic Messages and Responses: the dialect's chat request → Converse
+   * (`converse-stream` when streamed), the answer back as a chat completion (or chat chunks,
+   * event by event) in the client's dialect.
+   */
+  private async converse(call: ProviderCall, dialect: ChatDialect): Promise<ProviderResult> {
+    const input = { modelId: call.model, ...chatToConverse(dialect.chat, this.policy) };
     if (!call.stream) {
-      return this.attempt(call.cancel, 'openai', async (signal) => {
+      return this.attempt(call.cancel, dialect, async (signal) => {
         const res = await this.client.converse(input, signal);
-        return jsonResult(200, converseToChat(res, { id: chatId(res.$metadata.requestId), model: call.model }), converseUsage(res.usage));
+        const completion = converseToChat(res, { id: chatId(res.$metadata.requestId), model: call.model });
+        return jsonResult(200, dialect.answer(completion), converseUsage(res.usage));
       });
     }
-    const includeUsage = obj(json.stream_options)?.include_usage === true;
-    return this.attempt(call.cancel, 'openai', async (signal, abort) => {
+    return this.attempt(call.cancel, dialect, async (signal, abort) => {
       const res = await this.client.converseStream(input, signal);
-      const translator = new ConverseToChatStream({ id: chatId(res.$metadata.requestId), model: call.model, includeUsage });
+      const translator = new ConverseToChatStream({ id: chatId(res.$metadata.requestId), model: call.model });
+      const sink = dialect.sink();
       const body = this.sse(res.stream, call.cancel, abort, function* (event) {
         if (event === 'end') {
-          if (!translator.done) return;
-          for (const chunk of translator.end()) yield formatSse(JSON.stringify(chunk));
-          yield 'data: [DONE]\n\n';
+          if (!translator.complete) return;
+          for (const chunk of translator.end()) yield sink.push(chunk);
+          yield sink.finish();
           return;
         }
-        for (const chunk of translator.push(event)) yield formatSse(JSON.stringify(chunk));
+        for (const chunk of translator.push(event)) yield sink.push(chunk);
       });
       return { status: 200, headers: { ...SSE_HEADERS }, body, usage: () => translator.usage() };
-    });
-  }
-
-  /** Anthropic Messages: translated to chat (the same translation as for chat upstreams), then to Converse. */
-  private async messages(call: ProviderCall): Promise<ProviderResult> {
-    const json = call.json ?? {};
-    const chat = messagesToChat({ ...json, model: call.model, stream: call.stream }, this.policy, CONVERSE_CHAT);
-    const input = { modelId: call.model, ...chatToConverse(chat, this.policy) };
-    if (!call.stream) {
-      return this.attempt(call.cancel, 'anthropic', async (signal) => {
-        const res = await this.client.converse(input, signal);
-        const answer = converseToChat(res, { id: messageId(res.$metadata.requestId), model: call.model });
-        return jsonResult(200, chatToMessagesResponse(answer), converseUsage(res.usage));
-      });
-    }
-    return this.attempt(call.cancel, 'anthropic', async (signal, abort) => {
-      const res = await this.client.converseStream(input, signal);
-      // The chat chunks carry the usage to the Anthropic translation, which puts it in message_delta.
-      const chunks = new ConverseToChatStream({ id: messageId(res.$metadata.requestId), model: call.model, includeUsage: true });
-      const translator = new ChatToMessagesStream({ model: call.model });
-      const body = this.sse(res.stream, call.cancel, abort, function* (event) {
-        if (event === 'end') {
-          if (!chunks.done) return;
-          for (const chunk of chunks.end()) yield translator.push(chunk);
-          yield translator.finish();
-          return;
-        }
-        for (const chunk of chunks.push(event)) yield translator.push(chunk);
-      });
-      return { status: 200, headers: { ...SSE_HEADERS }, body, usage: () => chunks.usage() };
     });
   }
 
@@ -242,7 +214,7 @@ class BedrockProvider implements Provider {
     }
     const dimensions = typeof json.dimensions === 'number' && titan[1] !== '1' ? json.dimensions : undefined;
     const base64 = json.encoding_format === 'base64';
-    return this.attempt(call.cancel, 'openai', async (signal) => {
+    return this.attempt(call.cancel, { error: asOpenAIError }, async (signal) => {
       const vectors: Array<{ embedding: number[]; tokens: number }> = [];
       for (let i = 0; i < inputs.length; i += EMBED_CONCURRENCY) {
         const batch = inputs.slice(i, i + EMBED_CONCURRENCY).map(async (text) => {
@@ -272,7 +244,7 @@ class BedrockProvider implements Provider {
    */
   private async attempt(
     cancel: Cancellation,
-    dialect: 'openai' | 'anthropic',
+    dialect: Pick<ChatDialect, 'error'>,
     run: (signal: AbortSignal, abort: () => void) => Promise<ProviderResult>,
   ): Promise<ProviderResult> {
     const controller = new AbortController();
@@ -339,16 +311,12 @@ function chatId(requestId: string | undefined): string {
   return `chatcmpl-${requestId ?? Date.now().toString(36)}`;
 }
 
-function messageId(requestId: string | undefined): string {
-  return `msg_${requestId ?? Date.now().toString(36)}`;
-}
-
 /** A Bedrock error answer in the endpoint's dialect; `code` is the exception's name (e.g. `ThrottlingException`). */
-function errorResult(err: ServiceError, status: number, dialect: 'openai' | 'anthropic'): ProviderResult {
+function errorResult(err: ServiceError, status: number, dialect: Pick<ChatDialect, 'error'>): ProviderResult {
   const openai = Buffer.from(JSON.stringify({
     error: { message: err.message || `Bedrock answered ${status}`, type: errorType(status), param: null, code: err.name },
   }));
-  return buffered(status, { ...JSON_HEADERS }, dialect === 'openai' ? openai : errorToAnthropic(openai, status));
+  return buffered(status, { ...JSON_HEADERS }, dialect.error(openai, status));
 }
 
 function errorType(status: number): string {

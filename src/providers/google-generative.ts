@@ -6,17 +6,14 @@
  */
 import type { Cancellation } from './cancellation.ts';
 import { buffered, jsonResult, JSON_HEADERS, passthroughRequestHeaders, passthroughResult, SSE_HEADERS, unsupportedEndpoint } from './results.ts';
-import { chatToMessagesResponse, errorToAnthropic } from './translate/anthropic-response.ts';
-import { ChatToMessagesStream } from './translate/anthropic-stream.ts';
-import { ChatSseWriter, type ChatChunkSink } from './translate/chat-sse.ts';
+import { asOpenAIError, chatDialect, type ChatDialect } from './translate/chat-dialect.ts';
 import { embeddingsResponse, readEmbeddingsRequest, type Embeddings, type EmbeddingsInput } from './translate/gemini-embeddings.ts';
 import { chatToGenerateContent } from './translate/gemini-request.ts';
 import { generateContentToChat, googleErrorToOpenAI } from './translate/gemini-response.ts';
 import { GeminiToChatStream, geminiStreamTransform } from './translate/gemini-stream.ts';
-import { obj, parseJsonObject } from './translate/json.ts';
+import { parseJsonObject } from './translate/json.ts';
 import type { Json } from './translate/json.ts';
-import { messagesToChat, type ChatTarget } from './translate/messages-to-chat.ts';
-import { ChatToResponsesStream, chatToResponsesResponse, responsesToChatRequest } from './translate/responses.ts';
+import type { ChatTarget } from './translate/messages-to-chat.ts';
 import { unsupportedPolicy, type UnsupportedPolicy } from './translate/unsupported.ts';
 import type { CommonProviderSettings, PassthroughCall, Provider, ProviderCall, ProviderContext, ProviderResult } from './types.ts';
 import { UpstreamUnavailableError } from './types.ts';
@@ -52,18 +49,6 @@ export function modelMethodPath(prefix: string, collection: string, model: strin
   const name = model.includes('/') ? model : `${collection}/${model}`;
   return `${prefix}/${name.split('/').map(encodeURIComponent).join('/')}:${method}`;
 }
-
-/** How one client dialect is answered from the translated chat completion. */
-interface Dialect {
-  /** The whole (non-streamed) answer. */
-  answer(chat: Json): Json;
-  /** Where streamed chat chunks go. */
-  sink(): ChatChunkSink;
-  /** An error body in the dialect's shape, from the OpenAI-shaped one. */
-  error(body: Buffer, status: number): Buffer;
-}
-
-const asOpenAI = (body: Buffer): Buffer => body;
 
 /** `chatToGenerateContent` takes `top_k` (as `topK`) and a reasoning effort (as a thinking budget). */
 const GEMINI_CHAT: ChatTarget = { topK: true, reasoningEffort: true };
@@ -107,36 +92,10 @@ export class GoogleGenerativeProvider implements Provider {
 
   async call(call: ProviderCall): Promise<ProviderResult> {
     const json = call.json ?? { model: call.model };
-    switch (call.endpoint) {
-      case 'chat': {
-        const includeUsage = obj(json.stream_options)?.include_usage === true;
-        return this.generate(call, chatToGenerateContent(json, this.policy), {
-          answer: (chat) => chat,
-          sink: () => new ChatSseWriter({ includeUsage }),
-          error: asOpenAI,
-        });
-      }
-      case 'messages': {
-        const chat = messagesToChat({ ...json, model: call.model }, this.policy, GEMINI_CHAT);
-        return this.generate(call, chatToGenerateContent(chat, this.policy), {
-          answer: chatToMessagesResponse,
-          sink: () => new ChatToMessagesStream({ model: call.model }),
-          error: errorToAnthropic,
-        });
-      }
-      case 'responses': {
-        const chat = responsesToChatRequest(json, this.policy);
-        return this.generate(call, chatToGenerateContent(chat, this.policy), {
-          answer: (completion) => chatToResponsesResponse(completion, json),
-          sink: () => new ChatToResponsesStream({ model: call.model, request: json }),
-          error: asOpenAI,
-        });
-      }
-      case 'embeddings':
-        return this.embeddings(call, json);
-      default:
-        return unsupportedEndpoint(this.name, this.type, call.endpoint);
-    }
+    if (call.endpoint === 'embeddings') return this.embeddings(call, json);
+    const dialect = chatDialect({ ...call, json }, this.policy, GEMINI_CHAT);
+    if (dialect === undefined) return unsupportedEndpoint(this.name, this.type, call.endpoint);
+    return this.generate(call, chatToGenerateContent(dialect.chat, this.policy), dialect);
   }
 
   async passthrough(call: PassthroughCall): Promise<ProviderResult> {
@@ -167,7 +126,7 @@ export class GoogleGenerativeProvider implements Provider {
   }
 
   /** An error answer: Google's body in the dialect's shape, its retry delay as retry-after headers. */
-  private async failed(res: UpstreamResponse, cancel: Cancellation, dialect: Pick<Dialect, 'error'>): Promise<ProviderResult> {
+  private async failed(res: UpstreamResponse, cancel: Cancellation, dialect: Pick<ChatDialect, 'error'>): Promise<ProviderResult> {
     const buf = await this.client.readAll(res.body, cancel);
     const translated = googleErrorToOpenAI(buf, res.status);
     const headers = { ...translated.headers, ...pickHeaders(res.headers), ...JSON_HEADERS };
@@ -181,7 +140,7 @@ export class GoogleGenerativeProvider implements Provider {
     return parsed;
   }
 
-  private async generate(call: ProviderCall, body: Json, dialect: Dialect): Promise<ProviderResult> {
+  private async generate(call: ProviderCall, body: Json, dialect: ChatDialect): Promise<ProviderResult> {
     const res = await this.post(this.api.generatePath(call.model, call.stream), body, call.cancel);
     if (res.status >= 400) return this.failed(res, call.cancel, dialect);
     if (call.stream) {
@@ -202,7 +161,7 @@ export class GoogleGenerativeProvider implements Provider {
     const input = readEmbeddingsRequest(json, this.policy);
     const request = this.api.embed(call.model, input);
     const res = await this.post(request.path, request.body, call.cancel);
-    if (res.status >= 400) return this.failed(res, call.cancel, { error: asOpenAI });
+    if (res.status >= 400) return this.failed(res, call.cancel, { error: asOpenAIError });
     const answer = embeddingsResponse(call.model, input, request.read(await this.json(res, call.cancel)));
     return jsonResult(200, answer, normalizeUsage(answer.usage));
   }

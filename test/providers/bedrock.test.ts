@@ -327,8 +327,37 @@ test('embeddings through InvokeModel for Titan, one call a text; base64 on reque
   assert.match(JSON.parse((await bodyOf(refused)).toString()).error.message, /Titan text embedding models/);
 });
 
+test('responses through Converse and back, plain and streamed; a broken stream stays incomplete', async () => {
+  const request = { model: MODEL, instructions: 'sys', input: 'hi responses', max_output_tokens: 50 };
+  const plain = await provider.call({ endpoint: 'responses', model: MODEL, stream: false, cancel: never(), json: request });
+  const res = await jsonOf(plain);
+  assert.equal(res.object, 'response');
+  assert.equal(res.status, 'completed');
+  assert.deepEqual((res.output as Array<{ content: unknown }>)[0]?.content, [{ type: 'output_text', text: 'hi responses', annotations: [], logprobs: [] }]);
+  assert.deepEqual(res.usage, { input_tokens: 4, input_tokens_details: { cached_tokens: 0 }, output_tokens: 3, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 7 });
+  assert.deepEqual(plain.usage(), { promptTokens: 4, completionTokens: 3, totalTokens: 7 });
+  assert.deepEqual(fake.calls[0]?.body, { messages: [{ role: 'user', content: [{ text: 'hi responses' }] }], system: [{ text: 'sys' }], inferenceConfig: { maxTokens: 50 } });
+
+  const streamed = await provider.call({ endpoint: 'responses', model: MODEL, stream: true, cancel: never(), json: { ...request, stream: true } });
+  const events = sseEvents((await bodyOf(streamed)).toString());
+  assert.equal(events[0]?.event, 'response.created');
+  assert.equal(events.filter((e) => e.event === 'response.output_text.delta').map((e) => e.data.delta).join(''), 'hi responses');
+  const last = events.at(-1)!;
+  assert.equal(last.event, 'response.completed');
+  assert.equal(((last.data.response as { usage: unknown }).usage as { total_tokens: number }).total_tokens, 7);
+  assert.deepEqual(streamed.usage(), { promptTokens: 4, completionTokens: 3, totalTokens: 7 });
+
+  fake.breakStreamNext(2, 'modelStreamErrorException');
+  const broken = await provider.call({ endpoint: 'responses', model: MODEL, stream: true, cancel: never(), json: { ...request, stream: true } });
+  let text = '';
+  await assert.rejects(async () => {
+    for await (const chunk of streamOf(broken)) text += chunk.toString();
+  }, UpstreamUnavailableError);
+  assert.doesNotMatch(text, /response\.completed/, 'no closing event for a broken stream');
+});
+
 test('endpoints Converse does not serve are 400 unsupported_endpoint; passthrough too', async () => {
-  for (const endpoint of ['responses', 'speech', 'transcriptions'] as const) {
+  for (const endpoint of ['speech', 'transcriptions'] as const) {
     const r = await provider.call({ endpoint, model: MODEL, stream: false, cancel: never(), json: { model: MODEL } });
     assert.equal(r.status, 400);
     assert.equal(JSON.parse((await bodyOf(r)).toString()).error.code, 'unsupported_endpoint');
