@@ -7,15 +7,17 @@ import { z } from 'zod';
 import { booleanSetting, coerceString, optionalUrlSetting, str } from '../shared/config-fields.ts';
 import type { Cancellation } from './cancellation.ts';
 import { buffered, JSON_HEADERS, jsonResult, SSE_HEADERS, unsupportedEndpoint } from './results.ts';
-import { asOpenAIError, chatDialect, type ChatDialect } from './translate/chat-dialect.ts';
+import { asOpenAIError, chatDialect, openaiErrorBody, type ChatDialect } from './translate/chat-dialect.ts';
 import { chatToConverse, converseToChat, converseUsage, ConverseToChatStream } from './translate/converse.ts';
-import { arr } from './translate/json.ts';
+import { embeddingsResponse, readEmbeddingsRequest, type Embeddings } from './translate/embeddings.ts';
+import { arr, num } from './translate/json.ts';
 import type { Json } from './translate/json.ts';
 import type { ChatTarget } from './translate/messages-to-chat.ts';
 import { unsupportedPolicy, type UnsupportedPolicy } from './translate/unsupported.ts';
-import type { PassthroughCall, Provider, ProviderCall, ProviderContext, ProviderResult, ProviderSettings, Usage } from './types.ts';
+import type { PassthroughCall, Provider, ProviderCall, ProviderContext, ProviderResult, ProviderSettings } from './types.ts';
 import { defineProviderType, UnsupportedParameterError, UpstreamUnavailableError } from './types.ts';
 import { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_TIMEOUT_MS } from './upstream.ts';
+import { normalizeUsage } from './usage.ts';
 
 const optionalText = () => z.preprocess(coerceString, str().optional());
 
@@ -203,37 +205,23 @@ class BedrockProvider implements Provider {
         },
       });
     }
-    for (const [key, value] of Object.entries(json)) {
-      if (value === undefined || value === null || ['model', 'input', 'encoding_format', 'user'].includes(key)) continue;
-      if (key === 'dimensions' && titan[1] !== '1') continue;
-      this.policy.unsupported(key);
-    }
-    const inputs = typeof json.input === 'string' ? [json.input] : arr(json.input);
-    if (inputs.length === 0 || !inputs.every((t): t is string => typeof t === 'string')) {
-      throw new UnsupportedParameterError(`input: provider ${this.name} (type bedrock) embeds text: a string or a list of strings`, 'input', 'invalid_value');
-    }
-    const dimensions = typeof json.dimensions === 'number' && titan[1] !== '1' ? json.dimensions : undefined;
-    const base64 = json.encoding_format === 'base64';
+    // Titan v1 vectors have a fixed size; v2 takes `dimensions`.
+    const input = readEmbeddingsRequest(json, this.policy, { dimensions: titan[1] !== '1' });
     return this.attempt(call.cancel, { error: asOpenAIError }, async (signal) => {
-      const vectors: Array<{ embedding: number[]; tokens: number }> = [];
-      for (let i = 0; i < inputs.length; i += EMBED_CONCURRENCY) {
-        const batch = inputs.slice(i, i + EMBED_CONCURRENCY).map(async (text) => {
-          const body = JSON.stringify({ inputText: text, ...(dimensions !== undefined ? { dimensions } : {}) });
+      const answers: Array<{ vector: number[]; tokens: number | undefined }> = [];
+      for (let i = 0; i < input.texts.length; i += EMBED_CONCURRENCY) {
+        const batch = input.texts.slice(i, i + EMBED_CONCURRENCY).map(async (text) => {
+          const body = JSON.stringify({ inputText: text, ...(input.dimensions !== undefined ? { dimensions: input.dimensions } : {}) });
           const res = await this.client.invoke({ modelId: call.model, contentType: 'application/json', accept: 'application/json', body: Buffer.from(body) }, signal);
           const parsed = JSON.parse(Buffer.from(res.body ?? new Uint8Array()).toString('utf8')) as Json;
-          const embedding = arr(parsed.embedding).filter((x): x is number => typeof x === 'number');
-          return { embedding, tokens: typeof parsed.inputTextTokenCount === 'number' ? parsed.inputTextTokenCount : 0 };
+          return { vector: arr(parsed.embedding).filter((x): x is number => typeof x === 'number'), tokens: num(parsed.inputTextTokenCount) };
         });
-        vectors.push(...(await Promise.all(batch)));
+        answers.push(...(await Promise.all(batch)));
       }
-      const prompt = vectors.reduce((s, v) => s + v.tokens, 0);
-      const usage: Usage = { promptTokens: prompt, completionTokens: 0, totalTokens: prompt };
-      return jsonResult(200, {
-        object: 'list',
-        data: vectors.map((v, index) => ({ object: 'embedding', index, embedding: base64 ? Buffer.from(new Float32Array(v.embedding).buffer).toString('base64') : v.embedding })),
-        model: call.model,
-        usage: { prompt_tokens: prompt, total_tokens: prompt },
-      }, usage);
+      const counted = answers.every((a) => a.tokens !== undefined);
+      const result: Embeddings = { vectors: answers.map((a) => a.vector), promptTokens: counted ? answers.reduce((n, a) => n + a.tokens!, 0) : undefined };
+      const answer = embeddingsResponse(call.model, input, result);
+      return jsonResult(200, answer, normalizeUsage(answer.usage));
     });
   }
 
@@ -313,13 +301,6 @@ function chatId(requestId: string | undefined): string {
 
 /** A Bedrock error answer in the endpoint's dialect; `code` is the exception's name (e.g. `ThrottlingException`). */
 function errorResult(err: ServiceError, status: number, dialect: Pick<ChatDialect, 'error'>): ProviderResult {
-  const openai = Buffer.from(JSON.stringify({
-    error: { message: err.message || `Bedrock answered ${status}`, type: errorType(status), param: null, code: err.name },
-  }));
+  const openai = openaiErrorBody(status, err.message || `Bedrock answered ${status}`, err.name);
   return buffered(status, { ...JSON_HEADERS }, dialect.error(openai, status));
-}
-
-function errorType(status: number): string {
-  if (status === 429) return 'rate_limit_error';
-  return status >= 500 ? 'api_error' : 'invalid_request_error';
 }

@@ -7,7 +7,7 @@
 import type { Cancellation } from './cancellation.ts';
 import { buffered, jsonResult, JSON_HEADERS, passthroughRequestHeaders, passthroughResult, SSE_HEADERS, unsupportedEndpoint } from './results.ts';
 import { asOpenAIError, chatDialect, type ChatDialect } from './translate/chat-dialect.ts';
-import { embeddingsResponse, readEmbeddingsRequest, type Embeddings, type EmbeddingsInput } from './translate/gemini-embeddings.ts';
+import { embeddingsResponse, readEmbeddingsRequest, type Embeddings, type EmbeddingsInput } from './translate/embeddings.ts';
 import { chatToGenerateContent } from './translate/gemini-request.ts';
 import { generateContentToChat, googleErrorToOpenAI } from './translate/gemini-response.ts';
 import { GeminiToChatStream, geminiStreamTransform } from './translate/gemini-stream.ts';

@@ -327,6 +327,23 @@ test('embeddings through InvokeModel for Titan, one call a text; base64 on reque
   assert.match(JSON.parse((await bodyOf(refused)).toString()).error.message, /Titan text embedding models/);
 });
 
+test('embeddings Titan cannot take are refused before anything is sent: token arrays, a size for v1, an unknown format', async () => {
+  fake.reset();
+  const embed = (model: string, json: Record<string, unknown>): Promise<unknown> =>
+    provider.call({ endpoint: 'embeddings', model, stream: false, cancel: never(), json: { model, ...json } });
+  const cases: Array<[string, Record<string, unknown>, string, string]> = [
+    [EMBED, { input: ['ok', [1, 2]] }, 'input[1]', 'invalid_value'],
+    [EMBED, { input: [] }, 'input', 'invalid_value'],
+    [EMBED, { input: 'x', encoding_format: 'int8' }, 'encoding_format', 'invalid_value'],
+    [EMBED, { input: 'x', task_type: 'query' }, 'task_type', 'unsupported_parameter'],
+    ['amazon.titan-embed-text-v1', { input: 'x', dimensions: 256 }, 'dimensions', 'unsupported_parameter'],
+  ];
+  for (const [model, json, param, code] of cases) {
+    await assert.rejects(embed(model, json), (err: unknown) => err instanceof UnsupportedParameterError && err.param === param && err.code === code, param);
+  }
+  assert.equal(fake.calls.length, 0);
+});
+
 test('responses through Converse and back, plain and streamed; a broken stream stays incomplete', async () => {
   const request = { model: MODEL, instructions: 'sys', input: 'hi responses', max_output_tokens: 50 };
   const plain = await provider.call({ endpoint: 'responses', model: MODEL, stream: false, cancel: never(), json: request });

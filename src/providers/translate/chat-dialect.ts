@@ -29,6 +29,24 @@ export interface ChatDialect {
 /** An OpenAI-shaped error body stays as it is (chat, Responses, embeddings). */
 export const asOpenAIError = (body: Buffer): Buffer => body;
 
+/** The `error.type` OpenAI gives an answer of this status. */
+export function openaiErrorType(status: number): string {
+  if (status === 401) return 'authentication_error';
+  if (status === 403) return 'permission_error';
+  if (status === 404) return 'not_found_error';
+  if (status === 429) return 'rate_limit_error';
+  return status >= 500 ? 'api_error' : 'invalid_request_error';
+}
+
+/**
+ * A provider's own error answer (Bedrock's exception, Google's error) as the OpenAI-shaped body
+ * every dialect's `error` starts from; `code` is the provider's name for the error
+ * (`ThrottlingException`, `RESOURCE_EXHAUSTED`).
+ */
+export function openaiErrorBody(status: number, message: string, code: string | null): Buffer {
+  return Buffer.from(JSON.stringify({ error: { message, type: openaiErrorType(status), param: null, code } }));
+}
+
 /**
  * The dialect of a `chat`, `messages` or `responses` call; undefined for other endpoints.
  * `target` says what the provider's chat translation takes beyond the common parameters.

@@ -1,50 +1,10 @@
 /**
- * OpenAI embeddings requests -> Gemini API `embedContent` / `batchEmbedContents` and Vertex AI
- * `predict`, and their answers back to OpenAI's embeddings list.
+ * Embeddings inputs (`translate/embeddings.ts`) as Gemini API `embedContent` /
+ * `batchEmbedContents` and Vertex AI `predict` calls, and their answers as vectors.
  */
-import { estimateTokens } from '../usage.ts';
+import type { Embeddings, EmbeddingsInput } from './embeddings.ts';
 import { arr, num, obj } from './json.ts';
 import type { Json } from './json.ts';
-import { UnsupportedParameterError } from '../types.ts';
-import type { UnsupportedPolicy } from './unsupported.ts';
-
-export interface EmbeddingsInput {
-  texts: string[];
-  /** `input` was one string (not a list). */
-  single: boolean;
-  dimensions: number | undefined;
-  /** `encoding_format: base64` (the official SDKs ask for it by default). */
-  base64: boolean;
-}
-
-export interface Embeddings {
-  vectors: number[][];
-  /** Input tokens, when the answer counts them. */
-  promptTokens: number | undefined;
-}
-
-const IGNORED = new Set(['model', 'input', 'user']);
-
-export function readEmbeddingsRequest(json: Json, policy: UnsupportedPolicy): EmbeddingsInput {
-  const input = json.input;
-  const texts = typeof input === 'string' ? [input] : arr(input);
-  texts.forEach((t, i) => {
-    if (typeof t !== 'string') {
-      const param = typeof input === 'string' ? 'input' : `input[${i}]`;
-      throw new UnsupportedParameterError(`${param}: Gemini embeds text only; token arrays are not accepted`, param, 'invalid_value');
-    }
-  });
-  if (texts.length === 0) throw new UnsupportedParameterError('input: must not be empty', 'input', 'invalid_value');
-  const format = json.encoding_format;
-  if (format !== undefined && format !== null && format !== 'float' && format !== 'base64') {
-    throw new UnsupportedParameterError('encoding_format: must be float or base64', 'encoding_format', 'invalid_value');
-  }
-  for (const key of Object.keys(json)) {
-    if (IGNORED.has(key) || key === 'encoding_format' || key === 'dimensions' || json[key] === undefined || json[key] === null) continue;
-    policy.unsupported(key, 'not translated for Gemini embeddings');
-  }
-  return { texts: texts as string[], single: typeof input === 'string', dimensions: num(json.dimensions), base64: format === 'base64' };
-}
 
 function textContent(text: string): Json {
   return { parts: [{ text }] };
@@ -86,22 +46,4 @@ export function readVertexPredict(res: Json): Embeddings {
     return values(embeddings);
   });
   return { vectors, promptTokens: counted ? tokens : undefined };
-}
-
-function base64Floats(vector: number[]): string {
-  return Buffer.from(new Float32Array(vector).buffer).toString('base64');
-}
-
-/**
- * OpenAI's embeddings answer. Without a token count in the provider's answer the usage is an
- * estimate (about four characters a token), so token windows and budgets still move.
- */
-export function embeddingsResponse(model: string, input: EmbeddingsInput, result: Embeddings): Json {
-  const promptTokens = result.promptTokens ?? input.texts.reduce((n, t) => n + estimateTokens(t), 0);
-  return {
-    object: 'list',
-    data: result.vectors.map((v, index) => ({ object: 'embedding', index, embedding: input.base64 ? base64Floats(v) : v })),
-    model,
-    usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },
-  };
 }

@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { arr, nowSeconds, num, obj, parseJsonObject, str } from './json.ts';
 import type { Json } from './json.ts';
 import { toolCallId } from './gemini-request.ts';
+import { openaiErrorBody } from './chat-dialect.ts';
 
 const CONTENT_FILTERED = new Set([
   'SAFETY', 'RECITATION', 'BLOCKLIST', 'PROHIBITED_CONTENT', 'SPII', 'IMAGE_SAFETY', 'IMAGE_PROHIBITED_CONTENT', 'IMAGE_RECITATION',
@@ -88,14 +89,6 @@ export function generateContentToChat(res: Json, model: string, created = nowSec
 // Errors
 // ---------------------------------------------------------------------------
 
-function openaiErrorType(status: number): string {
-  if (status === 401) return 'authentication_error';
-  if (status === 403) return 'permission_error';
-  if (status === 404) return 'not_found_error';
-  if (status === 429) return 'rate_limit_error';
-  return status >= 500 ? 'api_error' : 'invalid_request_error';
-}
-
 /** A protobuf Duration in its JSON form (`"30s"`, `"0.250s"`) in milliseconds. */
 function durationMs(value: unknown): number | undefined {
   const m = typeof value === 'string' ? /^(\d+(?:\.\d+)?)s$/.exec(value.trim()) : null;
@@ -122,6 +115,5 @@ export function googleErrorToOpenAI(body: Buffer, status: number): { body: Buffe
     }
   }
   const message = str(err?.message) ?? (text.trim().length > 0 ? text.trim().slice(0, 2000) : `upstream returned HTTP ${status}`);
-  const out = { error: { message, type: openaiErrorType(status), param: null, code: str(err?.status) ?? null } };
-  return { body: Buffer.from(JSON.stringify(out)), headers };
+  return { body: openaiErrorBody(status, message, str(err?.status) ?? null), headers };
 }
