@@ -6,10 +6,10 @@
  */
 import { generateKeyPairSync, randomBytes, verify, type KeyObject } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { startLoopbackServer } from './loopback-server.ts';
 
 export const CLOUD_PLATFORM_SCOPE = 'https://www.googleapis.com/auth/cloud-platform';
 
@@ -141,14 +141,10 @@ export async function startFakeGoogleToken(options: { expiresIn?: number } = {})
     return json(res, 200, issue());
   };
 
-  const server = createServer((req, res) => {
-    handle(req, res).catch(() => res.destroy());
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  tokenUri = `${url}/token`;
+  const http = await startLoopbackServer(handle);
+  tokenUri = `${http.url}/token`;
   return {
-    url,
+    url: http.url,
     tokenUri,
     grants,
     refused,
@@ -159,9 +155,6 @@ export async function startFakeGoogleToken(options: { expiresIn?: number } = {})
     trust: (a) => { account = a; },
     setExpiresIn: (s) => { expiresIn = s; },
     failNext: (n, status) => { failures = [...failures, ...Array.from({ length: n }, () => status)]; },
-    close: async () => {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
+    close: http.close,
   };
 }

@@ -13,8 +13,8 @@
  * quarter of the characters, rounded up.
  */
 import { createHash } from 'node:crypto';
-import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { startLoopbackServer } from './loopback-server.ts';
 
 type Json = Record<string, unknown>;
 
@@ -401,13 +401,9 @@ export async function startFakeGoogle(options: FakeGoogleOptions): Promise<FakeG
     }
   };
 
-  const server = createServer((req, res) => {
-    handle(req, res).catch(() => res.destroy());
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const http = await startLoopbackServer(handle);
   return {
-    url,
+    url: http.url,
     calls,
     generations: () => calls.filter((c) => c.action === 'generateContent' || c.action === 'streamGenerateContent'),
     failNext: (n, status, googleStatus, message = `fake: forced ${googleStatus}`, details = []) => {
@@ -437,9 +433,6 @@ export async function startFakeGoogle(options: FakeGoogleOptions): Promise<FakeG
       finishOverride = undefined;
       dropNext = false;
     },
-    close: async () => {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
+    close: http.close,
   };
 }
