@@ -9,7 +9,8 @@ import type { Env } from './interpolate.ts';
 import { formatIssues } from './issues.ts';
 import { normalizeUserPath, validateProviderSubject } from '../ratelimit/normalize.ts';
 import type { z } from 'zod';
-import { budgetLimitsSchema, limitsSchema, parseBoolean, PER_CHILD_ONLY_USER_PATHS, type BudgetLimitConfig, type LimitConfig, type PeriodName } from './schema.ts';
+import { budgetLimitsSchema, limitsSchema, PER_CHILD_ONLY_USER_PATHS, type BudgetLimitConfig, type LimitConfig, type PeriodName } from './schema.ts';
+import { parseBoolean } from '../shared/config-fields.ts';
 
 type Kind = 'string' | 'boolean' | 'port' | 'storage_type' | 'header' | 'postgres_url' | 'rate_limits_backend' | 'redis_url' | 'redis_on_error' | 'milliseconds';
 

@@ -13,13 +13,11 @@ import { PROVIDER_TYPES, type ProviderConfig } from '../providers/registry.ts';
 import { DEFAULT_MAX_EVENT_BYTES } from '../providers/sse.ts';
 import { DEFAULT_MAX_RESPONSE_BYTES } from '../providers/upstream.ts';
 import { MAX_CAP, MAX_PERIOD_SECONDS, normalizeUserPath, validateModelSubject, validateProviderSubject } from '../ratelimit/normalize.ts';
-import { booleanSetting, coerceBool, coerceString, isAbsent, parseBoolean, str } from '../shared/config-fields.ts';
+import { booleanSetting, coerceBool, coerceString, isAbsent, str } from '../shared/config-fields.ts';
 import { providerNameError } from './normalize.ts';
 
 const DEFAULT_BODY_LIMIT = 10 * 1024 * 1024;
 const DEFAULT_USER_PATH_HEADER = 'X-Floodgate-User-Path';
-
-export { parseBoolean };
 
 const PERIOD_SECONDS = { minute: 60, hour: 3600, day: 86400, concurrent: 0 } as const;
 export type PeriodName = keyof typeof PERIOD_SECONDS;
