@@ -15,6 +15,7 @@ import type { BudgetStatus } from '../budgets/types.ts';
 import type { AdmissionRefusal, AdmissionResult, AdmissionTarget, AdmissionTicket, AdmitOptions, Priority, RateLimiter, RuleStatus, Scope } from '../ratelimit/index.ts';
 import type { Route, Target } from '../routing/resolver.ts';
 import type { UsageEntry } from '../usage/recorder.ts';
+import { directChild } from '../user-path/user-path.ts';
 import { primeStream } from './prime.ts';
 import type { Blocker, WaitQueue } from './queue.ts';
 import { budgetExceededError, clientGone, queueFullError, rateLimitedError, rateLimitHeaders } from './refusals.ts';
@@ -475,21 +476,11 @@ function blockerOf(refusal: AdmissionRefusal, userPath: string): Blocker {
     key: refusal.counterKey,
     concurrent: breach.kind === 'concurrent',
     retryAtMs: refusal.retryAtSeconds * 1000,
-    child: breach.scope === 'user_path' ? directChild(breach.subject, userPath) : '',
+    child: breach.scope === 'user_path' ? (directChild(breach.subject.toLowerCase(), userPath.toLowerCase()) ?? '') : '',
     scope: breach.scope,
     subject: breach.subject,
     periodLabel: breach.label,
   };
-}
-
-/** The first segment of `path` below `parent` (lowercase), '' for `parent` itself. */
-function directChild(parent: string, path: string): string {
-  const lowerParent = parent.toLowerCase();
-  const lowerPath = path.toLowerCase();
-  if (lowerPath.length <= lowerParent.length) return '';
-  const start = lowerParent === '/' ? 1 : lowerParent.length + 1;
-  const end = lowerPath.indexOf('/', start);
-  return end === -1 ? lowerPath.slice(start) : lowerPath.slice(start, end);
 }
 
 /** Calls `leave` when `cancel` fires; answers how to stop listening. */

@@ -7,7 +7,8 @@
  */
 import type { Env } from './interpolate.ts';
 import { formatIssues } from './issues.ts';
-import { normalizeUserPath, validateProviderSubject } from '../ratelimit/normalize.ts';
+import { validateProviderSubject } from '../ratelimit/normalize.ts';
+import { normalizeUserPath } from '../user-path/user-path.ts';
 import type { z } from 'zod';
 import { budgetLimitsSchema, limitsSchema, PER_CHILD_ONLY_USER_PATHS, type BudgetLimitConfig, type LimitConfig, type PeriodName } from './schema.ts';
 import { parseBoolean } from '../shared/config-fields.ts';

@@ -12,7 +12,8 @@ import { MAX_USD } from '../budgets/types.ts';
 import { PROVIDER_TYPES, type ProviderConfig } from '../providers/registry.ts';
 import { DEFAULT_MAX_EVENT_BYTES } from '../providers/sse.ts';
 import { DEFAULT_MAX_RESPONSE_BYTES } from '../providers/upstream.ts';
-import { MAX_CAP, MAX_PERIOD_SECONDS, normalizeUserPath, validateModelSubject, validateProviderSubject } from '../ratelimit/normalize.ts';
+import { MAX_CAP, MAX_PERIOD_SECONDS, validateModelSubject, validateProviderSubject } from '../ratelimit/normalize.ts';
+import { normalizeUserPath } from '../user-path/user-path.ts';
 import { booleanSetting, coerceBool, coerceString, isAbsent, str } from '../shared/config-fields.ts';
 import { providerNameError } from './normalize.ts';
 

@@ -7,7 +7,8 @@
  */
 import type { RateLimitHeaderData } from './headers.ts';
 import { successHeaders } from './headers.ts';
-import { buildRule, normalizeUserPath } from './normalize.ts';
+import { directChild, normalizeUserPath } from '../user-path/user-path.ts';
+import { buildRule } from './normalize.ts';
 import { RuleIndex } from './rule-index.ts';
 import type { BreachedLimit } from './rules.ts';
 import { canonicalKey, compareRules, CompiledRule, counterKeyOf, ruleKeyString } from './rules.ts';
@@ -501,7 +502,7 @@ export class RateLimiter {
    * its child's, which is `counted` only when the store keeps one (else it reads as zero).
    */
   private counterShownFor(rule: CompiledRule, lowerPath: string, now: number): ShownCounter {
-    const child = rule.perChild ? childSegment(rule.lowerSubject, lowerPath) : undefined;
+    const child = rule.perChild ? directChild(rule.lowerSubject, lowerPath) : undefined;
     if (child === undefined) return { rule, counted: true };
     const found = this.store.findChild(rule.counter.key, rule.periodSeconds, child, now);
     if (found === undefined || isFull(found)) return { rule: this.forChild(rule, child, rule.counter), counted: false, full: found };
@@ -648,7 +649,7 @@ export class RateLimiter {
     let windowed: FoundBreach | undefined;
     for (let i = 0; i < rules.length; i++) {
       const rule = rules[i]!;
-      const child = rule.perChild ? childSegment(rule.lowerSubject, lowerPath) : undefined;
+      const child = rule.perChild ? directChild(rule.lowerSubject, lowerPath) : undefined;
       if (child === undefined) continue;
       const counter = this.store.childCounter(rule.counter.key, rule.periodSeconds, child, now, undefined);
       if (isFull(counter)) {
@@ -749,17 +750,6 @@ function childrenFull(rule: CompiledRule, child: string, full: ChildrenFull, now
 function closedBreach(rule: CompiledRule, now: number): FoundBreach {
   const breach = (rule.maxRequests === 0 && rule.requestBreach !== undefined ? rule.requestBreach : rule.tokenBreach)!;
   return { breach, retryAfterSeconds: Math.max(1, rule.periodSeconds), retryAtSeconds: Infinity, counterKey: rule.counter.key, userPathBreached: rule.scope === 'user_path' };
-}
-
-/**
- * The direct child of `lowerSubject` that `lowerPath` lies in (`alice` for `/team/alice/x` under
- * `/team`); undefined for the subject's own path. The path is one the subject governs.
- */
-function childSegment(lowerSubject: string, lowerPath: string): string | undefined {
-  if (lowerPath.length === lowerSubject.length) return undefined;
-  const start = lowerSubject === '/' ? 1 : lowerSubject.length + 1;
-  const end = lowerPath.indexOf('/', start);
-  return end === -1 ? lowerPath.slice(start) : lowerPath.slice(start, end);
 }
 
 /** The row of a counter that holds nothing, at `now`. */

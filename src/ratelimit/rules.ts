@@ -3,7 +3,8 @@
  * plain numbers, counter handle) is computed once when a rule is written, never per request;
  * a rule's breach record and message once, at its first refusal.
  */
-import { normalizeUserPath, periodLabel } from './normalize.ts';
+import { normalizeUserPath } from '../user-path/user-path.ts';
+import { periodLabel } from './normalize.ts';
 import type { CounterHandle, CounterRule } from './store.ts';
 import type { Headroom, LimitKind, Priority, RuleDefinition, RuleKey, Scope } from './types.ts';
 

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { mayWaitFor, type Breach, type ExplainKind } from '../../admission/core.ts';
-import { normalizeUserPath } from '../../ratelimit/index.ts';
+import { normalizeUserPath } from '../../user-path/user-path.ts';
 import type { HttpServices } from '../context.ts';
 import { badRequest, notFound } from '../errors.ts';
 import { explainQuery, type ExplainEndpoint } from '../schemas/admin-explain.ts';
