@@ -1,5 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import { AdmissionCore } from './admission/core.ts';
+import { WaitQueue } from './admission/queue.ts';
 import { KeyRing } from './auth/keys.ts';
 import { BudgetManager, loadStoredBudgets } from './admin/budgets.ts';
 import { RuleManager } from './admin/rate-limit-rules.ts';
@@ -102,6 +104,16 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     if (tracker !== undefined) cleanup.unshift(() => tracker.close());
 
     const inFlight = new InFlightRequests();
+    const queue = limiter === undefined ? undefined : new WaitQueue({ maxDepth: config.rate_limits.queue.max_depth });
+    if (queue !== undefined) counters?.onSlotsReleased((keys) => queue.released(keys));
+    const metrics = new GatewayMetrics({
+      rules: limiter,
+      budgets: tracker,
+      queue,
+      version: GATEWAY_VERSION,
+      models: resolver.listModels(),
+      onRuleStatusError: (err) => logger.warn({ err }, 'metrics: reading the rate-limit rules failed'),
+    });
     const health = new GatewayHealth({
       counters: () => counters?.problem(),
       checkCounters: counters === undefined ? undefined : () => counters.check(),
@@ -125,12 +137,14 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
           maxFilesPerUserPath: config.files.max_files_per_user_path,
         },
         cacheShared: config.cache.response.shared,
+        patience: { defaultWaitMs: Math.round(config.rate_limits.queue.default_wait_seconds * 1000), maxWaitMs: Math.round(config.rate_limits.queue.max_wait_seconds * 1000) },
         logger,
       },
       resolver,
       keys,
       storage,
       usage,
+      admission: new AdmissionCore({ limiter, budgets: tracker, usage, metrics, queue, now }),
       limiter,
       rules,
       budgets,
@@ -139,13 +153,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         ? new ResponseCache({ ttlSeconds: config.cache.response.ttl_seconds, maxEntries: config.cache.response.max_entries, now })
         : undefined,
       inFlight,
-      metrics: new GatewayMetrics({
-        rules: limiter,
-        budgets: tracker,
-        version: GATEWAY_VERSION,
-        models: resolver.listModels(),
-        onRuleStatusError: (err) => logger.warn({ err }, 'metrics: reading the rate-limit rules failed'),
-      }),
+      metrics,
       now,
       health,
     };
@@ -169,7 +177,11 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       server,
       url,
       port,
-      close: () => shutdown(server, inFlight, health, cleanup, shutdownGraceMs, logger),
+      close: () => {
+        // Waiting requests are answered their 429 at once: nothing they could wait for comes now.
+        queue?.close();
+        return shutdown(server, inFlight, health, cleanup, shutdownGraceMs, logger);
+      },
     };
   } catch (err) {
     await runAll(cleanup, logger);
@@ -201,7 +213,7 @@ async function startRateLimits(
     return { limiter: undefined, rules: undefined, counters: undefined, stopFollowing: () => {} };
   }
   const counters = await openCounters(config.rate_limits, logger, { storage, now });
-  const limiter = new RateLimiter({ clock: { now }, store: counters.store, enforceTokens: config.usage.enabled });
+  const limiter = new RateLimiter({ clock: { now }, store: counters.store, enforceTokens: config.usage.enabled, headroom: config.rate_limits.queue.headroom });
   let started: Awaited<ReturnType<typeof RuleManager.start>>;
   try {
     started = await RuleManager.start(storage, limiter, seeds, now);

@@ -12,7 +12,8 @@ import { MAX_USD } from '../budgets/types.ts';
 import { PROVIDER_TYPES, type ProviderConfig } from '../providers/registry.ts';
 import { DEFAULT_MAX_EVENT_BYTES } from '../providers/sse.ts';
 import { DEFAULT_MAX_RESPONSE_BYTES } from '../providers/upstream.ts';
-import { MAX_CAP, MAX_PERIOD_SECONDS, normalizeUserPath, validateModelSubject, validateProviderSubject } from '../ratelimit/normalize.ts';
+import { MAX_CAP, MAX_PERIOD_SECONDS, validateModelSubject, validateProviderSubject } from '../ratelimit/normalize.ts';
+import { normalizeUserPath } from '../user-path/user-path.ts';
 import { booleanSetting, coerceBool, coerceString, isAbsent, str } from '../shared/config-fields.ts';
 import { providerNameError } from './normalize.ts';
 
@@ -57,6 +58,11 @@ function intSchema(min: number, max?: number) {
 const optInt = (min: number, max?: number) => z.preprocess(coerceInt, intSchema(min, max).optional());
 const defInt = (def: number, min: number, max?: number) =>
   z.preprocess(coerceInt, intSchema(min, max).default(def));
+/** A decimal number in [min, max]. */
+const defNumber = (def: number, min: number, max: number) => {
+  const msg = `must be a number from ${min} to ${max}`;
+  return z.preprocess(coerceNumber, z.number({ error: msg }).min(min, { error: msg }).max(max, { error: msg }).default(def));
+};
 const defBool = booleanSetting;
 
 const BYTE_SIZE_ERROR = 'must be a size in bytes: <n>, <n>kb, <n>mb or <n>gb (e.g. 10mb)';
@@ -356,6 +362,25 @@ const redisSchema = z.strictObject({
   ),
 });
 
+/**
+ * Waiting for capacity instead of a 429 at once: how long a request waits by default (0: not at
+ * all) and at most, how many may wait in one gateway, and how much of each cap lower priorities
+ * leave to higher ones.
+ */
+const queueSchema = z.strictObject({
+  default_wait_seconds: defNumber(0, 0, 3600),
+  max_wait_seconds: defNumber(30, 0, 3600),
+  max_depth: defInt(10_000, 1, 10_000_000),
+  headroom: section(
+    z
+      .strictObject({
+        normal: defNumber(0, 0, 0.9),
+        low: defNumber(0, 0, 0.9),
+      })
+      .prefault({}),
+  ),
+});
+
 const rateLimitsSchema = z.strictObject({
   enabled: defBool(true),
   /** Where the counters live: this process's memory, or Redis shared by every replica. */
@@ -364,6 +389,7 @@ const rateLimitsSchema = z.strictObject({
     z.enum(['memory', 'redis'], { error: 'must be one of memory, redis' }).default('memory'),
   ),
   redis: section(redisSchema.prefault({})),
+  queue: section(queueSchema.prefault({})),
   /** Most children a per-child rule keeps counters for (idle ones are dropped first). */
   max_children: defInt(100_000, 1, 100_000_000),
   /** Save the in-memory request and token windows to storage, so a restart keeps them (memory backend). */

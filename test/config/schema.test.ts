@@ -21,6 +21,7 @@ describe('config schema: defaults', () => {
         enabled: true,
         backend: 'memory',
         redis: { url: 'redis://127.0.0.1:6379', prefix: 'floodgate:', lease_seconds: 30, timeout_ms: 250, on_error: 'local' },
+        queue: { default_wait_seconds: 0, max_wait_seconds: 30, max_depth: 10000, headroom: { normal: 0, low: 0 } },
         max_children: 100000,
         persist_counters: false,
         user_paths: [],

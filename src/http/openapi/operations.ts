@@ -298,6 +298,13 @@ export const OPENAPI_OPERATIONS: OperationTable = {
     success: { status: 200, description: 'The explanation.', schema: responses.explanation },
     errors: [400, 404, 503],
   },
+  'GET /admin/queue': {
+    operationId: 'getQueue',
+    summary: 'Requests waiting for capacity in this gateway',
+    description: 'How many requests wait, by priority and by the rule they wait on (X-Floodgate-Max-Wait; docs/rate-limits.md).',
+    success: { status: 200, description: 'The queue.', schema: responses.queueStatus },
+    errors: [503],
+  },
   'GET /admin/usage': {
     operationId: 'getUsageBuckets',
     summary: 'Everyone\'s usage in hour or day buckets',

@@ -7,7 +7,7 @@ import { z } from 'zod';
 import type { ErrorType } from '../../errors/gateway-error.ts';
 import type { BudgetStatus } from '../../budgets/types.ts';
 import type { RuleStatus, UserPathUsage } from '../../ratelimit/index.ts';
-import { SCOPES } from '../../ratelimit/index.ts';
+import { PRIORITIES, SCOPES } from '../../ratelimit/index.ts';
 import { EXPLAIN_ENDPOINTS } from '../schemas/admin-explain.ts';
 
 const ERROR_TYPES = ['provider_error', 'rate_limit_error', 'invalid_request_error', 'authentication_error', 'not_found_error'] as const satisfies readonly ErrorType[];
@@ -225,7 +225,14 @@ export const explanation = z.object({
   model: z.string(),
   user_path: z.string(),
   endpoint: z.enum(EXPLAIN_ENDPOINTS),
+  priority: z.enum(PRIORITIES),
   decision: z.enum(['admitted', 'refused']),
+  wait: z
+    .object({
+      would_wait: z.boolean().meta({ description: 'A refused request with this wait (max_wait, else the default) would wait for capacity rather than get its 429 at once.' }),
+      at_most_seconds: z.number().meta({ description: 'How long it would wait at most (its whole wait); 0 when it would not wait.' }),
+    })
+    .meta({ description: 'Waiting for capacity (docs/rate-limits.md, "Waiting for capacity").' }),
   target: z.object({ provider: z.string(), model: z.string() }).optional().meta({ description: 'Where an admitted request would be sent.' }),
   targets: z.array(
     z.object({
@@ -239,6 +246,14 @@ export const explanation = z.object({
   rules: z.array(ruleStatusRecord).meta({ description: 'Every rule that would apply, with its live counters.' }),
   budgets: z.array(budgetStatusRecord).meta({ description: 'The budgets governing the user path, with their spend (checked after the rules).' }),
   breach: breachRecord.optional().meta({ description: 'The refusal a request would get (a reached budget is a user_path breach).' }),
+});
+
+export const queueStatus = z.object({
+  waiting: z.int().meta({ description: 'Requests waiting for capacity in this gateway.' }),
+  by_priority: z.object({ high: z.int(), normal: z.int(), low: z.int() }),
+  rules: z
+    .array(z.object({ scope: z.enum(SCOPES), subject: z.string(), period_label: z.string(), waiting: z.int() }))
+    .meta({ description: 'The rules requests wait on (a request refused on several targets waits on each of their rules).' }),
 });
 
 export const fileObject = z.object({

@@ -2,10 +2,9 @@ import type { FastifyInstance } from 'fastify';
 import { BatchService } from '../../batch/service.ts';
 import { batchObject, deletedFileObject, fileObject } from '../../batch/wire.ts';
 import type { HttpServices } from '../context.ts';
-import { checkBudget } from '../budget-admission.ts';
-import { admit } from '../dispatch.ts';
 import { badRequest } from '../../errors/gateway-error.ts';
 import { createBatchBody } from '../schemas/batches.ts';
+import { closedBy } from '../dispatch.ts';
 import { hasNul, NUL_REFUSAL } from '../schemas/checks.ts';
 import { parseBody } from '../validation.ts';
 
@@ -32,8 +31,8 @@ export function registerBatches(app: FastifyInstance, services: HttpServices): v
       if (hasNul(file.name)) throw badRequest(`file: the file name ${NUL_REFUSAL}`, 'file');
       const upload = { filename: file.name || 'upload.jsonl', purpose, content: Buffer.from(await file.arrayBuffer()), ...expiresAfter(form) };
       const stored = await batches.uploadFile(request.identity, upload, async () => {
-        // An upload holds no concurrency slot.
-        const headers = await admit(services, { userPath: request.identity.userPath });
+        // An upload holds no concurrency slot, and costs nothing a budget counts.
+        const headers = await services.admission.admitOne(request.identity, {}, { cancel: closedBy(reply), budgets: false });
         if (headers) reply.headers(headers);
       });
       return reply.code(200).send(fileObject(stored));
@@ -63,9 +62,8 @@ export function registerBatches(app: FastifyInstance, services: HttpServices): v
       request.identity,
       { inputFileId: body.input_file_id, endpoint: body.endpoint, completionWindow: body.completion_window, metadata: body.metadata ?? null },
       async () => {
-        // A submission holds no concurrency slot.
-        const headers = await admit(services, { userPath: request.identity.userPath });
-        checkBudget(services, request.identity.userPath);
+        // A submission holds no concurrency slot; it stops waiting for capacity when its client leaves.
+        const headers = await services.admission.admitOne(request.identity, {}, { cancel: closedBy(reply) });
         if (headers) reply.headers(headers);
       },
     );

@@ -1,8 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { HttpServices } from '../context.ts';
-import { accountCompleted } from '../accounting.ts';
-import { checkBudget } from '../budget-admission.ts';
-import { ResponseEnd, admit, asGatewayError } from '../dispatch.ts';
+import { asGatewayError } from '../../errors/from-provider.ts';
+import { ResponseEnd } from '../dispatch.ts';
 import { GatewayError, badRequest, notFound } from '../errors.ts';
 import { forwardedPath } from '../passthrough-path.ts';
 import { tooDeep } from '../json-body.ts';
@@ -39,9 +38,7 @@ export function registerPassthrough(app: FastifyInstance, services: HttpServices
       const body = Buffer.isBuffer(request.body) ? request.body : undefined;
       const model = modelOf(body, request.headers['content-type']);
       const end = new ResponseEnd(reply.raw);
-      let headers = admit(services, { userPath: request.identity.userPath, provider: provider.name, model }, end);
-      if (headers instanceof Promise) headers = await headers;
-      checkBudget(services, request.identity.userPath);
+      const headers = await services.admission.admitOne(request.identity, { provider: provider.name, model }, { lifetime: end });
       const untrack = services.inFlight.track(end);
       try {
         const startedAt = services.now();
@@ -58,7 +55,7 @@ export function registerPassthrough(app: FastifyInstance, services: HttpServices
           status = err instanceof GatewayError ? err.status : 502;
           request.log.warn({ err, provider: provider.name }, 'upstream stream failed');
         }
-        accountCompleted(services, request.identity, {
+        services.admission.complete(request.identity, {
           provider: provider.name,
           model: model ?? '',
           endpoint: 'passthrough',

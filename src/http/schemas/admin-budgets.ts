@@ -6,7 +6,7 @@ import { z } from 'zod';
 import type { BudgetWrite } from '../../admin/budgets.ts';
 import { parseBudgetPeriod } from '../../budgets/periods.ts';
 import { parseMaxUsd, type BudgetKey } from '../../budgets/types.ts';
-import { normalizeUserPath } from '../../ratelimit/index.ts';
+import { normalizeUserPath } from '../../user-path/user-path.ts';
 import { checked, valueOf } from './checks.ts';
 
 const userPath = z
