@@ -29,6 +29,8 @@ export interface ServerStats {
   nowMs: number;
   /** process.cpuUsage(): user + system of all the process's threads, microseconds. */
   cpuUs: number;
+  /** process.threadCpuUsage(): the same of the main thread (the event loop) alone. */
+  mainThreadCpuUs: number;
   rssBytes: number;
   heapUsedBytes: number;
   /** Minor + major page faults so far. */
@@ -73,11 +75,13 @@ const ms = (ns: number): number => Math.round(Math.max(0, ns / 1e6 - RESOLUTION_
 
 function stats(): ServerStats {
   const cpu = process.cpuUsage();
+  const main = process.threadCpuUsage();
   const usage = process.resourceUsage();
   return {
     pid: process.pid,
     nowMs: performance.now(),
     cpuUs: cpu.user + cpu.system,
+    mainThreadCpuUs: main.user + main.system,
     rssBytes: process.memoryUsage.rss(),
     heapUsedBytes: getHeapStatistics().used_heap_size,
     faults: usage.minorPageFault + usage.majorPageFault,

@@ -73,10 +73,11 @@ export function summarizeGc(trace: GcTrace): GcSummary {
   };
 }
 
-export function printGcSummary(title: string, s: GcSummary, events?: number): void {
+/** `windowMs`: the window the trace covers, when known better than by the trace's own times. */
+export function printGcSummary(title: string, s: GcSummary, events?: number, windowMs = s.windowMs): void {
   const mb = (b: number): string => `${(b / 2 ** 20).toFixed(1)} MB`;
   const perEvent = (b: number): string => (events ? ` = ${Math.round(b / events)} B/event` : '');
-  console.log(`\n=== ${title}: ${s.windowMs} ms window, GC ${s.totalMs} ms (${((s.totalMs / Math.max(1, s.windowMs)) * 100).toFixed(1)}% of the window) ===`);
+  console.log(`\n=== ${title}: ${Math.round(windowMs)} ms window, GC ${s.totalMs} ms (${((s.totalMs / Math.max(1, windowMs)) * 100).toFixed(1)}% of the window) ===`);
   for (const t of s.byType) console.log(`  ${t.type.padEnd(36)} ${String(t.count).padStart(6)} x  ${String(t.totalMs).padStart(8)} ms  max ${t.maxMs} ms`);
   console.log(`  allocated between collections      ${mb(s.allocatedBytes)}${perEvent(s.allocatedBytes)}`);
   console.log(`  survived young collections         ${mb(s.survivedBytes)}${perEvent(s.survivedBytes)} (${s.youngCollections} young collections)`);

@@ -83,13 +83,21 @@ try {
       const files = load.server.end.files;
       if (files === undefined) throw new Error(`${server.name} wrote no profile (is BENCH_PROFILE_DIR reaching it?)`);
       const events = load.eventsInWindow;
-      const cpuMs = (load.server.end.cpuUs - load.server.start.cpuUs) / 1000;
+      const { start, end } = load.server;
+      const cpuMs = (end.cpuUs - start.cpuUs) / 1000;
+      const mainMs = (end.mainThreadCpuUs - start.mainThreadCpuUs) / 1000;
+      const windowMs = end.nowMs - start.nowMs;
       const profile = summarize(JSON.parse(readFileSync(files.cpuProfile, 'utf8')), top);
       console.log(`\n##### ${title}`);
-      console.log(`window ${seconds} s: ${events} events, ${load.streamsInWindow} streams; process CPU (all threads) ${Math.round(cpuMs)} ms = ${figures.cpuMsPer1000Events} ms/1k events; ` +
-        `main thread busy (profile) ${profile.totalMs} ms; event-loop delay p99 ${figures.loopDelayMs.p99} ms, max ${figures.loopDelayMs.max} ms`);
-      printGcSummary('GC (v8.GCProfiler)', summarizeGc(JSON.parse(readFileSync(files.gcTrace, 'utf8')) as GcTrace), events);
-      printSummary('CPU profile of the main thread', profile, events / 1000, '1k events');
+      console.log(`window ${Math.round(windowMs)} ms: ${events} events, ${load.streamsInWindow} streams; CPU ${Math.round(cpuMs)} ms = ${figures.cpuMsPer1000Events} ms/1k events, ` +
+        `of which the main thread ${Math.round(mainMs)} ms (${Math.round((mainMs / cpuMs) * 100)}%), other threads (GC helpers, libuv) ${Math.round(cpuMs - mainMs)} ms; ` +
+        `event-loop delay p99 ${figures.loopDelayMs.p99} ms, max ${figures.loopDelayMs.max} ms`);
+      printGcSummary('GC (v8.GCProfiler)', summarizeGc(JSON.parse(readFileSync(files.gcTrace, 'utf8')) as GcTrace), events, windowMs);
+      // Profile samples are wall time: a thread descheduled by another process on its core is
+      // sampled busy where it stopped. Per-event figures are scaled to the main thread's CPU time.
+      const scale = mainMs / Math.max(1, profile.totalMs);
+      console.log(`\nprofile: ${profile.totalMs} ms sampled busy against ${Math.round(mainMs)} ms of main-thread CPU${scale < 0.9 ? ' (the core was shared: the shares are less sure)' : ''}; us/1k events below are scaled to the CPU time`);
+      printSummary('CPU profile of the main thread', profile, events / 1000, '1k events', scale);
       if (values.keep) console.log(`\nkept: ${files.cpuProfile} ${files.gcTrace}`);
     } finally {
       await server.stop();
