@@ -309,16 +309,22 @@ export const describeLongRun = (f: LongRunFigures): string =>
 export async function runLongStreamBench(settings: LongStreamSettings, log: (line: string) => void = console.log): Promise<LongStreamResult> {
   const { shapes, rows, rounds, windowSeconds, warmupSeconds } = settings;
   const servers = new Map<LongRowKey, LongServer>();
+  /** Every process started here, stopped at the end whatever happens. */
+  const started: ChildServer[] = [];
   const runs = new Map<string, LongRunFigures[]>();
   const samples = new Map<string, string[]>();
   let ok = true;
-  const upstream = await startUpstream(STATS_PRELOAD);
   try {
+    const upstream = await startUpstream(STATS_PRELOAD);
+    started.push(upstream);
     for (const key of rows) {
       const server = key === 'upstream' ? upstream
         : key === 'floor' ? await startFloorProxy(upstream.url, STATS_PRELOAD)
           : await startGateway(key, upstream.url, STATS_PRELOAD);
-      if (key !== 'upstream') pin(server.pid, SERVER_CPU);
+      if (key !== 'upstream') {
+        started.push(server);
+        pin(server.pid, SERVER_CPU);
+      }
       await probeLong(server, key === 'ten' || key === 'redisTen' ? 'x-ratelimit-limit-requests' : undefined);
       servers.set(key, { server, idleRss: (await readStats(server)).rssBytes });
     }
@@ -350,8 +356,7 @@ export async function runLongStreamBench(settings: LongStreamSettings, log: (lin
       }
     }
   } finally {
-    await Promise.all([...servers.values()].map(({ server }) => server.stop()));
-    await upstream.stop();
+    await Promise.all(started.map((server) => server.stop()));
   }
 
   const results: LongStreamResult['shapes'] = shapes.map((shape) => {
