@@ -244,7 +244,7 @@ class StreamConnection {
   }
 }
 
-export function distribution(xs: number[]): Distribution {
+function distribution(xs: number[]): Distribution {
   if (xs.length === 0) return { count: 0, p50: 0, p99: 0, max: 0 };
   const sorted = [...xs].sort((a, b) => a - b);
   // Nearest rank.
