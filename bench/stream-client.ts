@@ -8,9 +8,10 @@
  * Timeline: the loops start spread over `rampMs` (no stampede of `concurrency` requests at once),
  * then a measurement window of `windowMs` begins. At its start and end the client asks the
  * measured server for its own accounting (`statsUrl`, bench/servers/stats.ts), and samples its
- * RSS in between. Streams and events count for the window when they arrive in it; the time to
- * first byte and the worst gap between events are those of the streams started in it. After the
- * window no new stream starts, and the ones in flight are read to their end and checked.
+ * RSS in between; the window is the time between those two answers. Streams and events count for
+ * the window when they arrive in it; the time to first byte and the worst gap between events are
+ * those of the streams started in it. After the window no new stream starts, and the ones in
+ * flight are read to their end and checked.
  */
 import { connect, type Socket } from 'node:net';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
@@ -40,6 +41,7 @@ export interface Distribution {
 }
 
 export interface StreamLoadResult {
+  /** The window's length, from the server's answer to /window/start to its answer to /window/end. */
   windowMs: number;
   /** Streams that ended (whole and correct) inside the window. */
   streamsInWindow: number;
@@ -75,7 +77,7 @@ interface StreamOutcome {
   events: number;
   /** Undefined for a complete 200 answer whose body ends with [DONE]. */
   error: string | undefined;
-  /** performance.now() of every read that brought events, with their count. */
+  /** Pairs: performance.now() of a read that brought events, and their count. */
   arrivals: number[];
 }
 
@@ -262,16 +264,17 @@ async function callStats(statsUrl: string, path: string, method: 'GET' | 'POST')
 async function run(o: StreamLoadOptions): Promise<StreamLoadResult> {
   const clientLoop = monitorEventLoopDelay({ resolution: 10 });
   const t0 = performance.now();
-  const windowStart = t0 + o.rampMs;
-  const windowEnd = windowStart + o.windowMs;
-  const inWindow = (t: number): boolean => t >= windowStart && t < windowEnd;
-  let streamsInWindow = 0;
-  let eventsInWindow = 0;
+  const plannedStart = t0 + o.rampMs;
+  const plannedEnd = plannedStart + o.windowMs;
+  // The window as the server saw it: from the answer to /window/start to the answer to
+  // /window/end (its accounting is read just before each answer), not the planned times: a
+  // busy server or a first request of this process can answer late.
+  let windowStart = Infinity;
+  let windowEnd = Infinity;
   let streamsTotal = 0;
   let errors = 0;
   const errorSamples: string[] = [];
-  const ttfb: number[] = [];
-  const gaps: number[] = [];
+  const done: StreamOutcome[] = [];
   const fail = (what: string): void => {
     errors++;
     if (errorSamples.length < 5) errorSamples.push(what);
@@ -286,23 +289,17 @@ async function run(o: StreamLoadOptions): Promise<StreamLoadResult> {
     await new Promise((resolve) => setTimeout(resolve, (i * o.rampMs) / o.concurrency));
     const connection = new StreamConnection(url, requestBytes);
     connections.push(connection);
-    while (performance.now() < windowEnd) {
+    while (windowEnd === Infinity) {
       const s = await connection.stream();
-      const ended = performance.now();
       streamsTotal++;
-      for (let k = 0; k < s.arrivals.length; k += 2) if (inWindow(s.arrivals[k]!)) eventsInWindow += s.arrivals[k + 1]!;
       const error = s.error ?? (s.events === o.expectedEvents ? undefined : `stream with ${s.events} events (expected ${o.expectedEvents})`);
-      if (error !== undefined) {
-        fail(error);
-        // A failing server must not turn a loop into a busy one.
-        await new Promise((resolve) => setTimeout(resolve, 50));
+      if (error === undefined) {
+        done.push(s);
         continue;
       }
-      if (inWindow(ended)) streamsInWindow++;
-      if (inWindow(s.started)) {
-        ttfb.push(s.first - s.started);
-        gaps.push(s.worstGap);
-      }
+      fail(error);
+      // A failing server must not turn a loop into a busy one.
+      await new Promise((resolve) => setTimeout(resolve, 50));
     }
     connection.close();
   };
@@ -310,20 +307,22 @@ async function run(o: StreamLoadOptions): Promise<StreamLoadResult> {
   let clientFigures: StreamLoadResult['client'] = { cpuShare: 0, loopDelayP99Ms: 0 };
   const at = (t: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, Math.max(0, t - performance.now())));
   const measure = async (): Promise<StreamLoadResult['server']> => {
-    await at(windowStart);
+    await at(plannedStart);
     clientLoop.enable();
     const clientCpu = process.cpuUsage();
     const start = await callStats(o.statsUrl, '/window/start', 'POST');
+    windowStart = performance.now();
     const rssSamples: number[] = [];
-    for (let t = windowStart + 500; t < windowEnd - 100; t += 500) {
+    for (let t = windowStart + 500; t < plannedEnd - 100; t += 500) {
       await at(t);
       rssSamples.push((await callStats(o.statsUrl, '/stats', 'GET')).rssBytes);
     }
-    await at(windowEnd);
+    await at(plannedEnd);
     const end = await callStats(o.statsUrl, '/window/end', 'POST');
+    windowEnd = performance.now();
     clientLoop.disable();
     const cpu = process.cpuUsage(clientCpu);
-    clientFigures = { cpuShare: Math.round(((cpu.user + cpu.system) / 1000 / o.windowMs) * 1000) / 1000, loopDelayP99Ms: Math.round(Math.max(0, clientLoop.percentile(99) / 1e6 - 10) * 100) / 100 };
+    clientFigures = { cpuShare: Math.round(((cpu.user + cpu.system) / 1000 / (windowEnd - windowStart)) * 1000) / 1000, loopDelayP99Ms: Math.round(Math.max(0, clientLoop.percentile(99) / 1e6 - 10) * 100) / 100 };
     return { start, end, rssSamples };
   };
 
@@ -334,9 +333,22 @@ async function run(o: StreamLoadOptions): Promise<StreamLoadResult> {
     fail(`streams still open ${o.tailTimeoutMs} ms after the window`);
     for (const c of connections) c.close();
   }
+
+  // Streams and events count where they arrived; latencies are those of the streams started in the window.
+  const inWindow = (t: number): boolean => t >= windowStart && t < windowEnd;
+  let eventsInWindow = 0;
+  const ttfb: number[] = [];
+  const gaps: number[] = [];
+  for (const s of done) {
+    for (let k = 0; k < s.arrivals.length; k += 2) if (inWindow(s.arrivals[k]!)) eventsInWindow += s.arrivals[k + 1]!;
+    if (inWindow(s.started)) {
+      ttfb.push(s.first - s.started);
+      gaps.push(s.worstGap);
+    }
+  }
   return {
-    windowMs: o.windowMs,
-    streamsInWindow,
+    windowMs: Math.round(windowEnd - windowStart),
+    streamsInWindow: done.filter((s) => inWindow(s.last)).length,
     eventsInWindow,
     ttfbMs: distribution(ttfb),
     worstGapMs: distribution(gaps),
