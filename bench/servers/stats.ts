@@ -10,9 +10,9 @@
  *                       histogram and the GC totals start again (and the profilers below)
  *   POST /window/end    the same, with the window's event-loop delay and GC figures
  *
- * BENCH_PROFILE_DIR=DIR: the window also takes a CPU profile (inspector, 1 ms samples) and a
- * v8.GCProfiler trace (every collection with the heap spaces before and after), written at its
- * end as DIR/cpu-PID-N.cpuprofile and DIR/gc-PID-N.json.
+ * BENCH_PROFILE_DIR=DIR: the window also takes a CPU profile (inspector, 1 ms samples, cut to
+ * the window) and a v8.GCProfiler trace (every collection with the heap spaces before and
+ * after), written at its end as DIR/cpu-PID-N.cpuprofile and DIR/gc-PID-N.json.
  */
 import { writeFileSync } from 'node:fs';
 import { createServer, type ServerResponse } from 'node:http';
@@ -69,7 +69,22 @@ new PerformanceObserver((list) => {
 
 const profileDir = process.env['BENCH_PROFILE_DIR'];
 let windows = 0;
-let profiling: { session: Session; gcProfiler: GCProfiler } | undefined;
+/** The CPU profiler runs from start-up on: starting it stops this thread for a few hundred ms. */
+let cpuProfiler: Session | undefined;
+let gcProfiler: GCProfiler | undefined;
+/** When the window started, on the profiler's clock (CLOCK_MONOTONIC, microseconds). */
+let windowStartUs = 0;
+const monotonicUs = (): number => Number(process.hrtime.bigint() / 1000n);
+
+async function startCpuProfiler(): Promise<void> {
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.setSamplingInterval', { interval: 1000 });
+  await session.post('Profiler.start');
+  cpuProfiler = session;
+}
+if (profileDir !== undefined) await startCpuProfiler();
 
 const ms = (ns: number): number => Math.round(Math.max(0, ns / 1e6 - RESOLUTION_MS) * 100) / 100;
 
@@ -90,16 +105,11 @@ function stats(): ServerStats {
   };
 }
 
-async function startWindow(): Promise<ServerStats> {
-  if (profileDir !== undefined && profiling === undefined) {
-    const session = new Session();
-    session.connect();
-    await session.post('Profiler.enable');
-    await session.post('Profiler.setSamplingInterval', { interval: 1000 });
-    await session.post('Profiler.start');
-    const gcProfiler = new GCProfiler();
+function startWindow(): ServerStats {
+  if (profileDir !== undefined) {
+    windowStartUs = monotonicUs();
+    gcProfiler = new GCProfiler();
     gcProfiler.start();
-    profiling = { session, gcProfiler };
   }
   const s = stats();
   loop.reset();
@@ -109,49 +119,37 @@ async function startWindow(): Promise<ServerStats> {
 
 async function endWindow(): Promise<ServerStats> {
   const s = stats();
-  if (profiling !== undefined) {
-    const { session, gcProfiler } = profiling;
-    profiling = undefined;
+  if (cpuProfiler !== undefined && gcProfiler !== undefined) {
+    const windowEndUs = monotonicUs();
     const trace = gcProfiler.stop();
-    const { profile } = await session.post('Profiler.stop');
-    session.disconnect();
-    dropProfilerSamples(profile);
+    gcProfiler = undefined;
+    const { profile } = await cpuProfiler.post('Profiler.stop');
+    cpuProfiler.disconnect();
     const n = ++windows;
     const files = { cpuProfile: join(profileDir!, `cpu-${process.pid}-${n}.cpuprofile`), gcTrace: join(profileDir!, `gc-${process.pid}-${n}.json`) };
-    writeFileSync(files.cpuProfile, JSON.stringify(profile));
+    writeFileSync(files.cpuProfile, JSON.stringify(cutToWindow(profile, windowStartUs, windowEndUs)));
     writeFileSync(files.gcTrace, JSON.stringify(trace));
     s.files = files;
+    // For the next window: the start's pause falls in the end of this run, after its window.
+    await startCpuProfiler();
   }
   return s;
 }
 
-/**
- * Drops the samples taken while Profiler.start and Profiler.stop ran (the first logs every
- * compiled function, the second builds the profile, both on this thread): they are the tool's
- * cost, not the server's, and can be a tenth of a short window.
- */
-function dropProfilerSamples(profile: Profiler.Profile): void {
-  const samples = profile.samples ?? [];
-  const deltas = profile.timeDeltas ?? [];
-  const parent = new Map<number, number>();
-  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
-  const frames = new Map(profile.nodes.map((n) => [n.id, n.callFrame]));
-  const inProfiler = (id: number): boolean => {
-    for (let up: number | undefined = id; up !== undefined; up = parent.get(up)) {
-      const f = frames.get(up)!;
-      if (f.url === 'node:inspector' && f.functionName === 'post') return true;
-    }
-    return false;
-  };
-  let [from, to] = [0, samples.length];
-  while (from < to && inProfiler(samples[from]!)) from++;
-  while (to > from && inProfiler(samples[to - 1]!)) to--;
-  const sum = (xs: number[]): number => xs.reduce((total, d) => total + d, 0);
-  // A sample's delta is the time since the one before: the first kept sample's is dropped too.
-  profile.startTime += sum(deltas.slice(0, from + 1));
-  profile.endTime -= sum(deltas.slice(to));
-  profile.samples = samples.slice(from, to);
-  profile.timeDeltas = [0, ...deltas.slice(from + 1, to)].slice(0, to - from);
+/** The profile's samples taken from `fromUs` to `toUs` (the profiler's clock is CLOCK_MONOTONIC, as hrtime). */
+function cutToWindow(profile: Profiler.Profile, fromUs: number, toUs: number): Profiler.Profile {
+  const samples: number[] = [];
+  const timeDeltas: number[] = [];
+  let t = profile.startTime;
+  let last = fromUs;
+  for (const [i, id] of (profile.samples ?? []).entries()) {
+    t += profile.timeDeltas?.[i] ?? 0;
+    if (t < fromUs || t > toUs) continue;
+    samples.push(id);
+    timeDeltas.push(t - last);
+    last = t;
+  }
+  return { ...profile, startTime: fromUs, endTime: toUs, samples, timeDeltas };
 }
 
 function answer(res: ServerResponse, status: number, body: unknown): void {
@@ -163,8 +161,7 @@ function answer(res: ServerResponse, status: number, body: unknown): void {
 const server = createServer((req, res) => {
   const route = `${req.method} ${req.url}`;
   const work = route === 'GET /stats' ? Promise.resolve(stats())
-
-    : route === 'POST /window/start' ? startWindow()
+    : route === 'POST /window/start' ? Promise.resolve(startWindow())
       : route === 'POST /window/end' ? endWindow()
         : undefined;
   req.resume();
