@@ -88,8 +88,8 @@ export const STATS_PRELOAD: readonly string[] = ['--import', pathToFileURL(join(
 
 /**
  * Starts `node <script> ...args` and waits for the stdout line `{"port":N}` (after
- * `{"statsPort":N}` with STATS_PRELOAD). `script` is relative
- * to bench/ unless absolute; the child runs in `cwd` (this checkout by default).
+ * `{"statsPort":N}` with STATS_PRELOAD). `script` is relative to bench/ unless absolute; the
+ * child runs in `cwd` (this checkout by default).
  * stderr is passed through (prefixed) so warnings and crashes are visible.
  */
 async function startChild(
