@@ -8,7 +8,7 @@ import { Cancellation } from '../../providers/cancellation.ts';
 import type { RealtimeAbility, RealtimeUpstream } from '../../providers/types.ts';
 import type { AdmissionTicket } from '../../ratelimit/index.ts';
 import { bridge } from '../../realtime/bridge.ts';
-import type { Target } from '../../routing/resolver.ts';
+import type { Target } from '../../routing/types.ts';
 import type { HttpServices } from '../context.ts';
 
 /** A session admitted and connected upstream in preHandler, waiting for its client socket. */
