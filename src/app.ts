@@ -11,7 +11,7 @@ import { openCounters, type Counters } from './counters/index.ts';
 import { RateLimiter } from './ratelimit/index.ts';
 import type { GatewayConfig } from './config/schema.ts';
 import type { HttpServices } from './http/context.ts';
-import { GatewayError } from './http/errors.ts';
+import { GatewayError } from './errors/gateway-error.ts';
 import { StartupError } from './errors/startup-error.ts';
 import { InFlightRequests } from './http/in-flight.ts';
 import { GatewayHealth } from './health/readiness.ts';

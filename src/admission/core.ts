@@ -13,7 +13,7 @@ import { readBody } from '../providers/results.ts';
 import type { ProviderResult, Usage } from '../providers/types.ts';
 import type { BudgetStatus } from '../budgets/types.ts';
 import type { AdmissionRefusal, AdmissionResult, AdmissionTarget, AdmissionTicket, AdmitOptions, Priority, RateLimiter, RuleStatus, Scope } from '../ratelimit/index.ts';
-import type { Route, Target } from '../routing/resolver.ts';
+import type { Route, Target } from '../routing/types.ts';
 import type { UsageEntry } from '../usage/recorder.ts';
 import { directChild } from '../user-path/user-path.ts';
 import { primeStream } from './prime.ts';

@@ -1,5 +1,5 @@
 /**
- * The zod schema of floodgate.yaml (CONTRACT §2). Validation and defaulting happen in one pass so
+ * The zod schema of floodgate.yaml. Validation and defaulting happen in one pass so
  * the resolved config is fully populated and every consumer sees the same defaults.
  *
  * Values reach this schema after `${VAR}` interpolation, so numeric and boolean fields accept their
@@ -341,7 +341,7 @@ function redisUrl(v: string, ctx: z.RefinementCtx): string {
 }
 
 /**
- * Where the counters of several replicas meet (CONTRACT §7). Every Redis key is the prefix in
+ * Where the counters of several replicas meet: gateways sharing one Redis and one prefix share every counter. Every Redis key is the prefix in
  * braces (a Redis Cluster hash tag) followed by the rule, so the braces may not appear in it.
  */
 const redisSchema = z.strictObject({

@@ -6,10 +6,11 @@ import { asGatewayError } from '../errors/from-provider.ts';
 import { Cancellation } from '../providers/cancellation.ts';
 import type { ProviderCall, ProviderResult } from '../providers/types.ts';
 import type { AdmissionTicket } from '../ratelimit/index.ts';
-import type { Target } from '../routing/resolver.ts';
+import type { Target } from '../routing/types.ts';
 import type { HttpServices } from './context.ts';
 import type { Cuttable } from './in-flight.ts';
-import { GatewayError, notFound, type ErrorDialect } from './errors.ts';
+import { GatewayError, notFound } from '../errors/gateway-error.ts';
+import { type ErrorDialect } from './errors.ts';
 import { encodeFormForModel, type ModelRequest } from './requests.ts';
 import { sendResult } from './respond.ts';
 

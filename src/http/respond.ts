@@ -4,7 +4,8 @@ import type { FastifyReply } from 'fastify';
 import { UpstreamUnavailableError, type ProviderResult } from '../providers/types.ts';
 import { readBody } from '../providers/results.ts';
 import { upstreamError } from '../errors/from-provider.ts';
-import { GatewayError, errorBody, type ErrorDialect } from './errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
+import { errorBody, type ErrorDialect } from './errors.ts';
 
 /**
  * Sends a provider's answer through fastify's reply, so every hook sees it: the answer's status

@@ -7,7 +7,7 @@ import { describe, it } from 'node:test';
 import type { ExplainKind } from '../../src/admission/core.ts';
 import { GatewayError } from '../../src/errors/gateway-error.ts';
 import type { RuleDefinition } from '../../src/ratelimit/index.ts';
-import type { Route } from '../../src/routing/resolver.ts';
+import type { Route } from '../../src/routing/types.ts';
 import { rule } from '../ratelimit/helpers.ts';
 import { prng } from '../support/random.ts';
 import { answer, coreWorld, T0_MS, TestLifetime } from './helpers.ts';

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { HttpServices } from '../context.ts';
 import { asGatewayError } from '../../errors/from-provider.ts';
 import { ResponseEnd } from '../dispatch.ts';
-import { GatewayError, badRequest, notFound } from '../errors.ts';
+import { GatewayError, badRequest, notFound } from '../../errors/gateway-error.ts';
 import { forwardedPath } from '../passthrough-path.ts';
 import { tooDeep } from '../json-body.ts';
 import { MAX_JSON_DEPTH, isRecord, nestsDeeperThan } from '../../shared/json.ts';
