@@ -26,7 +26,8 @@ export function registerPatience(scope: FastifyInstance, options: PatienceOption
     const identity = request.identity;
     if (identity === null || identity === undefined) return;
     const asked = priorityOf(request);
-    const priority = identity.maxPriority === undefined || rank(asked) <= rank(identity.maxPriority) ? asked : identity.maxPriority;
+    // A larger rank is a lower priority: what was asked stands when it is not above the maximum.
+    const priority = identity.maxPriority === undefined || rank(asked) >= rank(identity.maxPriority) ? asked : identity.maxPriority;
     request.identity = { ...identity, priority, maxWaitMs: Math.min(waitOf(request) ?? options.defaultWaitMs, options.maxWaitMs) };
   });
 }

@@ -184,6 +184,48 @@ describe('waiting for capacity, end to end', () => {
     }
   });
 
+  describe('a managed key\'s max_priority, seen through headroom (low and normal may use 1 of a cap of 2)', () => {
+    const rules = ['/master', '/low', '/plain', '/high'].map((path) => `    - { path: ${path}, limits: [ { period: hour, max_requests: 2 } ] }\n`).join('');
+    const yaml = (master: boolean): string =>
+      `${upProvider(up.url)}${master ? `server: { master_key: ${MASTER} }\n` : ''}rate_limits:\n  queue: { headroom: { normal: 0.5, low: 0.5 } }\n  user_paths:\n${rules}`;
+    const createKey = async (gw: TestGateway, body: Record<string, unknown>): Promise<string> => {
+      const res = await admin(gw, 'POST', '/admin/api-keys', body);
+      assert.equal(res.status, 201, res.text);
+      return res.json().key as string;
+    };
+
+    it('serves a request asking above its key\'s max_priority at that maximum (default normal), one asking below at what it asks; the master key at any', async () => {
+      const gw = await startTestGateway({ yaml: yaml(true) });
+      try {
+        const low = await createKey(gw, { name: 'batch', user_path: '/low', max_priority: 'low' });
+        const plain = await createKey(gw, { name: 'plain', user_path: '/plain' });
+        const high = await createKey(gw, { name: 'chat', user_path: '/high', max_priority: 'high' });
+        for (let i = 0; i < 2; i++) assert.equal((await waitingChat(gw, '/master', '0', 'high')).status, 200, 'the master key asks high and gets the whole cap');
+        assert.equal((await waitingChat(gw, '/ignored', '0', 'low', high)).status, 200);
+        assertRateLimited(await waitingChat(gw, '/ignored', '0', 'low', high), 'rate limit exceeded for /high: hour request limit of 2 reached for low priority');
+        assert.equal((await waitingChat(gw, '/ignored', '0', 'high', high)).status, 200, 'a key with max_priority high may ask for the whole cap, and is not raised above what it asks');
+        assert.equal((await waitingChat(gw, '/ignored', '0', 'high', low)).status, 200);
+        assertRateLimited(await waitingChat(gw, '/ignored', '0', 'high', low), 'rate limit exceeded for /low: hour request limit of 2 reached for low priority');
+        assert.equal((await waitingChat(gw, '/ignored', '0', 'high', plain)).status, 200);
+        assertRateLimited(await waitingChat(gw, '/ignored', '0', 'high', plain), 'rate limit exceeded for /plain: hour request limit of 2 reached for normal priority');
+      } finally {
+        await gw.close();
+      }
+    });
+
+    it('caps a managed key in open mode too, while a request without a key may ask for any priority', async () => {
+      const gw = await startTestGateway({ yaml: yaml(false) });
+      try {
+        const low = await createKey(gw, { name: 'batch', user_path: '/low', max_priority: 'low' });
+        for (let i = 0; i < 2; i++) assert.equal((await chatAs(gw, '/master', chat(), { [PRIORITY]: 'high' })).status, 200, 'no key: any priority');
+        assert.equal((await chatAs(gw, '/ignored', chat(), { authorization: `Bearer ${low}`, [PRIORITY]: 'high' })).status, 200);
+        assertRateLimited(await chatAs(gw, '/ignored', chat(), { authorization: `Bearer ${low}`, [PRIORITY]: 'high' }), 'rate limit exceeded for /low: hour request limit of 2 reached for low priority');
+      } finally {
+        await gw.close();
+      }
+    });
+  });
+
   it('refuses a place with queue_full past max_depth', async () => {
     const gw = await startTestGateway({
       yaml: `${upProvider(up.url)}server: { master_key: ${MASTER} }\nrate_limits:\n  queue: { max_depth: 1 }\n  providers: [ { name: up, limits: [ { period: concurrent, max_requests: 1 } ] } ]\n`,

@@ -90,6 +90,7 @@ function key(id: string, overrides: Partial<ApiKeyRecord> = {}): ApiKeyRecord {
     name: `key ${id}`,
     userPath: '/team',
     keyHash: `hash-${id}`,
+    maxPriority: 'normal',
     createdAt: at(Number(id.replace(/\D/g, '') || 0)),
     ...overrides,
   };
@@ -223,6 +224,15 @@ export function storageContract(name: string, harness: Harness): void {
         await writer.close();
         await watcher.close();
       }
+    });
+
+    it('keeps each key\'s max_priority', async () => {
+      await withStorage(harness, async (storage) => {
+        await storage.insertApiKey(key('k1', { maxPriority: 'high' }));
+        await storage.insertApiKey(key('k2', { maxPriority: 'low' }));
+        await storage.insertApiKey(key('k3'));
+        assert.deepEqual((await storage.listApiKeys()).map((k) => [k.id, k.maxPriority]), [['k1', 'high'], ['k2', 'low'], ['k3', 'normal']]);
+      });
     });
 
     it('rejects a duplicate key hash', async () => {

@@ -140,5 +140,31 @@ if (skip) {
         await upgraded.close();
       }
     });
+
+    it('migration 7 gives keys stored before it max_priority normal, and keeps what new keys set', async () => {
+      await resetSchema();
+      const storage = new PostgresStorage({ url: testUrl });
+      await storage.migrate();
+      await storage.close();
+      // Back to the schema before version 7, holding a key stored then.
+      const client = new pg.Client({ connectionString: testUrl });
+      await client.connect();
+      try {
+        await client.query('ALTER TABLE api_keys DROP COLUMN max_priority');
+        await client.query('DELETE FROM schema_migrations WHERE version = 7');
+        await client.query('INSERT INTO api_keys (id, name, user_path, key_hash, created_at) VALUES ($1, $2, $3, $4, $5)', ['key-old', 'old', '/team', 'hash-old', new Date('2026-01-10T08:00:00Z')]);
+      } finally {
+        await client.end();
+      }
+      const upgraded = new PostgresStorage({ url: testUrl });
+      try {
+        await upgraded.migrate();
+        assert.equal(await upgraded.schemaVersion(), 7);
+        await upgraded.insertApiKey({ id: 'key-new', name: 'new', userPath: null, keyHash: 'hash-new', maxPriority: 'high', createdAt: new Date('2026-01-11T08:00:00Z') });
+        assert.deepEqual((await upgraded.listApiKeys()).map((k) => [k.id, k.userPath, k.maxPriority]), [['key-old', '/team', 'normal'], ['key-new', null, 'high']]);
+      } finally {
+        await upgraded.close();
+      }
+    });
   });
 }

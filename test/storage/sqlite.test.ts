@@ -163,3 +163,27 @@ describe('SqliteStorage migration 6 (file expiry)', () => {
     }
   });
 });
+
+describe('SqliteStorage migration 7 (a key\'s max_priority)', () => {
+  it('gives keys stored before it max_priority normal, and keeps what new keys set', async () => {
+    const path = join(root, `max-priority-${++counter}`, 'floodgate.db');
+    const storage = new SqliteStorage({ path });
+    await storage.migrate();
+    await storage.close();
+    // Back to the schema before version 7, holding a key stored then.
+    const db = new Database(path);
+    db.exec('ALTER TABLE api_keys DROP COLUMN max_priority; DELETE FROM schema_migrations WHERE version = 7');
+    db.prepare('INSERT INTO api_keys (id, name, user_path, key_hash, created_at) VALUES (?, ?, ?, ?, ?)').run('key-old', 'old', '/team', 'hash-old', Date.parse('2026-01-10T08:00:00Z'));
+    db.close();
+
+    const upgraded = new SqliteStorage({ path });
+    try {
+      await upgraded.migrate();
+      assert.equal(await upgraded.schemaVersion(), 7);
+      await upgraded.insertApiKey({ id: 'key-new', name: 'new', userPath: null, keyHash: 'hash-new', maxPriority: 'high', createdAt: new Date('2026-01-11T08:00:00Z') });
+      assert.deepEqual((await upgraded.listApiKeys()).map((k) => [k.id, k.userPath, k.maxPriority]), [['key-old', '/team', 'normal'], ['key-new', null, 'high']]);
+    } finally {
+      await upgraded.close();
+    }
+  });
+});
