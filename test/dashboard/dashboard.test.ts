@@ -91,7 +91,7 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('heading', { name: 'Rate limits', exact: true }).waitFor(SHOWN);
     const nav = await page.getByRole('navigation', { name: 'Dashboard' }).getByRole('link').allTextContents();
-    assert.deepEqual(nav, ['Rate limits', 'Explain a request', 'Budgets', 'API keys', 'Usage']);
+    assert.deepEqual(nav, ['Rate limits', 'Queue', 'Explain a request', 'Budgets', 'API keys', 'Usage']);
 
     await page.reload();
     await page.getByRole('heading', { name: 'Rate limits', exact: true }).waitFor(SHOWN);
@@ -208,11 +208,13 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
     assert.equal((await listRules(gw)).some((r) => r.subject === '/team/z'), false);
   });
 
-  it('creates a key bound to a user path, shows its secret once with a copy button, lists and revokes it', async () => {
+  it('creates a key bound to a user path with its highest priority, shows its secret once with a copy button, lists and revokes it', async () => {
     await page.getByRole('link', { name: 'API keys' }).click();
     const form = page.getByRole('form', { name: 'Create a key' });
     await form.getByLabel('Name').fill('ci-runner');
     await form.getByLabel('User path (optional)').fill('/team/k');
+    assert.equal(await form.getByLabel('Highest priority').inputValue(), 'normal', 'normal unless chosen');
+    await form.getByLabel('Highest priority').selectOption('low');
     await form.getByRole('button', { name: 'Create key' }).click();
     const secret = (await page.locator('#new-secret').textContent({ timeout: SHOWN.timeout }))?.trim() ?? '';
     assert.ok(secret.length > 20, secret);
@@ -222,6 +224,9 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
     const row = page.locator('tr', { hasText: 'ci-runner' });
     await row.waitFor(SHOWN);
     assert.match(await row.textContent() ?? '', /\/team\/k/);
+    assert.equal(await row.locator('td.priority').textContent(), 'low');
+    const listed = (await gw.request('GET', '/admin/api-keys', { headers: { authorization: `Bearer ${MASTER}` } })).json().api_keys as Array<{ name: string; max_priority: string }>;
+    assert.equal(listed.find((k) => k.name === 'ci-runner')?.max_priority, 'low', 'created with the priority chosen');
     await screenshot(page, 'keys');
     assert.equal(await send('/ignored', secret), 200, 'the secret works');
 

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.ts';
 import { startTestGateway, type TestGateway, type TestResponse } from '../support/gateway.ts';
-import { USER_PATH_HEADER, admin, assertRateLimited, chat, chatAs, eventually, MASTER, sleep, upProvider } from '../support/rate-limits.ts';
+import { admin, assertRateLimited, chat, chatAs, eventually, heldRequest, MASTER, sleep, upProvider } from '../support/rate-limits.ts';
 
 const WAIT = 'x-floodgate-max-wait';
 const PRIORITY = 'x-floodgate-priority';
@@ -14,24 +14,6 @@ const WAITED = 'x-floodgate-queue-wait-ms';
 
 function waitingChat(gw: TestGateway, userPath: string, wait: string, priority?: string, key = MASTER): Promise<TestResponse> {
   return chatAs(gw, userPath, chat(), { authorization: `Bearer ${key}`, [WAIT]: wait, ...(priority === undefined ? {} : { [PRIORITY]: priority }) });
-}
-
-/** A chat request whose answer the upstream holds until `release()`; resolves once the upstream has it. */
-async function heldRequest(gw: TestGateway, up: FakeUpstream, userPath: string): Promise<{ release(): void; response: Promise<Response> }> {
-  const before = up.callCount('/v1/chat/completions');
-  const release = up.holdStreamNext();
-  const response = fetch(`${gw.url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${MASTER}`, [USER_PATH_HEADER]: userPath },
-    body: JSON.stringify(chat('up/gpt-x', 'hold me', { stream: true })),
-  });
-  await eventually(async () => up.callCount('/v1/chat/completions') > before, 3000, 'the held request reached the upstream');
-  return {
-    response,
-    release() {
-      release();
-    },
-  };
 }
 
 describe('waiting for capacity, end to end', () => {
