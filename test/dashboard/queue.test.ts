@@ -5,40 +5,23 @@
  * With UPDATE_SCREENSHOTS=1 it also writes the screenshot of the Queue page in docs/dashboard.md.
  */
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import type { Page } from 'playwright-core';
-import { buildDashboard } from '../../web/dashboard/build.ts';
-import { launchBrowser, type Browser } from '../support/browser.ts';
-import { openaiProvider } from '../support/e2e.ts';
-import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.ts';
-import { startTestGateway, type TestGateway } from '../support/gateway.ts';
+import { SHOWN, openDashboard, screenshot, type DashboardSession } from '../support/dashboard.ts';
+import type { FakeUpstream } from '../support/fake-upstream.ts';
+import type { TestGateway } from '../support/gateway.ts';
 import { MASTER, USER_PATH_HEADER, admin, chat, eventually, heldRequest } from '../support/rate-limits.ts';
-
-const SCREENSHOTS = process.env.UPDATE_SCREENSHOTS === '1';
-const SCREENSHOT_DIR = fileURLToPath(new URL('../../docs/screenshots/', import.meta.url));
-/** Ceiling for what the page shows after an action or a poll (it refreshes every 2 s). */
-const SHOWN = { timeout: 15_000 };
 
 const CONFIG = `
 rate_limits:
   providers: [ { name: up, limits: [ { period: concurrent, max_requests: 1 } ] } ]
 `;
 
-async function signIn(page: Page, url: string): Promise<void> {
-  await page.goto(`${url}/dashboard`);
-  await page.getByLabel('Master key').fill(MASTER);
-  await page.getByRole('button', { name: 'Sign in' }).click();
-  await page.getByRole('navigation', { name: 'Dashboard' }).waitFor(SHOWN);
-}
-
 describe('dashboard: waiting for capacity', { timeout: 180_000 }, () => {
+  let session: DashboardSession;
   let up: FakeUpstream;
   let gw: TestGateway;
-  let browser: Browser;
   let page: Page;
-  const pageErrors: string[] = [];
 
   /** A chat request that may wait 20 s, at `priority`. */
   const waiting = (userPath: string, priority: string): Promise<Response> =>
@@ -49,19 +32,11 @@ describe('dashboard: waiting for capacity', { timeout: 180_000 }, () => {
     });
 
   before(async () => {
-    assert.notEqual(await buildDashboard({ ifStale: true }), 'no build tool');
-    up = await startFakeUpstream({ name: 'up', models: ['gpt-x'] });
-    gw = await startTestGateway({ yaml: 'providers:\n' + openaiProvider('up', up.url, ['gpt-x']) + CONFIG, env: { MASTER_KEY: MASTER } });
-    browser = await launchBrowser();
-    page = await browser.context.newPage();
-    page.on('pageerror', (err) => pageErrors.push(err.message));
-    await signIn(page, gw.url);
+    session = await openDashboard({ yaml: CONFIG });
+    ({ up, gw, page } = session);
   });
   after(async () => {
-    await browser?.close();
-    await gw?.close();
-    await up?.close();
-    assert.deepEqual(pageErrors, [], 'no script error on any page');
+    await session?.close();
   });
 
   it('shows requests held waiting by priority and by the rule they wait on, and the queue empty once they are served', async () => {
@@ -79,7 +54,7 @@ describe('dashboard: waiting for capacity', { timeout: 180_000 }, () => {
     assert.match(await page.locator('.queue-total').textContent() ?? '', /^3 requests waiting/);
     const byPriority = await page.locator('tr[data-priority]').evaluateAll((rows) => rows.map((r) => [r.getAttribute('data-priority'), r.querySelector('td')?.textContent]));
     assert.deepEqual(byPriority, [['high', '1'], ['normal', '0'], ['low', '2']]);
-    if (SCREENSHOTS) await page.screenshot({ path: join(SCREENSHOT_DIR, 'queue.png'), fullPage: true });
+    await screenshot(page, 'queue');
 
     held.release();
     await (await held.response).text();

@@ -150,6 +150,16 @@ async function withStorage(
   }
 }
 
+/** A key stored before migration 7 (no max_priority), for the upgrade tests of each database. */
+export const OLD_KEY = { id: 'key-old', name: 'old', userPath: '/team', keyHash: 'hash-old', createdAt: new Date('2026-01-10T08:00:00Z') } as const;
+
+/** After migration 7 on a database holding OLD_KEY: it is at normal, and a new key keeps what it sets. */
+export async function assertMaxPriorityUpgrade(upgraded: InspectableStorage): Promise<void> {
+  assert.ok((await upgraded.schemaVersion()) >= 7);
+  await upgraded.insertApiKey({ id: 'key-new', name: 'new', userPath: null, keyHash: 'hash-new', maxPriority: 'high', createdAt: new Date('2026-01-11T08:00:00Z') });
+  assert.deepEqual((await upgraded.listApiKeys()).map((k) => [k.id, k.userPath, k.maxPriority]), [[OLD_KEY.id, OLD_KEY.userPath, 'normal'], ['key-new', null, 'high']]);
+}
+
 export function storageContract(name: string, harness: Harness): void {
   describe(`Storage contract: ${name}`, () => {
     it('migrates idempotently', async () => {

@@ -8,7 +8,7 @@ import { openStorage } from '../../src/storage/index.ts';
 import { SqliteStorage } from '../../src/storage/sqlite.ts';
 import type { UsageRecord } from '../../src/storage/types.ts';
 import { UsageRecorder } from '../../src/usage/recorder.ts';
-import { storageContract, usage } from './contract.ts';
+import { OLD_KEY, assertMaxPriorityUpgrade, storageContract, usage } from './contract.ts';
 import type { InspectableStorage } from './contract.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'floodgate-sqlite-'));
@@ -173,15 +173,13 @@ describe('SqliteStorage migration 7 (a key\'s max_priority)', () => {
     // Back to the schema before version 7, holding a key stored then.
     const db = new Database(path);
     db.exec('ALTER TABLE api_keys DROP COLUMN max_priority; DELETE FROM schema_migrations WHERE version = 7');
-    db.prepare('INSERT INTO api_keys (id, name, user_path, key_hash, created_at) VALUES (?, ?, ?, ?, ?)').run('key-old', 'old', '/team', 'hash-old', Date.parse('2026-01-10T08:00:00Z'));
+    db.prepare('INSERT INTO api_keys (id, name, user_path, key_hash, created_at) VALUES (?, ?, ?, ?, ?)').run(OLD_KEY.id, OLD_KEY.name, OLD_KEY.userPath, OLD_KEY.keyHash, OLD_KEY.createdAt.getTime());
     db.close();
 
     const upgraded = new SqliteStorage({ path });
     try {
       await upgraded.migrate();
-      assert.equal(await upgraded.schemaVersion(), 7);
-      await upgraded.insertApiKey({ id: 'key-new', name: 'new', userPath: null, keyHash: 'hash-new', maxPriority: 'high', createdAt: new Date('2026-01-11T08:00:00Z') });
-      assert.deepEqual((await upgraded.listApiKeys()).map((k) => [k.id, k.userPath, k.maxPriority]), [['key-old', '/team', 'normal'], ['key-new', null, 'high']]);
+      await assertMaxPriorityUpgrade(upgraded);
     } finally {
       await upgraded.close();
     }
