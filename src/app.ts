@@ -21,7 +21,7 @@ import { Resolver, RoutingError } from './routing/resolver.ts';
 import { ResponseCache } from './cache/response-cache.ts';
 import { openStorage } from './storage/index.ts';
 import type { Storage } from './storage/types.ts';
-import { UsageRecorder } from './usage/recorder.ts';
+import { UsageRecorder, UsageRecordsLostError } from './usage/recorder.ts';
 
 export interface GatewayOptions {
   config: GatewayConfig;
@@ -78,11 +78,21 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     const pricing = buildPriceTable(providerConfigs, config.pricing, logger);
     // Set once budgets have started; records made before that have no budget to count against.
     let budgets: BudgetTracker | undefined;
+    // Set with the other services, before the first request can record anything.
+    let metrics: GatewayMetrics | undefined;
     const usage = new UsageRecorder(storage, {
       enabled: config.usage.enabled,
-      onError: (err) => logger.error({ err }, 'writing usage records failed; will retry'),
+      onError: (err) => {
+        if (err instanceof UsageRecordsLostError) logger.error({ requestIds: err.requestIds }, err.message);
+        else logger.error({ err }, 'writing usage records failed; will retry');
+      },
       price: (entry) => pricing.cost(entry),
       onRecord: (record) => budgets?.observe(record.userPath, record.timestampMs, record.costUsd),
+      onSetAside: (record, reason) => {
+        metrics?.usageRecordFailed();
+        // The whole record is logged: an operator can still insert it by hand.
+        logger.error({ err: reason, requestId: record.requestId, record }, `usage record of request ${record.requestId ?? '(no id)'} set aside: the database cannot store it`);
+      },
     });
     cleanup.unshift(() => usage.close());
 
@@ -119,7 +129,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         ? new ResponseCache({ ttlSeconds: config.cache.response.ttl_seconds, maxEntries: config.cache.response.max_entries, now })
         : undefined,
       inFlight,
-      metrics: new GatewayMetrics({ rules: limiter, models: resolver.listModels(), onRuleStatusError: (err) => logger.warn({ err }, 'metrics: reading the rate-limit rules failed') }),
+      metrics: (metrics = new GatewayMetrics({ rules: limiter, models: resolver.listModels(), onRuleStatusError: (err) => logger.warn({ err }, 'metrics: reading the rate-limit rules failed') })),
       now,
       health: () => {
         const problem = counters?.problem();
@@ -249,6 +259,7 @@ function buildPriceTable(providers: Readonly<Record<string, ProviderConfig>>, pr
     instances: Object.entries(providers).map(([name, c]) => ({ name, pricesProvider: pricesProviderOf(c.type), baseUrl: (c as { base_url?: string }).base_url })),
     overrides,
     onUnknown: (provider, model) => logger.warn({ provider, model }, `no price known for ${provider}/${model}: its requests cost $0 (set one under pricing: "${provider}/${model}")`),
+    onUnknownLimit: (limit) => logger.warn(`no price known for ${limit} models: further models without a price are not logged (their requests cost $0)`),
   });
 }
 

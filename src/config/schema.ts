@@ -9,6 +9,7 @@
 import { z } from 'zod';
 import { BUDGET_PERIOD_NAMES, periodFromSeconds } from '../budgets/periods.ts';
 import { MAX_USD } from '../budgets/types.ts';
+import { MAX_PRICE_PER_MTOK } from '../shared/money.ts';
 import { PROVIDER_TYPES, type ProviderConfig } from '../providers/registry.ts';
 import { MAX_CAP, MAX_PERIOD_SECONDS, normalizeUserPath, validateModelSubject, validateProviderSubject } from '../ratelimit/normalize.ts';
 import { coerceString, isAbsent, str } from '../shared/config-fields.ts';
@@ -369,8 +370,8 @@ const rateLimitsSchema = z.strictObject({
 
 // ---- pricing and budgets --------------------------------------------------------------------
 
-const PRICE_ERROR = 'must be a number of US dollars per million tokens (>= 0)';
-const pricePerMtok = () => z.preprocess(coerceNumber, z.number({ error: PRICE_ERROR }).min(0, { error: PRICE_ERROR }));
+const PRICE_ERROR = `must be a number of US dollars per million tokens, from 0 to ${MAX_PRICE_PER_MTOK}`;
+const pricePerMtok = () => z.preprocess(coerceNumber, z.number({ error: PRICE_ERROR }).min(0, { error: PRICE_ERROR }).max(MAX_PRICE_PER_MTOK, { error: PRICE_ERROR }));
 
 /** `pricing."<provider>/<model>"`: an operator's price, which wins over the price table. */
 const priceSchema = z.strictObject(

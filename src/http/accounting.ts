@@ -9,6 +9,10 @@ export interface Completed {
   status: number;
   startedAt: number;
   cached: boolean;
+  /** The request's id (fastify's `request.id`, sent back as `x-request-id`). */
+  requestId: string;
+  /** True when `usage` is the gateway's estimate (see src/tokens/estimate.ts). */
+  estimated?: boolean;
 }
 
 /**
@@ -36,5 +40,7 @@ export function accountCompleted(services: HttpServices, identity: Identity, don
     status: done.status,
     latencyMs: services.now() - done.startedAt,
     apiKeyId: identity.keyId,
+    requestId: done.requestId,
+    estimated: done.estimated === true,
   });
 }

@@ -15,11 +15,14 @@ import { GatewayError, notFound, type ErrorDialect } from './errors.ts';
 import { rateLimitHeaders, rateLimitedError } from './rate-limit-headers.ts';
 import { encodeFormForModel, type ModelRequest } from './requests.ts';
 import { primeStream, sendResult } from './respond.ts';
+import { RelayedStream, estimateStreamUsage } from '../tokens/estimate.ts';
 
 // routes/passthrough.ts imports it from here.
 export { asGatewayError } from '../errors/from-provider.ts';
 
 const CACHEABLE = new Set(['chat', 'responses', 'embeddings']);
+/** Streams whose usage is estimated when they end before reporting it (text; speech is audio). */
+const ESTIMATED_STREAMS = new Set(['chat', 'responses', 'messages']);
 const CACHE_HEADER = 'x-floodgate-cache';
 const NO_SLOTS: AdmitOptions = Object.freeze({ holdSlot: false });
 
@@ -56,21 +59,31 @@ export async function dispatch(
         services.cache!.set(cached.key, { status: 200, headers: result.headers, body: result.body, provider: target.provider.name, model: target.model });
       }
     }
+    // A text stream keeps what it relays, in case it ends before its usage report.
+    const relayed = modelRequest.stream && ESTIMATED_STREAMS.has(modelRequest.endpoint) && !Buffer.isBuffer(result.body) ? new RelayedStream() : undefined;
     let status = result.status;
+    let broken = false;
     try {
-      await sendResult(reply, result, dialect, headers);
+      await sendResult(reply, result, dialect, headers, relayed);
     } catch (err) {
+      broken = true;
       status = err instanceof GatewayError ? err.status : 502;
       request.log.warn({ err, provider: target.provider.name }, 'upstream stream failed');
     }
+    const cut = end.cancel.cancelled || broken;
+    let usage = result.usage();
+    const estimated = relayed !== undefined && result.status < 400 && (cut || usage === undefined);
+    if (estimated) usage = await estimateStreamUsage({ model: target.model, request: modelRequest.json, relayed, reported: usage });
     accountCompleted(services, identity, {
       provider: target.provider.name,
       model: target.model,
       endpoint: modelRequest.endpoint,
-      usage: result.usage(),
+      usage,
       status: end.cancel.cancelled && status < 400 ? 499 : status,
       startedAt,
       cached: false,
+      requestId: request.id,
+      estimated,
     });
   } finally {
     untrack();
@@ -233,6 +246,7 @@ function lookupCache(
     status: hit.status,
     startedAt,
     cached: true,
+    requestId: request.id,
   });
   return 'served';
 }

@@ -62,6 +62,7 @@ export class GatewayMetrics {
   readonly #admitted: Readonly<Record<Scope, Tally>>;
   readonly #refused: Readonly<Record<Scope, Tally>>;
   readonly #cacheLookups: Readonly<Record<'hit' | 'miss' | 'bypass', Tally>>;
+  readonly #usageRecordsFailed: Tally;
   readonly #inFlight: Gauge<'scope' | 'subject'>;
   readonly #remaining: Gauge<'scope' | 'subject' | 'period' | 'kind'>;
   readonly #limit: Gauge<'scope' | 'subject' | 'period' | 'kind'>;
@@ -137,6 +138,13 @@ export class GatewayMetrics {
     });
     this.#cacheLookups = { hit: cacheLookups.series({ result: 'hit' }), miss: cacheLookups.series({ result: 'miss' }), bypass: cacheLookups.series({ result: 'bypass' }) };
 
+    this.#usageRecordsFailed = new TallyCounter({
+      name: 'floodgate_usage_records_failed_total',
+      help: 'Usage records set aside because the database could not store them (each logged with its request id); the other records are written.',
+      labelNames: [] as const,
+      registers,
+    }).series({});
+
     this.#inFlight = new Gauge({
       name: 'floodgate_rate_limit_in_flight',
       help: 'Requests holding a slot of each concurrent rule, read at scrape time.',
@@ -210,6 +218,11 @@ export class GatewayMetrics {
   /** A cacheable request met the cache: `mode` as the client's Cache-Control set it, and whether it hit. */
   cacheLookup(mode: CacheMode, hit: boolean): void {
     (mode !== 'use' ? this.#cacheLookups.bypass : hit ? this.#cacheLookups.hit : this.#cacheLookups.miss).inc();
+  }
+
+  /** A usage record was set aside: the database could not store it. */
+  usageRecordFailed(): void {
+    this.#usageRecordsFailed.inc();
   }
 
   /** The text exposition, with the rule gauges read now. */

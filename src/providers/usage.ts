@@ -1,8 +1,5 @@
+import { sumCounts, tokenCount as num } from '../shared/values.ts';
 import type { Usage } from './types.ts';
-
-function num(v: unknown): number | undefined {
-  return typeof v === 'number' && Number.isFinite(v) ? v : undefined;
-}
 
 /** `details.cached_tokens` of an OpenAI usage object (`prompt_tokens_details`, `input_tokens_details`). */
 function cachedOf(details: unknown): number | undefined {
@@ -22,6 +19,7 @@ function withCached(usage: Usage, cached: number | undefined): Usage {
  * Anthropic's cache read/creation tokens are not part of `input_tokens`, but they are
  * tokens the request consumed, so they are counted as prompt tokens. Cached prompt tokens (priced
  * lower) come from OpenAI's `*_tokens_details.cached_tokens` and Anthropic's `cache_read_input_tokens`.
+ * Every count is a whole number from 0 to MAX_TOKEN_COUNT (see tokenCount), whatever was reported.
  */
 export function normalizeUsage(u: unknown): Usage | undefined {
   if (u === null || typeof u !== 'object') return undefined;
@@ -29,7 +27,7 @@ export function normalizeUsage(u: unknown): Usage | undefined {
   const prompt = num(o.prompt_tokens);
   if (prompt !== undefined) {
     const completion = num(o.completion_tokens) ?? 0;
-    const usage = { promptTokens: prompt, completionTokens: completion, totalTokens: num(o.total_tokens) ?? prompt + completion };
+    const usage = { promptTokens: prompt, completionTokens: completion, totalTokens: num(o.total_tokens) ?? sumCounts(prompt, completion) };
     return withCached(usage, cachedOf(o.prompt_tokens_details));
   }
   const input = num(o.input_tokens);
@@ -39,9 +37,9 @@ export function normalizeUsage(u: unknown): Usage | undefined {
     return total === undefined ? undefined : { promptTokens: total, completionTokens: 0, totalTokens: total };
   }
   const cacheRead = num(o.cache_read_input_tokens);
-  const promptTokens = (input ?? 0) + (num(o.cache_creation_input_tokens) ?? 0) + (cacheRead ?? 0);
+  const promptTokens = sumCounts(input ?? 0, num(o.cache_creation_input_tokens) ?? 0, cacheRead ?? 0);
   const completionTokens = output ?? 0;
-  const usage = { promptTokens, completionTokens, totalTokens: num(o.total_tokens) ?? promptTokens + completionTokens };
+  const usage = { promptTokens, completionTokens, totalTokens: num(o.total_tokens) ?? sumCounts(promptTokens, completionTokens) };
   return withCached(usage, cacheRead ?? cachedOf(o.input_tokens_details));
 }
 
@@ -83,6 +81,38 @@ export function usageFromJsonBuffer(buf: Buffer): Usage | undefined {
     return undefined;
   }
 }
+
+const MODEL_KEY = Buffer.from('"model"');
+
+/**
+ * The `model` a buffered JSON answer names (its first `"model"` key with a string value), read
+ * without parsing the whole answer; undefined when there is none.
+ */
+export function modelFromJsonBuffer(buf: Buffer): string | undefined {
+  const key = buf.indexOf(MODEL_KEY);
+  if (key < 0) return undefined;
+  const text = buf.toString('latin1', key + MODEL_KEY.length, Math.min(buf.length, key + MODEL_KEY.length + MAX_MODEL_SLICE));
+  const start = valueAfterKey(text, 0, text.length);
+  if (start < 0 || text.charCodeAt(start) !== QUOTE) return undefined;
+  for (let i = start + 1; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === BACKSLASH) i++;
+    else if (c === QUOTE) {
+      // latin1 offsets are byte offsets: the string's bytes decode as UTF-8 on their own.
+      const at = key + MODEL_KEY.length;
+      try {
+        const model: unknown = JSON.parse(buf.toString('utf8', at + start, at + i + 1));
+        return typeof model === 'string' && model !== '' ? model : undefined;
+      } catch {
+        return undefined;
+      }
+    }
+  }
+  return undefined;
+}
+
+/** Bytes after a `"model"` key searched for its value: a model id is short. */
+const MAX_MODEL_SLICE = 1024;
 
 /**
  * The usage object whose `"usage"` key starts at `key` in `text`, parsed alone; undefined when

@@ -16,3 +16,9 @@ export function formatUsd(amount: number): string {
   if (Number(cents) === amount) return `$${cents}`;
   return `$${roundUsd(amount).toFixed(9).replace(/0+$/, '')}`;
 }
+
+/**
+ * The highest price accepted per million tokens: a hundred times today's dearest models, far
+ * below where a cost stops being a finite number (a price of 1e308 would make it Infinity).
+ */
+export const MAX_PRICE_PER_MTOK = 100_000;

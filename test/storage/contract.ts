@@ -68,6 +68,8 @@ export function usage(overrides: Partial<UsageRecord> = {}): UsageRecord {
     status: 200,
     latencyMs: 12,
     apiKeyId: null,
+    requestId: null,
+    estimated: false,
     ...overrides,
   };
 }
@@ -356,6 +358,7 @@ export function storageContract(name: string, harness: Harness): void {
             cachedPromptTokens: 4,
             costUsd: 0.25,
             cachedRequests: 1,
+            estimatedRequests: 0,
           },
           {
             provider: 'openai',
@@ -367,6 +370,7 @@ export function storageContract(name: string, harness: Harness): void {
             cachedPromptTokens: 0,
             costUsd: 0.000123456789,
             cachedRequests: 0,
+            estimatedRequests: 0,
           },
         ]);
 

@@ -14,7 +14,7 @@ import { parseBody } from '../validation.ts';
  * model rules skipped (the specification's rule for batch submission).
  */
 export function registerBatches(app: FastifyInstance, services: HttpServices): void {
-  const batches = new BatchService({ storage: services.storage, resolver: services.resolver, usage: services.usage, logger: services.options.logger, now: services.now });
+  const batches = new BatchService({ storage: services.storage, resolver: services.resolver, usage: services.usage, budgets: services.budgets, logger: services.options.logger, now: services.now });
   // Background runs stop before storage closes (fastify closes before the gateway's cleanup).
   app.addHook('onClose', async () => batches.close());
 
