@@ -83,36 +83,43 @@ export function usageFromJsonBuffer(buf: Buffer): Usage | undefined {
 }
 
 const MODEL_KEY = Buffer.from('"model"');
+/** Bytes after a `"model"` key searched for its value: a model id is short. */
+const MAX_MODEL_SLICE = 1024;
 
 /**
- * The `model` a buffered JSON answer names (its first `"model"` key with a string value), read
- * without parsing the whole answer; undefined when there is none.
+ * The `model` a buffered JSON answer names (the first `"model"` key with a string value), read
+ * without parsing the whole answer; undefined when there is none. A raw `"model"` is a key or the
+ * string value "model" (quotes inside strings are escaped): only a key is followed by a colon.
  */
 export function modelFromJsonBuffer(buf: Buffer): string | undefined {
-  const key = buf.indexOf(MODEL_KEY);
-  if (key < 0) return undefined;
-  const text = buf.toString('latin1', key + MODEL_KEY.length, Math.min(buf.length, key + MODEL_KEY.length + MAX_MODEL_SLICE));
-  const start = valueAfterKey(text, 0, text.length);
-  if (start < 0 || text.charCodeAt(start) !== QUOTE) return undefined;
-  for (let i = start + 1; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c === BACKSLASH) i++;
-    else if (c === QUOTE) {
-      // latin1 offsets are byte offsets: the string's bytes decode as UTF-8 on their own.
-      const at = key + MODEL_KEY.length;
-      try {
-        const model: unknown = JSON.parse(buf.toString('utf8', at + start, at + i + 1));
-        return typeof model === 'string' && model !== '' ? model : undefined;
-      } catch {
-        return undefined;
-      }
+  for (let key = buf.indexOf(MODEL_KEY); key >= 0; key = buf.indexOf(MODEL_KEY, key + 1)) {
+    const from = key + MODEL_KEY.length;
+    const text = buf.toString('latin1', from, Math.min(buf.length, from + MAX_MODEL_SLICE));
+    const start = valueAfterKey(text, 0, text.length);
+    if (start < 0) continue;
+    if (text.charCodeAt(start) !== QUOTE) return undefined;
+    const end = stringEnd(text, start);
+    if (end < 0) return undefined;
+    try {
+      // latin1 offsets are byte offsets: the string's bytes are decoded as the UTF-8 they are.
+      const model: unknown = JSON.parse(buf.toString('utf8', from + start, from + end));
+      return typeof model === 'string' && model !== '' ? model : undefined;
+    } catch {
+      return undefined;
     }
   }
   return undefined;
 }
 
-/** Bytes after a `"model"` key searched for its value: a model id is short. */
-const MAX_MODEL_SLICE = 1024;
+/** The offset just past the JSON string whose opening quote is at `start`, or -1. */
+function stringEnd(text: string, start: number): number {
+  for (let i = start + 1; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === BACKSLASH) i++;
+    else if (c === QUOTE) return i + 1;
+  }
+  return -1;
+}
 
 /**
  * The usage object whose `"usage"` key starts at `key` in `text`, parsed alone; undefined when
