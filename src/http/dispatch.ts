@@ -15,7 +15,7 @@ import { GatewayError, notFound, type ErrorDialect } from './errors.ts';
 import { rateLimitHeaders, rateLimitedError } from './rate-limit-headers.ts';
 import { encodeFormForModel, type ModelRequest } from './requests.ts';
 import { primeStream, sendResult } from './respond.ts';
-import { RelayedStream, estimateStreamUsage } from '../tokens/estimate.ts';
+import { RelayedStream, chargedUsage } from '../tokens/estimate.ts';
 
 // routes/passthrough.ts imports it from here.
 export { asGatewayError } from '../errors/from-provider.ts';
@@ -60,7 +60,7 @@ export async function dispatch(
       }
     }
     // A text stream keeps what it relays, in case it ends before its usage report.
-    const relayed = modelRequest.stream && ESTIMATED_STREAMS.has(modelRequest.endpoint) && !Buffer.isBuffer(result.body) ? new RelayedStream() : undefined;
+    const relayed = modelRequest.stream && ESTIMATED_STREAMS.has(modelRequest.endpoint) && result.status < 400 && !Buffer.isBuffer(result.body) ? new RelayedStream() : undefined;
     let status = result.status;
     let broken = false;
     try {
@@ -70,10 +70,7 @@ export async function dispatch(
       status = err instanceof GatewayError ? err.status : 502;
       request.log.warn({ err, provider: target.provider.name }, 'upstream stream failed');
     }
-    const cut = end.cancel.cancelled || broken;
-    let usage = result.usage();
-    const estimated = relayed !== undefined && result.status < 400 && (cut || usage === undefined);
-    if (estimated) usage = await estimateStreamUsage({ model: target.model, request: modelRequest.json, relayed, reported: usage });
+    const { usage, estimated } = await chargedUsage({ model: target.model, request: modelRequest.json, reported: result.usage(), relayed, cut: end.cancel.cancelled || broken });
     accountCompleted(services, identity, {
       provider: target.provider.name,
       model: target.model,

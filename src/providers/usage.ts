@@ -24,8 +24,9 @@ function withCached(usage: Usage, cached: number | undefined): Usage {
 export function normalizeUsage(u: unknown): Usage | undefined {
   if (u === null || typeof u !== 'object') return undefined;
   const o = u as Record<string, unknown>;
-  const prompt = num(o.prompt_tokens);
-  if (prompt !== undefined) {
+  // The chat shape, even when one of its counts is not a number (the other still counts).
+  if (o.prompt_tokens !== undefined || o.completion_tokens !== undefined) {
+    const prompt = num(o.prompt_tokens) ?? 0;
     const completion = num(o.completion_tokens) ?? 0;
     const usage = { promptTokens: prompt, completionTokens: completion, totalTokens: num(o.total_tokens) ?? sumCounts(prompt, completion) };
     return withCached(usage, cachedOf(o.prompt_tokens_details));

@@ -18,7 +18,8 @@ export function formatUsd(amount: number): string {
 }
 
 /**
- * The highest price accepted per million tokens: a hundred times today's dearest models, far
- * below where a cost stops being a finite number (a price of 1e308 would make it Infinity).
+ * The highest price accepted per million tokens: ten dollars a token, tens of thousands of times
+ * today's dearest models. With at most 1e12 tokens a request (src/shared/values.ts) a cost stays
+ * a finite number (then held to the largest budget, src/usage/clean.ts).
  */
-export const MAX_PRICE_PER_MTOK = 100_000;
+export const MAX_PRICE_PER_MTOK = 10_000_000;

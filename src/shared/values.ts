@@ -11,12 +11,12 @@
 export const MAX_TOKEN_COUNT = 1e12;
 
 /**
- * A token count as reported (by an upstream, a client's file, a realtime event): a whole number
- * from 0 to MAX_TOKEN_COUNT, a fraction rounded up (a started token is spent); undefined for
- * anything that is not a finite number.
+ * A token count as reported (by an upstream, a realtime event): a whole number from 0 to
+ * MAX_TOKEN_COUNT, a fraction rounded up (a started token is spent), anything larger (a JSON
+ * 1e400 reads as Infinity) capped; undefined for anything that is not a number.
  */
 export function tokenCount(value: unknown): number | undefined {
-  if (typeof value !== 'number' || !Number.isFinite(value)) return undefined;
+  if (typeof value !== 'number' || Number.isNaN(value)) return undefined;
   if (value <= 0) return 0;
   return Math.min(MAX_TOKEN_COUNT, Math.ceil(value));
 }

@@ -175,3 +175,26 @@ export async function estimateStreamUsage(input: StreamEstimate): Promise<Usage>
   if (reported?.cachedPromptTokens !== undefined) usage.cachedPromptTokens = reported.cachedPromptTokens;
   return usage;
 }
+
+export interface StreamCharge {
+  /** The model the request ran on. */
+  model: string;
+  /** The request body (JSON), or undefined. */
+  request: unknown;
+  /** What the provider reported. */
+  reported: Usage | undefined;
+  /** The stream as relayed; undefined for an answer whose usage is never estimated. */
+  relayed: RelayedStream | undefined;
+  /** The stream did not end normally: the client left, the upstream broke, or it was cut. */
+  cut: boolean;
+}
+
+/**
+ * The usage an answer is charged: the provider's report; for a relayed stream that was cut, or
+ * whose provider reported nothing, the estimate (`estimated` then true).
+ */
+export async function chargedUsage(input: StreamCharge): Promise<{ usage: Usage | undefined; estimated: boolean }> {
+  const { relayed, reported } = input;
+  if (relayed === undefined || (!input.cut && reported !== undefined)) return { usage: reported, estimated: false };
+  return { usage: await estimateStreamUsage({ model: input.model, request: input.request, relayed, reported }), estimated: true };
+}

@@ -4,7 +4,7 @@
  * entered, the record is one every database can store.
  */
 import { MAX_USD } from '../budgets/types.ts';
-import { MAX_TOKEN_COUNT, storableText, tokenCount } from '../shared/values.ts';
+import { storableText, tokenCount } from '../shared/values.ts';
 import type { UsageRecord } from '../storage/types.ts';
 
 /** PostgreSQL `integer` (latency, status). */
@@ -12,7 +12,7 @@ const MAX_INT32 = 2_147_483_647;
 
 /**
  * The record with storable values: text without NUL or lone surrogates; token counts whole and
- * within MAX_TOKEN_COUNT; a cost that is finite and at most MAX_USD (so an absurd cost still
+ * within MAX_TOKEN_COUNT (see tokenCount); a cost that is finite and at most MAX_USD (so an absurd cost still
  * reaches every budget, the cautious reading); integers where the schema holds integers.
  */
 export function cleanRecord(r: UsageRecord): UsageRecord {
@@ -39,7 +39,7 @@ export function cleanRecord(r: UsageRecord): UsageRecord {
 }
 
 function count(value: number): number {
-  return tokenCount(value) ?? (value === Infinity ? MAX_TOKEN_COUNT : 0);
+  return tokenCount(value) ?? 0;
 }
 
 /** A cost from 0 to MAX_USD; NaN is 0. */

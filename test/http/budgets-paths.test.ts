@@ -16,7 +16,7 @@ import { eventually } from '../support/rate-limits.ts';
 
 const MASTER = 'budget-paths-master';
 const as = (userPath: string) => ({ authorization: `Bearer ${MASTER}`, 'x-floodgate-user-path': userPath });
-/** $0.10 a token, in and out: the highest price the configuration accepts. */
+/** $0.10 a token, in and out. */
 const DIME_PER_TOKEN = '{ input_per_mtok: 100000, output_per_mtok: 100000 }';
 const budget = (path: string, maxUsd: number) => `  - { path: ${path}, limits: [ { period: day, max_usd: ${maxUsd} } ] }\n`;
 

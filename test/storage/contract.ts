@@ -525,6 +525,18 @@ export function storageContract(name: string, harness: Harness): void {
       });
     });
 
+    it('keeps each record\'s request id and estimated flag; summaries count the estimated requests', async () => {
+      await withStorage(harness, async (storage) => {
+        await storage.insertUsage([
+          usage({ requestId: 'req-1', estimated: true }),
+          usage({ requestId: null }),
+          usage({ requestId: 'req-3', estimated: true, model: 'other' }),
+        ]);
+        const rows = await storage.summarizeUsage({ userPathPrefix: '/', from: at(0), to: at(100) });
+        assert.deepEqual(rows.map((r) => [r.model, r.requests, r.estimatedRequests]), [['gpt-4o-mini', 2, 1], ['other', 1, 1]]);
+      });
+    });
+
     it('inserts a large usage batch', async () => {
       await withStorage(harness, async (storage) => {
         const records = Array.from({ length: 2500 }, (_, i) =>

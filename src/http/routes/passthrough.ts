@@ -8,7 +8,7 @@ import { forwardedPath } from '../passthrough-path.ts';
 import { tooDeep } from '../json-body.ts';
 import { MAX_JSON_DEPTH, isRecord, nestsDeeperThan } from '../../shared/json.ts';
 import { sendResult } from '../respond.ts';
-import { RelayedStream, estimateStreamUsage } from '../../tokens/estimate.ts';
+import { RelayedStream, chargedUsage } from '../../tokens/estimate.ts';
 
 /** `/p/{provider}/{path}`: any request forwarded to that provider's base URL with its credentials. */
 export function registerPassthrough(app: FastifyInstance, services: HttpServices): void {
@@ -41,7 +41,7 @@ export function registerPassthrough(app: FastifyInstance, services: HttpServices
           throw asGatewayError(err, provider.name);
         }
         // An SSE answer keeps what it relays, in case it ends before its usage report.
-        const relayed = (result.headers['content-type'] ?? '').includes('text/event-stream') ? new RelayedStream() : undefined;
+        const relayed = result.status < 400 && (result.headers['content-type'] ?? '').includes('text/event-stream') ? new RelayedStream() : undefined;
         let status = result.status;
         let broken = false;
         try {
@@ -53,9 +53,7 @@ export function registerPassthrough(app: FastifyInstance, services: HttpServices
         }
         // Without a model in the request (a GET, a body without one), the answer's names it.
         const executed = model ?? result.model?.() ?? '';
-        let usage = result.usage();
-        const estimated = relayed !== undefined && result.status < 400 && (end.cancel.cancelled || broken || usage === undefined);
-        if (estimated) usage = await estimateStreamUsage({ model: executed, request: json, relayed, reported: usage });
+        const { usage, estimated } = await chargedUsage({ model: executed, request: json, reported: result.usage(), relayed, cut: end.cancel.cancelled || broken });
         accountCompleted(services, request.identity, {
           provider: provider.name,
           model: executed,
