@@ -37,10 +37,12 @@ export function bridge(client: WebSocket, upstream: RealtimeUpstream, hooks: Bri
 
   client.on('message', (data, isBinary) => {
     const payload = isBinary ? (data as Buffer) : data.toString();
-    if (!isBinary && isResponseCreate(payload as string)) {
+    // The substring test keeps audio appends from being parsed; the parse tells a real
+    // response.create from text that merely mentions one.
+    const event = !isBinary && isResponseCreate(payload as string) ? clientEventOf(payload as string) : undefined;
+    if (event?.type === 'response.create') {
       const refused = hooks.refusal?.();
-      const event = refused === undefined ? undefined : clientEventOf(payload as string);
-      if (refused !== undefined && event?.type === 'response.create') {
+      if (refused !== undefined) {
         sendError(client, refused, event.eventId);
         return;
       }

@@ -17,7 +17,7 @@ export function usageOfServerEvent(data: string): Usage | undefined {
   return { promptTokens: input, completionTokens: output, totalTokens: tokenCount(usage.total_tokens) ?? sumCounts(input, output) };
 }
 
-/** True for a client event that starts a response (its latency is measured from here). */
+/** True for a client event that may be a `response.create` (a substring test; clientEventOf tells). */
 export function isResponseCreate(data: string): boolean {
   return data.includes('"response.create"');
 }

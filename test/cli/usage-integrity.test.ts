@@ -148,4 +148,19 @@ describe('floodgate CLI on PostgreSQL: no usage record stops the others', { time
       await query('ALTER TABLE usage_records DROP CONSTRAINT no_poison');
     }
   });
+
+  it('logs at most 100 passthrough models without a price, however many distinct ones arrive', async () => {
+    const url = await start();
+    try {
+      for (let i = 0; i < 150; i++) {
+        const res = await request(url, 'POST', '/p/up/chat/completions', { body: { model: `made-up-${i}`, messages: [] }, headers: as('/many') });
+        assert.equal(res.status, 200);
+      }
+      await eventually(async () => logLines(run!.stdout()).some((l) => /further models without a price are not logged/.test(String(l.msg))), 5000, 'the last no-price line');
+      const unknown = logLines(run!.stdout()).filter((l) => /^no price known for up\/made-up-/.test(String(l.msg)));
+      assert.equal(unknown.length, 100);
+    } finally {
+      await stop();
+    }
+  });
 });
