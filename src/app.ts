@@ -70,7 +70,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   try {
     const providerConfigs = Object.keys(config.providers).length > 0 ? config.providers : BUILT_IN_MOCK;
     if (providerConfigs === BUILT_IN_MOCK) logger.info('no provider configured: serving the built-in mock provider (instance "mock")');
-    const providers = createProviders(providerConfigs);
+    const providers = createProviders(providerConfigs, { warn: (fields, message) => logger.warn(fields, message) });
     cleanup.push(() => Promise.all(providers.map((p) => p.close())).then(() => undefined));
     const resolver = buildResolver(providers, await discoverModels(providers, logger), config);
 
@@ -114,6 +114,17 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         masterKey,
         userPathHeader: config.server.user_path_header.toLowerCase(),
         bodyLimitBytes: config.server.body_limit,
+        connections: {
+          headersTimeoutMs: config.server.headers_timeout_seconds * 1000,
+          requestTimeoutMs: config.server.request_timeout_seconds * 1000,
+          keepAliveTimeoutMs: config.server.keep_alive_timeout_seconds * 1000,
+          maxConnections: config.server.max_connections,
+        },
+        files: {
+          ttlSeconds: config.files.ttl_seconds,
+          maxBytesPerUserPath: config.files.max_bytes_per_user_path,
+          maxFilesPerUserPath: config.files.max_files_per_user_path,
+        },
         cacheShared: config.cache.response.shared,
         logger,
       },

@@ -2,6 +2,7 @@ import { Cancellation } from '../providers/cancellation.ts';
 import type { Provider } from '../providers/types.ts';
 import { readBody } from '../providers/results.ts';
 import { asGatewayError, upstreamError } from '../errors/from-provider.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
 import { isRecord } from '../shared/json.ts';
 
 /**
@@ -37,6 +38,15 @@ export class RemoteBatches {
     return this.json('POST', `/batches/${encodeURIComponent(id)}/cancel`);
   }
 
+  /** Deletes a file at the provider; one the provider no longer has counts as deleted. */
+  async deleteFile(id: string): Promise<void> {
+    try {
+      await this.call('DELETE', `/files/${encodeURIComponent(id)}`);
+    } catch (err) {
+      if (!(err instanceof GatewayError && err.status === 404)) throw err;
+    }
+  }
+
   async fileContent(id: string): Promise<Buffer> {
     return (await this.call('GET', `/files/${encodeURIComponent(id)}/content`)).body;
   }
@@ -54,14 +64,18 @@ export class RemoteBatches {
 
   private async call(method: string, path: string, body?: Buffer, contentType?: string): Promise<{ body: Buffer }> {
     const headers: Record<string, string> = contentType ? { 'content-type': contentType } : {};
-    let result;
+    let status: number;
+    let buf: Buffer;
+    let answerHeaders: Record<string, string>;
     try {
-      result = await this.provider.passthrough({ method, path, headers, body, cancel: Cancellation.fromSignal(AbortSignal.timeout(60_000)) });
+      const result = await this.provider.passthrough({ method, path, headers, body, cancel: Cancellation.fromSignal(AbortSignal.timeout(60_000)), buffered: true });
+      status = result.status;
+      answerHeaders = result.headers;
+      buf = await readBody(result.body);
     } catch (err) {
       throw asGatewayError(err, this.provider.name);
     }
-    const buf = await readBody(result.body);
-    if (result.status >= 400) throw upstreamError(result.status, buf, result.headers);
+    if (status >= 400) throw upstreamError(status, buf, answerHeaders);
     return { body: buf };
   }
 }

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import { Cancellation } from '../providers/cancellation.ts';
-import { badRequest, notFound, unsupportedByProvider } from '../errors/gateway-error.ts';
+import { GatewayError, badRequest, notFound, unsupportedByProvider } from '../errors/gateway-error.ts';
 import type { BudgetTracker } from '../budgets/tracker.ts';
 import type { Resolver, Target } from '../routing/resolver.ts';
 import type { BatchRecord, Storage, StoredFile } from '../storage/types.ts';
@@ -19,6 +19,13 @@ export interface Owner {
   keyId: string | null;
 }
 
+/** How long files are kept, and how much one user path may keep (`files.*`). */
+export interface FileLimits {
+  ttlSeconds: number;
+  maxBytesPerUserPath: number;
+  maxFilesPerUserPath: number;
+}
+
 export interface BatchServiceOptions {
   storage: Storage;
   resolver: Resolver;
@@ -26,7 +33,17 @@ export interface BatchServiceOptions {
   /** Checked before each line the gateway runs; absent when budgets are disabled. */
   budgets?: Pick<BudgetTracker, 'check'> | undefined;
   logger: FastifyBaseLogger;
+  files: FileLimits;
   now(): number;
+}
+
+/** An upload as the route read it from the form. */
+export interface NewFile {
+  filename: string;
+  purpose: string;
+  content: Buffer;
+  /** `expires_after[seconds]`: a shorter life than `files.ttl_seconds`. */
+  expiresAfterSeconds?: number;
 }
 
 export interface NewBatch {
@@ -37,6 +54,8 @@ export interface NewBatch {
 }
 
 const DAY_SECONDS = 86_400;
+/** How often expired files are removed from storage (reads never serve them, removed or not). */
+const SWEEP_INTERVAL_MS = 60_000;
 
 /** True when `path` is `caller` or below it (case-insensitive, like rule matching). */
 function isWithin(path: string, caller: string): boolean {
@@ -57,31 +76,51 @@ export class BatchService {
   private readonly running = new Map<string, { cancel: boolean; done: Promise<void> }>();
   /** Cancelled on close(): batches the gateway runs stop between lines, and their calls are abandoned. */
   private readonly shutdown = Cancellation.shared();
+  /** The last upload of each user path (lower case): a path's uploads are checked against its quota one at a time. */
+  private readonly uploads = new Map<string, Promise<unknown>>();
+  private readonly sweeper: NodeJS.Timeout;
 
   constructor(opts: BatchServiceOptions) {
     this.opts = opts;
+    this.sweeper = setInterval(() => void this.sweep(), SWEEP_INTERVAL_MS);
+    this.sweeper.unref();
   }
 
-  async createFile(owner: Owner, filename: string, purpose: string, content: Buffer): Promise<StoredFile> {
-    const file: StoredFile = {
-      id: `file-${randomBytes(12).toString('hex')}`,
-      userPath: owner.userPath,
-      purpose,
-      filename,
-      bytes: content.length,
-      createdAt: new Date(this.opts.now()),
-      content,
-      provider: null,
-      providerFileId: null,
-    };
-    await this.opts.storage.insertFile(file);
-    return file;
+  /**
+   * Stores an upload once the caller's user path has room for it (`files.max_*_per_user_path`,
+   * counting its live files, batch output included) and `admit` let it through; a path's uploads
+   * are checked one at a time, so concurrent uploads cannot overrun the quota together.
+   */
+  async uploadFile(owner: Owner, upload: NewFile, admit: () => Promise<void>): Promise<StoredFile> {
+    const ttl = this.opts.files.ttlSeconds;
+    const life = upload.expiresAfterSeconds;
+    if (life !== undefined && (!Number.isInteger(life) || life < 1 || life > ttl)) {
+      throw badRequest(`expires_after[seconds]: must be an integer from 1 to ${ttl} (files.ttl_seconds)`, 'expires_after');
+    }
+    return this.oneAtATime(owner.userPath.toLowerCase(), async () => {
+      await this.checkQuota(owner.userPath, upload.content.length);
+      await admit();
+      return this.storeFile(owner, upload.filename, upload.purpose, upload.content, life ?? ttl);
+    });
   }
 
+  /** A file of the caller's subtree that has not expired; an expired one is removed. */
   async getFile(owner: Owner, id: string): Promise<StoredFile> {
     const file = await this.opts.storage.getFile(id);
     if (file === undefined || !isWithin(file.userPath, owner.userPath)) throw notFound(`file "${id}" not found`, 'file_not_found');
+    if (file.expiresAt !== null && file.expiresAt.getTime() <= this.opts.now()) {
+      await this.opts.storage.deleteFile(id);
+      throw notFound(`file "${id}" has expired (at ${file.expiresAt.toISOString()}) and was removed`, 'file_not_found');
+    }
     return file;
+  }
+
+  /** Deletes a file of the caller's subtree; one that lives at a provider is deleted there first. */
+  async deleteFile(owner: Owner, id: string): Promise<void> {
+    const file = await this.getFile(owner, id);
+    const provider = file.provider === null ? undefined : this.opts.resolver.provider(file.provider);
+    if (provider !== undefined && file.providerFileId !== null) await new RemoteBatches(provider).deleteFile(file.providerFileId);
+    await this.opts.storage.deleteFile(id);
   }
 
   async fileContent(owner: Owner, id: string): Promise<{ file: StoredFile; content: Buffer }> {
@@ -99,8 +138,14 @@ export class BatchService {
   async createBatch(owner: Owner, input: NewBatch, admit: () => Promise<void>): Promise<BatchRecord> {
     const endpoint = BATCH_ENDPOINTS[input.endpoint];
     if (endpoint === undefined) throw badRequest(`endpoint: must be one of ${Object.keys(BATCH_ENDPOINTS).join(', ')}`, 'endpoint');
-    const file = await this.opts.storage.getFile(input.inputFileId);
-    if (file === undefined || !isWithin(file.userPath, owner.userPath)) throw notFound(`file "${input.inputFileId}" not found`, 'file_not_found');
+    let file: StoredFile;
+    try {
+      file = await this.getFile(owner, input.inputFileId);
+    } catch (err) {
+      // Deleted, expired or never there: the submission names the field it came from.
+      if (err instanceof GatewayError) throw new GatewayError({ status: err.status, type: err.type, message: `input_file_id: ${err.message}`, param: 'input_file_id', code: err.code });
+      throw err;
+    }
     if (file.content === null) throw badRequest('input_file_id: must be a file uploaded with purpose "batch"', 'input_file_id');
     const { model, lines } = parseBatchInput(file.content, input.endpoint);
     const route = this.opts.resolver.resolve(model);
@@ -184,6 +229,7 @@ export class BatchService {
 
   /** Stops background runs (they end between two lines) and waits for them. */
   async close(): Promise<void> {
+    clearInterval(this.sweeper);
     for (const run of this.running.values()) run.cancel = true;
     this.shutdown.cancel();
     await Promise.allSettled([...this.running.values()].map((r) => r.done));
@@ -225,9 +271,10 @@ export class BatchService {
     if (typeof providerFileId !== 'string' || providerFileId === '') return current;
     const id = `file-${createHash('sha256').update(`${batch.provider}\u0000${providerFileId}`).digest('hex').slice(0, 24)}`;
     if ((await this.opts.storage.getFile(id)) === undefined) {
+      const now = this.opts.now();
       await this.opts.storage.insertFile({
         id, userPath: batch.userPath, purpose: 'batch_output', filename: `${batch.id}_output.jsonl`, bytes: 0,
-        createdAt: new Date(this.opts.now()), content: null, provider: batch.provider, providerFileId,
+        createdAt: new Date(now), expiresAt: new Date(now + this.opts.files.ttlSeconds * 1000), content: null, provider: batch.provider, providerFileId,
       }).catch(async (err: unknown) => {
         // A concurrent refresh may have inserted it first.
         if ((await this.opts.storage.getFile(id)) === undefined) throw err;
@@ -279,9 +326,66 @@ export class BatchService {
     await storage.updateBatch(batch);
   }
 
+  /** Output is always written (it counts toward the path's quota for later uploads, never refused). */
   private async writeOutput(batch: BatchRecord, lines: string[], kind: 'output' | 'error'): Promise<StoredFile> {
     const content = Buffer.from(lines.join('\n') + '\n');
-    return this.createFile({ userPath: batch.userPath, keyId: batch.apiKeyId }, `${batch.id}_${kind}.jsonl`, 'batch_output', content);
+    return this.storeFile({ userPath: batch.userPath, keyId: batch.apiKeyId }, `${batch.id}_${kind}.jsonl`, 'batch_output', content, this.opts.files.ttlSeconds);
+  }
+
+  private async storeFile(owner: Owner, filename: string, purpose: string, content: Buffer, lifeSeconds: number): Promise<StoredFile> {
+    const now = this.opts.now();
+    const file: StoredFile = {
+      id: `file-${randomBytes(12).toString('hex')}`,
+      userPath: owner.userPath,
+      purpose,
+      filename,
+      bytes: content.length,
+      createdAt: new Date(now),
+      expiresAt: new Date(now + lifeSeconds * 1000),
+      content,
+      provider: null,
+      providerFileId: null,
+    };
+    await this.opts.storage.insertFile(file);
+    return file;
+  }
+
+  private async checkQuota(userPath: string, bytes: number): Promise<void> {
+    const { maxBytesPerUserPath: maxBytes, maxFilesPerUserPath: maxFiles } = this.opts.files;
+    const held = await this.opts.storage.fileUsage(userPath, new Date(this.opts.now()));
+    const over = held.files + 1 > maxFiles
+      ? `it holds ${held.files} files, the most a user path may keep (files.max_files_per_user_path ${maxFiles})`
+      : held.bytes + bytes > maxBytes
+        ? `it holds ${held.bytes} bytes in files and this upload of ${bytes} bytes would pass files.max_bytes_per_user_path (${maxBytes})`
+        : undefined;
+    if (over === undefined) return;
+    throw new GatewayError({
+      status: 403,
+      type: 'invalid_request_error',
+      message: `file quota of user path ${userPath} exceeded: ${over}; delete files (DELETE /v1/files/{id}) or wait for them to expire`,
+      param: 'file',
+      code: 'file_quota_exceeded',
+    });
+  }
+
+  private async oneAtATime<T>(key: string, task: () => Promise<T>): Promise<T> {
+    const previous = this.uploads.get(key) ?? Promise.resolve();
+    const result = previous.then(task, task);
+    const settled = result.then(noop, noop);
+    this.uploads.set(key, settled);
+    void settled.then(() => {
+      if (this.uploads.get(key) === settled) this.uploads.delete(key);
+    });
+    return result;
+  }
+
+  private async sweep(): Promise<void> {
+    try {
+      const removed = await this.opts.storage.deleteExpiredFiles(new Date(this.opts.now()));
+      if (removed > 0) this.opts.logger.info({ removed }, 'removed expired files');
+    } catch (err) {
+      this.opts.logger.warn({ err }, 'removing expired files failed; the next sweep tries again');
+    }
   }
 
   /**
@@ -316,6 +420,8 @@ export class BatchService {
     });
   }
 }
+
+function noop(): void {}
 
 function num(value: unknown): number {
   return typeof value === 'number' && Number.isFinite(value) ? value : 0;

@@ -15,9 +15,14 @@ export function fileObject(file: StoredFile): Record<string, unknown> {
     filename: file.filename,
     purpose: file.purpose,
     status: 'processed',
-    expires_at: null,
+    expires_at: file.expiresAt === null ? null : seconds(file.expiresAt),
     status_details: null,
   };
+}
+
+/** The answer to `DELETE /v1/files/{id}`. */
+export function deletedFileObject(id: string): Record<string, unknown> {
+  return { id, object: 'file', deleted: true };
 }
 
 /** The OpenAI batch object, with the gateway's own ids throughout. */

@@ -11,34 +11,29 @@ import { BUDGET_PERIOD_NAMES, periodFromSeconds } from '../budgets/periods.ts';
 import { MAX_USD } from '../budgets/types.ts';
 import { MAX_PRICE_PER_MTOK } from '../shared/money.ts';
 import { PROVIDER_TYPES, type ProviderConfig } from '../providers/registry.ts';
+import { DEFAULT_MAX_EVENT_BYTES } from '../providers/sse.ts';
+import { DEFAULT_MAX_RESPONSE_BYTES } from '../providers/upstream.ts';
 import { MAX_CAP, MAX_PERIOD_SECONDS, normalizeUserPath, validateModelSubject, validateProviderSubject } from '../ratelimit/normalize.ts';
-import { coerceString, isAbsent, str } from '../shared/config-fields.ts';
+import { booleanSetting, coerceBool, coerceString, isAbsent, parseBoolean, str } from '../shared/config-fields.ts';
 import { providerNameError } from './normalize.ts';
 
 const DEFAULT_BODY_LIMIT = 10 * 1024 * 1024;
 const DEFAULT_USER_PATH_HEADER = 'X-Floodgate-User-Path';
 
+export { parseBoolean };
+
 const PERIOD_SECONDS = { minute: 60, hour: 3600, day: 86400, concurrent: 0 } as const;
 export type PeriodName = keyof typeof PERIOD_SECONDS;
 const PERIOD_NAMES = ['minute', 'hour', 'day', 'concurrent'] as const;
 
-const BOOLEAN_WORDS: Record<string, boolean> = {
-  true: true, false: false, '1': true, '0': false, yes: true, no: false, on: true, off: false,
-};
+const BYTE_UNITS: Record<string, number> = { b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3 };
 
-/** Parses true/false/1/0/yes/no/on/off (case-insensitive); undefined for anything else. */
-export function parseBoolean(raw: string): boolean | undefined {
-  return BOOLEAN_WORDS[raw.trim().toLowerCase()];
-}
-
-/** `<n>`, `<n>kb`, `<n>mb` (1024-based, case-insensitive) → bytes; undefined when malformed. */
+/** `<n>`, `<n>kb`, `<n>mb`, `<n>gb` (1024-based, case-insensitive) → bytes; undefined when malformed. */
 function parseByteSize(raw: string | number): number | undefined {
   if (typeof raw === 'number') return Number.isInteger(raw) && raw > 0 ? raw : undefined;
-  const m = /^\s*(\d+)\s*(b|kb|mb)?\s*$/i.exec(raw);
+  const m = /^\s*(\d+)\s*(b|kb|mb|gb)?\s*$/i.exec(raw);
   if (!m) return undefined;
-  const n = Number(m[1]);
-  const unit = (m[2] ?? 'b').toLowerCase();
-  const bytes = unit === 'mb' ? n * 1024 * 1024 : unit === 'kb' ? n * 1024 : n;
+  const bytes = Number(m[1]) * BYTE_UNITS[(m[2] ?? 'b').toLowerCase()]!;
   return bytes > 0 && Number.isSafeInteger(bytes) ? bytes : undefined;
 }
 
@@ -56,11 +51,6 @@ function coerceNumber(v: unknown): unknown {
   return typeof v === 'string' && /^\s*[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?\s*$/i.test(v) ? Number(v) : v;
 }
 
-function coerceBool(v: unknown): unknown {
-  if (isAbsent(v)) return undefined;
-  return typeof v === 'string' ? (parseBoolean(v) ?? v) : v;
-}
-
 function intSchema(min: number, max?: number) {
   const msg = max === undefined ? `must be an integer >= ${min}` : `must be an integer ${min}..${max}`;
   const base = z.number({ error: msg }).int({ error: msg }).min(min, { error: msg });
@@ -70,8 +60,15 @@ function intSchema(min: number, max?: number) {
 const optInt = (min: number, max?: number) => z.preprocess(coerceInt, intSchema(min, max).optional());
 const defInt = (def: number, min: number, max?: number) =>
   z.preprocess(coerceInt, intSchema(min, max).default(def));
-const defBool = (def: boolean) =>
-  z.preprocess(coerceBool, z.boolean({ error: 'must be a boolean (true/false/yes/no/on/off/1/0)' }).default(def));
+const defBool = booleanSetting;
+
+const BYTE_SIZE_ERROR = 'must be a size in bytes: <n>, <n>kb, <n>mb or <n>gb (e.g. 10mb)';
+
+/** A size in bytes, written as a number or with a unit (`10mb`). */
+const defByteSize = (def: number) => z.preprocess(
+  (v) => (isAbsent(v) ? undefined : typeof v === 'string' || typeof v === 'number' ? (parseByteSize(v) ?? v) : v),
+  z.number({ error: BYTE_SIZE_ERROR }).int({ error: BYTE_SIZE_ERROR }).positive({ error: BYTE_SIZE_ERROR }).default(def),
+);
 
 const nonEmptyStr = () => str().min(1, { error: 'must not be empty' });
 const optStr = () => z.preprocess(coerceString, str().optional());
@@ -105,16 +102,21 @@ const serverSchema = z.strictObject({
     coerceString,
     str().regex(HEADER_TOKEN, { error: 'must be a valid HTTP header name' }).default(DEFAULT_USER_PATH_HEADER),
   ),
-  body_limit: z.preprocess(
-    (v) => (isAbsent(v) ? undefined : typeof v === 'string' || typeof v === 'number' ? (parseByteSize(v) ?? v) : v),
-    z
-      .number({ error: 'must be a size in bytes: <n>, <n>kb or <n>mb (e.g. 10mb)' })
-      .int({ error: 'must be a size in bytes: <n>, <n>kb or <n>mb (e.g. 10mb)' })
-      .positive({ error: 'must be a size in bytes: <n>, <n>kb or <n>mb (e.g. 10mb)' })
-      .default(DEFAULT_BODY_LIMIT),
-  ),
+  body_limit: defByteSize(DEFAULT_BODY_LIMIT),
   /** How long a shutdown waits for running requests before it cuts them. */
   shutdown_grace_seconds: defInt(10, 0, 3600),
+  /** From a connection's opening (or a request's first byte) to the end of the request's headers. */
+  headers_timeout_seconds: defInt(30, 1, 3600),
+  /** From a request's first byte to the end of its body; the answer is not timed. */
+  request_timeout_seconds: defInt(300, 1, 86_400),
+  /** How long an idle keep-alive connection is kept between two requests. */
+  keep_alive_timeout_seconds: defInt(72, 1, 3600),
+  /** Open connections at most; further ones are closed at once. */
+  max_connections: defInt(10_000, 1, 1_000_000),
+}).superRefine((v, ctx) => {
+  if (v.headers_timeout_seconds > v.request_timeout_seconds) {
+    ctx.addIssue({ code: 'custom', path: ['headers_timeout_seconds'], message: `must not exceed request_timeout_seconds (${v.request_timeout_seconds})` });
+  }
 });
 
 const storageSchema = z
@@ -146,6 +148,16 @@ const storageSchema = z
 
 const usageSchema = z.strictObject({ enabled: defBool(true) });
 
+/** Files kept by the gateway (`POST /v1/files` and batch output). */
+const filesSchema = z.strictObject({
+  /** How long a file is kept; an upload's `expires_after` may ask for less. */
+  ttl_seconds: defInt(30 * 86_400, 1, MAX_PERIOD_SECONDS),
+  /** Bytes of live files one user path may hold; an upload beyond it is refused. */
+  max_bytes_per_user_path: defByteSize(1024 ** 3),
+  /** Live files one user path may hold; an upload beyond it is refused. */
+  max_files_per_user_path: defInt(1000, 1, 1_000_000),
+});
+
 const cacheSchema = z.strictObject({
   response: section(
     z
@@ -167,11 +179,22 @@ const providerCommon = {
   connect_timeout_ms: defInt(10000, 1),
   // Time allowed for response headers, and the longest silence while a body streams.
   timeout_ms: defInt(600000, 1),
+  // The largest answer read whole (a JSON answer, an error answer): 502 beyond it.
+  max_response_bytes: defByteSize(DEFAULT_MAX_RESPONSE_BYTES),
+  // The largest event of a relayed SSE stream: the stream ends with an error event beyond it.
+  max_event_bytes: defByteSize(DEFAULT_MAX_EVENT_BYTES),
 };
 
 const PROVIDER_TYPE_NAMES = PROVIDER_TYPES.map((t) => t.type).join(', ');
 
-const providerVariants = PROVIDER_TYPES.map((t) => z.strictObject({ type: z.literal(t.type), ...t.configFields, ...providerCommon }));
+const providerVariants = PROVIDER_TYPES.map((t) => {
+  const variant = z.strictObject({ type: z.literal(t.type), ...t.configFields, ...providerCommon });
+  const check = t.check as ((settings: z.output<typeof variant>) => Array<{ key: string; message: string }>) | undefined;
+  if (check === undefined) return variant;
+  return variant.superRefine((settings, ctx) => {
+    for (const { key, message } of check(settings)) ctx.addIssue({ code: 'custom', path: key === '' ? [] : key.split('.'), message });
+  });
+});
 
 /**
  * One `providers.<name>` entry, checked against the fields of the type it names. Its output type
@@ -185,7 +208,7 @@ const providerSchema = z.discriminatedUnion('type', providerVariants as [typeof 
     const type = (input as Record<string, unknown>)['type'];
     return type === undefined ? `required (one of ${PROVIDER_TYPE_NAMES})` : `must be one of ${PROVIDER_TYPE_NAMES}`;
   },
-}) as unknown as z.ZodType<ProviderConfig & { connect_timeout_ms: number; timeout_ms: number }, unknown>;
+}) as unknown as z.ZodType<ProviderConfig & { connect_timeout_ms: number; timeout_ms: number; max_response_bytes: number; max_event_bytes: number }, unknown>;
 
 const providerName = z.string().superRefine((v, ctx) => {
   const err = providerNameError(v);
@@ -441,6 +464,7 @@ export const configSchema = z.strictObject(
     server: section(serverSchema.prefault({})),
     storage: section(storageSchema.prefault({})),
     usage: section(usageSchema.prefault({})),
+    files: section(filesSchema.prefault({})),
     cache: section(cacheSchema.prefault({})),
     providers: section(z.record(providerName, providerSchema).default({})),
     aliases: section(z.record(aliasName, aliasSchema).default({})),

@@ -1,6 +1,6 @@
-import { UpstreamUnavailableError } from '../providers/types.ts';
+import { UnsupportedParameterError, UpstreamUnavailableError } from '../providers/types.ts';
 import { isRecord } from '../shared/json.ts';
-import { GatewayError } from './gateway-error.ts';
+import { badRequest, GatewayError } from './gateway-error.ts';
 
 /** Re-wraps an upstream error body as a gateway `provider_error`, keeping its message and code. */
 export function upstreamError(status: number, body: Buffer, headers: Readonly<Record<string, string>>): GatewayError {
@@ -26,10 +26,11 @@ export function upstreamError(status: number, body: Buffer, headers: Readonly<Re
   return new GatewayError({ status, type: 'provider_error', message, code, headers: passOn });
 }
 
-/** A provider call's failure as the error the client sees: unreachable, timed out or cancelled. */
+/** A provider call's failure as the error the client sees: unreachable, timed out, cancelled or refused. */
 export function asGatewayError(err: unknown, provider: string): unknown {
+  if (err instanceof UnsupportedParameterError) return badRequest(err.message, err.param, err.code);
   if (err instanceof UpstreamUnavailableError) {
-    return new GatewayError({ status: err.status, type: 'provider_error', message: err.message, code: err.status === 504 ? 'upstream_timeout' : 'upstream_unavailable' });
+    return new GatewayError({ status: err.status, type: 'provider_error', message: err.message, code: err.code ?? (err.status === 504 ? 'upstream_timeout' : 'upstream_unavailable') });
   }
   if (err instanceof Error && err.name === 'AbortError') {
     return new GatewayError({ status: 499, type: 'provider_error', message: `request to provider ${provider} was cancelled`, code: 'client_closed_request' });

@@ -3,6 +3,7 @@ import type { BudgetManager } from '../admin/budgets.ts';
 import type { RuleManager } from '../admin/rate-limit-rules.ts';
 import type { BudgetTracker } from '../budgets/tracker.ts';
 import type { KeyRing } from '../auth/keys.ts';
+import type { FileLimits } from '../batch/service.ts';
 import type { ResponseCache } from '../cache/response-cache.ts';
 import type { GatewayMetrics } from '../metrics/index.ts';
 import type { RateLimiter } from '../ratelimit/index.ts';
@@ -42,9 +43,23 @@ export interface HttpOptions {
   /** Lower-case header name carrying the caller's user path. */
   userPathHeader: string;
   bodyLimitBytes: number;
+  /** The connection bounds (`server.*_timeout_seconds`, `server.max_connections`). */
+  connections: ConnectionLimits;
+  /** How long files are kept and how much a user path may keep (`files.*`). */
+  files: FileLimits;
   /** Whether user paths share response-cache entries (`cache.response.shared`). */
   cacheShared: boolean;
   logger: FastifyBaseLogger;
+}
+
+export interface ConnectionLimits {
+  /** From a connection's opening (or a request's first byte) to the end of the request's headers. */
+  headersTimeoutMs: number;
+  /** From a request's first byte to the end of its body. */
+  requestTimeoutMs: number;
+  /** Idle time allowed between two requests on a keep-alive connection. */
+  keepAliveTimeoutMs: number;
+  maxConnections: number;
 }
 
 /** Who is calling, settled by the auth hook before any route runs. */

@@ -90,7 +90,7 @@ function streamError(err: unknown): GatewayError {
     status: 502,
     type: 'provider_error',
     message: `upstream stream failed: ${err instanceof Error ? err.message : String(err)}`,
-    code: 'stream_interrupted',
+    code: (err instanceof UpstreamUnavailableError ? err.code : undefined) ?? 'stream_interrupted',
   });
 }
 

@@ -22,6 +22,7 @@ import { registerRealtime, registerWebSocketUpgrades } from './routes/realtime.t
 import { registerUsage } from './routes/usage.ts';
 
 export function buildServer(services: HttpServices): FastifyInstance {
+  const limits = services.options.connections;
   const app = Fastify({
     loggerInstance: services.options.logger,
     // Per-request log lines cost more than the proxying itself; errors are still logged.
@@ -29,10 +30,24 @@ export function buildServer(services: HttpServices): FastifyInstance {
     bodyLimit: services.options.bodyLimitBytes,
     return503OnClosing: true,
     forceCloseConnections: false,
+    // Node times the receiving of a request only: once its body is in, the answer (a long stream
+    // included) takes as long as it takes. A connection that never completes its headers (an idle
+    // one included) or its body gets a 408 and is closed; an idle keep-alive one is closed.
+    requestTimeout: limits.requestTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    http: {
+      headersTimeout: limits.headersTimeoutMs,
+      requestTimeout: limits.requestTimeoutMs,
+      // Node checks the two timeouts above at this interval (30 s by default, which would let a
+      // connection outlive a short timeout by that much).
+      connectionsCheckingInterval: Math.min(1000, Math.ceil(limits.headersTimeoutMs / 4)),
+    },
     // The incoming x-request-id is judged by requestId() rather than trusted as it is.
     requestIdHeader: false,
     genReqId: requestId,
   });
+  // Connections beyond it are closed as soon as they are accepted.
+  app.server.maxConnections = limits.maxConnections;
 
   // Every answer names its request (errors and streams included), the id its log lines carry.
   app.addHook('onSend', (request, reply, payload, done) => {

@@ -10,7 +10,7 @@ import { parseJsonObject } from './translate/json.ts';
 import { buffered, jsonResult, JSON_HEADERS, passthroughRequestHeaders, passthroughResult, SSE_HEADERS, unsupportedEndpoint } from './results.ts';
 import type { PassthroughCall, Provider, ProviderCall, ProviderResult } from './types.ts';
 import { defineProviderType, UpstreamUnavailableError, type HttpProviderSettings } from './types.ts';
-import { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, isEventStream, pickHeaders, relay, UpstreamClient } from './upstream.ts';
+import { clientOptions, isEventStream, pickHeaders, relay, UpstreamClient } from './upstream.ts';
 import type { UpstreamResponse } from './upstream.ts';
 import { usageFromJsonBuffer } from './usage.ts';
 
@@ -51,12 +51,7 @@ class AnthropicProvider implements Provider {
     this.name = name;
     this.apiKey = settings.api_key || undefined;
     this.configuredModels = settings.models && settings.models.length > 0 ? [...settings.models] : undefined;
-    this.client = new UpstreamClient({
-      provider: name,
-      baseUrl: normalizeAnthropicBaseUrl(settings.base_url ?? ANTHROPIC_DEFAULT_BASE_URL),
-      connectTimeoutMs: settings.connect_timeout_ms ?? DEFAULT_CONNECT_TIMEOUT_MS,
-      timeoutMs: settings.timeout_ms ?? DEFAULT_TIMEOUT_MS,
-    });
+    this.client = new UpstreamClient(clientOptions(name, normalizeAnthropicBaseUrl(settings.base_url ?? ANTHROPIC_DEFAULT_BASE_URL), settings));
   }
 
   async listModels(): Promise<string[]> {
@@ -78,7 +73,7 @@ class AnthropicProvider implements Provider {
     const headers = passthroughRequestHeaders(call.headers, this.auth());
     headers['anthropic-version'] ??= ANTHROPIC_VERSION;
     const res = await this.client.request({ method: call.method, path: call.path, headers, body: call.body, cancel: call.cancel });
-    return passthroughResult(this.client, res, call.cancel);
+    return passthroughResult(this.client, res, call.cancel, call.buffered);
   }
 
   async close(): Promise<void> {
@@ -109,7 +104,7 @@ class AnthropicProvider implements Provider {
     const res = await this.send(call.json ?? { model: call.model }, call);
     const headers = pickHeaders(res.headers);
     if (res.status < 400 && isEventStream(res.headers)) {
-      const tap = new SseUsageTap();
+      const tap = new SseUsageTap({ limit: this.client.sseLimit });
       const mapError = (err: unknown): unknown => this.client.mapError(err, call.cancel);
       return { status: res.status, headers, body: relay(res.body, mapError, tap), usage: () => tap.usage() };
     }
@@ -130,7 +125,7 @@ class AnthropicProvider implements Provider {
       const so = isRecord(json.stream_options) ? json.stream_options : undefined;
       const translator = new MessagesToChatStream({ model: call.model, includeUsage: so?.include_usage === true });
       const mapError = (err: unknown): unknown => this.client.mapError(err, call.cancel);
-      return { status: res.status, headers: { ...SSE_HEADERS }, body: relay(res.body, mapError, messagesToChatTransform(translator)), usage: () => translator.usage() };
+      return { status: res.status, headers: { ...SSE_HEADERS }, body: relay(res.body, mapError, messagesToChatTransform(translator, this.client.sseLimit)), usage: () => translator.usage() };
     }
     const buf = await this.client.readAll(res.body, call.cancel);
     const parsed = parseJsonObject(buf.toString('utf8'));

@@ -10,16 +10,18 @@ import { parseJsonObject } from './translate/json.ts';
 import { buffered, jsonResult, JSON_HEADERS, passthroughRequestHeaders, passthroughResult, SSE_HEADERS } from './results.ts';
 import type { BatchAbility, Endpoint, PassthroughCall, Provider, ProviderCall, ProviderResult, RealtimeAbility } from './types.ts';
 import { defineProviderType, UpstreamUnavailableError, type HttpProviderSettings } from './types.ts';
-import {
-  DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, isEventStream, isJson, pickHeaders, relay, UpstreamClient,
-} from './upstream.ts';
+import { clientOptions, isEventStream, isJson, pickHeaders, relay, UpstreamClient } from './upstream.ts';
 import type { UpstreamResponse } from './upstream.ts';
 import { usageFromJsonBuffer } from './usage.ts';
 
 
 const OPENAI_DEFAULT_BASE_URL = 'https://api.openai.com/v1';
 
-const PATHS: Record<Exclude<Endpoint, 'messages'>, string> = {
+/** The endpoints an OpenAI-shaped upstream serves natively (`messages` is translated to chat). */
+export type OpenAIEndpoint = Exclude<Endpoint, 'messages'>;
+
+/** Each endpoint's path below an OpenAI-style base URL (Azure's below a deployment). */
+export const OPENAI_PATHS: Readonly<Record<OpenAIEndpoint, string>> = {
   chat: '/chat/completions',
   responses: '/responses',
   embeddings: '/embeddings',
@@ -36,37 +38,38 @@ export const openaiProviderType = defineProviderType({
   pricesProvider: 'openai',
 });
 
-/** Any OpenAI-compatible upstream (OpenAI, Azure-style proxies, vLLM, Ollama, LiteLLM, ...). */
-class OpenAIProvider implements Provider {
+/** A provider's credentials as request headers; a promise when they must be fetched (a token). */
+export type Credentials = Readonly<Record<string, string>> | Promise<Readonly<Record<string, string>>>;
+
+/**
+ * Any OpenAI-compatible upstream (OpenAI, vLLM, Ollama, LiteLLM, ...), and the base of the
+ * OpenAI-shaped provider types that differ only in where an endpoint lives and how they
+ * authenticate (`azure`): they override `endpointPath`, `credentials` and `realtimeEndpoint`.
+ */
+export class OpenAIProvider implements Provider {
   readonly name: string;
-  readonly type = 'openai';
+  readonly type: string = 'openai';
   /** Sessions on the provider's realtime WebSocket (`<base_url as ws(s)>/realtime?model=`). */
   readonly realtime: RealtimeAbility = {
-    connect: (model) => {
-      const { url, headers } = this.realtimeEndpoint(model);
+    connect: async (model) => {
+      const { url, headers } = await this.realtimeEndpoint(model);
       return connectRealtimeUpstream(url, headers);
     },
   };
   /** OpenAI's Files and Batches API lives below the same base URL. */
   readonly batch: BatchAbility = { mode: 'forward' };
-  private readonly client: UpstreamClient;
+  protected readonly client: UpstreamClient;
   private readonly apiKey: string | undefined;
-  private readonly configuredModels: string[] | undefined;
-  /** The headers of every JSON call: built once, undici only reads them. */
-  private readonly jsonHeaders: Readonly<Record<string, string>>;
+  protected readonly configuredModels: string[] | undefined;
+  /** The headers of every JSON call when the credentials are fixed: built once, undici only reads them. */
+  private jsonHeaders: Readonly<Record<string, string>> | undefined;
   private discovered: Promise<string[]> | undefined;
 
   constructor(name: string, settings: HttpProviderSettings) {
     this.name = name;
     this.apiKey = settings.api_key || undefined;
     this.configuredModels = settings.models && settings.models.length > 0 ? [...settings.models] : undefined;
-    this.client = new UpstreamClient({
-      provider: name,
-      baseUrl: settings.base_url ?? OPENAI_DEFAULT_BASE_URL,
-      connectTimeoutMs: settings.connect_timeout_ms ?? DEFAULT_CONNECT_TIMEOUT_MS,
-      timeoutMs: settings.timeout_ms ?? DEFAULT_TIMEOUT_MS,
-    });
-    this.jsonHeaders = Object.freeze(this.headers('application/json'));
+    this.client = new UpstreamClient(clientOptions(name, settings.base_url ?? OPENAI_DEFAULT_BASE_URL, settings));
   }
 
   async listModels(): Promise<string[]> {
@@ -100,8 +103,9 @@ class OpenAIProvider implements Provider {
       }
       contentType = 'application/json';
     }
-    const headers = contentType === 'application/json' ? this.jsonHeaders : this.headers(contentType);
-    const res = await this.client.request({ method: 'POST', path: PATHS[call.endpoint], headers, body, cancel: call.cancel });
+    let headers = this.headers(contentType);
+    if (headers instanceof Promise) headers = await headers;
+    const res = await this.client.request({ method: 'POST', path: this.endpointPath(call.endpoint, call.model), headers, body, cancel: call.cancel });
     return this.result(res, call.cancel, stripUsage);
   }
 
@@ -109,37 +113,48 @@ class OpenAIProvider implements Provider {
     const res = await this.client.request({
       method: call.method,
       path: call.path,
-      headers: passthroughRequestHeaders(call.headers, this.auth()),
+      headers: passthroughRequestHeaders(call.headers, await this.credentials()),
       body: call.body,
       cancel: call.cancel,
     });
-    return passthroughResult(this.client, res, call.cancel);
+    return passthroughResult(this.client, res, call.cancel, call.buffered);
   }
 
   async close(): Promise<void> {
     await this.client.close();
   }
 
-  private realtimeEndpoint(model: string): { url: string; headers: Record<string, string> } {
-    const url = new URL(this.client.baseUrl.replace(/\/+$/, '') + '/realtime');
-    url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
-    url.searchParams.set('model', model);
-    return { url: url.toString(), headers: { ...this.auth(), 'openai-beta': 'realtime=v1' } };
+  /** Where an endpoint of `model` lives, below the base URL (path and query). */
+  protected endpointPath(endpoint: OpenAIEndpoint, _model: string): string {
+    return OPENAI_PATHS[endpoint];
   }
 
-  private auth(): Record<string, string> {
+  protected credentials(): Credentials {
     return this.apiKey ? { authorization: `Bearer ${this.apiKey}` } : {};
   }
 
-  private headers(contentType: string): Record<string, string> {
-    return { 'content-type': contentType, ...this.auth() };
+  protected async realtimeEndpoint(model: string): Promise<{ url: string; headers: Record<string, string> }> {
+    const url = new URL(this.client.baseUrl.replace(/\/+$/, '') + '/realtime');
+    url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
+    url.searchParams.set('model', model);
+    return { url: url.toString(), headers: { ...(await this.credentials()), 'openai-beta': 'realtime=v1' } };
+  }
+
+  /** The headers of a request with a body; for JSON with fixed credentials built once and kept. */
+  private headers(contentType: string): Credentials {
+    if (contentType === 'application/json' && this.jsonHeaders !== undefined) return this.jsonHeaders;
+    const credentials = this.credentials();
+    if (credentials instanceof Promise) return credentials.then((c) => ({ 'content-type': contentType, ...c }));
+    const headers = Object.freeze({ 'content-type': contentType, ...credentials });
+    if (contentType === 'application/json') this.jsonHeaders = headers;
+    return headers;
   }
 
   private async result(res: UpstreamResponse, cancel: Cancellation, stripUsage: boolean): Promise<ProviderResult> {
     const headers = pickHeaders(res.headers);
     const mapError = (err: unknown): unknown => this.client.mapError(err, cancel);
     if (res.status < 400 && isEventStream(res.headers)) {
-      const tap = new SseUsageTap({ stripChatUsageChunk: stripUsage });
+      const tap = new SseUsageTap({ stripChatUsageChunk: stripUsage, limit: this.client.sseLimit });
       return { status: res.status, headers, body: relay(res.body, mapError, tap), usage: () => tap.usage() };
     }
     if (res.status >= 400 || isJson(res.headers) || (headers['content-type'] ?? '').startsWith('text/')) {
@@ -154,7 +169,7 @@ class OpenAIProvider implements Provider {
   private async messages(call: ProviderCall): Promise<ProviderResult> {
     const chat = messagesToChatRequest({ ...call.json, model: call.model, stream: call.stream });
     const res = await this.client.request({
-      method: 'POST', path: PATHS.chat, headers: this.jsonHeaders, body: JSON.stringify(chat), cancel: call.cancel,
+      method: 'POST', path: this.endpointPath('chat', call.model), headers: await this.headers('application/json'), body: JSON.stringify(chat), cancel: call.cancel,
     });
     if (res.status >= 400) {
       const buf = await this.client.readAll(res.body, call.cancel);
@@ -163,7 +178,7 @@ class OpenAIProvider implements Provider {
     if (isEventStream(res.headers)) {
       const translator = new ChatToMessagesStream({ model: call.model });
       const mapError = (err: unknown): unknown => this.client.mapError(err, call.cancel);
-      return { status: res.status, headers: { ...SSE_HEADERS }, body: relay(res.body, mapError, chatToMessagesTransform(translator)), usage: () => translator.usage() };
+      return { status: res.status, headers: { ...SSE_HEADERS }, body: relay(res.body, mapError, chatToMessagesTransform(translator, this.client.sseLimit)), usage: () => translator.usage() };
     }
     const buf = await this.client.readAll(res.body, call.cancel);
     const parsed = parseJsonObject(buf.toString('utf8'));
@@ -175,7 +190,7 @@ class OpenAIProvider implements Provider {
 
   private async discover(): Promise<string[]> {
     const cancel = Cancellation.never();
-    const res = await this.client.request({ method: 'GET', path: '/models', headers: this.auth(), cancel });
+    const res = await this.client.request({ method: 'GET', path: '/models', headers: await this.credentials(), cancel });
     const buf = await this.client.readAll(res.body, cancel);
     if (res.status >= 400) {
       throw new UpstreamUnavailableError(this.name, `provider ${this.name}: model discovery (GET /models) failed with status ${res.status}`, 502);

@@ -1,14 +1,16 @@
 import { anthropicProviderType } from './anthropic.ts';
+import { azureProviderType } from './azure.ts';
+import { bedrockProviderType } from './bedrock.ts';
 import { mockProviderType } from './mock.ts';
 import { openaiProviderType } from './openai.ts';
-import type { Provider, ProviderSettings, ProviderType } from './types.ts';
+import { SILENT_CONTEXT, type Provider, type ProviderContext, type ProviderSettings, type ProviderType } from './types.ts';
 
 /**
  * Every provider type the gateway knows, in the order `check-config` and error messages name them.
  * A new type is one module exporting its `ProviderType` plus its entry here: the config schema,
  * the type names and the factory below all follow from this list.
  */
-export const PROVIDER_TYPES = [openaiProviderType, anthropicProviderType, mockProviderType] as const;
+export const PROVIDER_TYPES = [openaiProviderType, anthropicProviderType, azureProviderType, bedrockProviderType, mockProviderType] as const;
 
 type Entry = (typeof PROVIDER_TYPES)[number];
 
@@ -17,16 +19,16 @@ export type ProviderConfig = Entry extends infer E
   ? E extends ProviderType<infer Name, infer Fields> ? { type: Name } & ProviderSettings<Fields> : never
   : never;
 
-type Factory = (name: string, config: ProviderConfig) => Provider;
+type Factory = (name: string, config: ProviderConfig, context: ProviderContext) => Provider;
 
 // Each factory is given only configs its own type's schema produced (`type` selects it), which is
 // what the casts state and the union type cannot.
 const FACTORIES = new Map<string, Factory>(PROVIDER_TYPES.map((t) => [t.type, t.create as Factory]));
 
-function createProvider(name: string, config: ProviderConfig): Provider {
+function createProvider(name: string, config: ProviderConfig, context: ProviderContext): Provider {
   const create = FACTORIES.get(config.type);
   if (create === undefined) throw new Error(`providers.${name}.type: unknown provider type ${JSON.stringify(config.type)}`);
-  return create(name, config);
+  return create(name, config, context);
 }
 
 /** The `pricesProvider` of a provider type (see `ProviderType`); undefined for an unknown type. */
@@ -35,6 +37,6 @@ export function pricesProviderOf(type: string): string | null | undefined {
 }
 
 /** Instances in config order (the order decides which provider serves a bare model name). */
-export function createProviders(map: Readonly<Record<string, ProviderConfig>>): Provider[] {
-  return Object.entries(map).map(([name, config]) => createProvider(name, config));
+export function createProviders(map: Readonly<Record<string, ProviderConfig>>, context: ProviderContext = SILENT_CONTEXT): Provider[] {
+  return Object.entries(map).map(([name, config]) => createProvider(name, config, context));
 }

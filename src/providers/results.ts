@@ -37,10 +37,11 @@ export function unsupportedEndpoint(provider: string, type: string, endpoint: En
 }
 
 // Never forwarded on passthrough: the gateway's own credentials and routing headers,
-// hop-by-hop headers, and accept-encoding (so answers stay readable for usage extraction).
+// hop-by-hop headers, accept-encoding (so answers stay readable for usage extraction), and
+// `expect`: the gateway already answered the client's `100-continue` and has the whole body.
 const DROP_REQUEST_HEADERS = new Set([
   'host', 'authorization', 'x-api-key', 'connection', 'keep-alive', 'content-length', 'transfer-encoding',
-  'upgrade', 'te', 'trailer', 'proxy-authorization', 'proxy-connection', 'accept-encoding', 'cookie',
+  'upgrade', 'te', 'trailer', 'proxy-authorization', 'proxy-connection', 'accept-encoding', 'cookie', 'expect',
 ]);
 
 export function passthroughRequestHeaders(incoming: IncomingHttpHeaders, credentials: Record<string, string>): Record<string, string> {
@@ -90,11 +91,16 @@ class JsonUsageTap extends Transform {
   }
 }
 
-/** A passthrough answer: every status streamed back as it arrives, usage read on the way. */
-export function passthroughResult(client: UpstreamClient, res: UpstreamResponse, cancel: Cancellation): ProviderResult {
+/**
+ * A passthrough answer: every status streamed back as it arrives, usage read on the way. An error
+ * answer, which the gateway reads whole, and any answer of a `buffered` call are bounded by the
+ * provider's `max_response_bytes`.
+ */
+export function passthroughResult(client: UpstreamClient, res: UpstreamResponse, cancel: Cancellation, buffered = false): ProviderResult {
   const headers = passthroughResponseHeaders(res.headers);
   const mapError = (err: unknown): unknown => client.mapError(err, cancel);
-  const tap = isEventStream(res.headers) ? new SseUsageTap() : isJson(res.headers) ? new JsonUsageTap() : undefined;
+  if (buffered || res.status >= 400) return { status: res.status, headers, body: relay(res.body, mapError, client.bounded()), usage: () => undefined };
+  const tap = isEventStream(res.headers) ? new SseUsageTap({ limit: client.sseLimit }) : isJson(res.headers) ? new JsonUsageTap() : undefined;
   return {
     status: res.status,
     headers,

@@ -1,6 +1,6 @@
 import { Transform, type TransformCallback } from 'node:stream';
 import { SseParser, parseEventJson } from './sse.ts';
-import type { SseEvent } from './sse.ts';
+import type { SseEvent, SseLimit } from './sse.ts';
 import type { Usage } from './types.ts';
 import { normalizeUsage, usageFromBody } from './usage.ts';
 import { isRecord } from '../shared/json.ts';
@@ -66,21 +66,24 @@ function modelOf(o: unknown): string | undefined {
  * usage reported in it. Events come from the one SSE parser; only an event whose data holds a
  * `"usage"` object is parsed (JSON.parse of that event alone), the content deltas are not.
  *
- * Without `stripChatUsageChunk`, every network chunk is passed on unchanged the moment it
- * arrives. With it (the gateway itself asked a chat upstream for `include_usage`), the usage-only
- * chunk (`choices: []`) is removed: events are passed on as each one completes, so the output
- * stays valid SSE.
+ * A network chunk made of whole events is passed on unchanged the moment it arrives; of a chunk
+ * that ends inside an event, the whole events go on at once and the partial one when its end
+ * arrives. So the client never holds half an event: when the stream fails (the upstream breaks
+ * off, or an event grows beyond `limit`), the error event that follows is read on its own.
+ * With `stripChatUsageChunk` (the gateway itself asked a chat upstream for `include_usage`), the
+ * usage-only chunk (`choices: []`) is removed as well.
  */
 export class SseUsageTap extends Transform {
-  private readonly parser = new SseParser();
+  private readonly parser: SseParser;
   private readonly acc = new UsageAccumulator();
   private readonly strip: boolean;
   /** The last event dropped ended in a CR whose LF may still come. */
   private droppedCr = false;
 
-  constructor(opts: { stripChatUsageChunk?: boolean } = {}) {
+  constructor(opts: { stripChatUsageChunk?: boolean; limit?: SseLimit } = {}) {
     super();
     this.strip = opts.stripChatUsageChunk === true;
+    this.parser = new SseParser(opts.limit);
   }
 
   usage(): Usage | undefined {
@@ -93,7 +96,17 @@ export class SseUsageTap extends Transform {
   }
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
-    callback(null, this.pass(this.parser.push(chunk), chunk));
+    const heldNothing = this.parser.idle;
+    let events: SseEvent[];
+    try {
+      events = this.parser.push(chunk);
+    } catch (err) {
+      callback(err as Error);
+      return;
+    }
+    // Ending in a line break, the chunk left nothing in the UTF-8 decoder either.
+    const wholeEvents = heldNothing && this.parser.idle && isLineBreak(chunk[chunk.length - 1]);
+    callback(null, this.pass(events, wholeEvents ? chunk : undefined));
   }
 
   override _flush(callback: TransformCallback): void {
@@ -101,9 +114,9 @@ export class SseUsageTap extends Transform {
     callback(null, this.pass(this.parser.end(), undefined));
   }
 
-  /** Reads the events' usage; returns what to pass on. */
+  /** Reads the events' usage; returns what to pass on: `chunk` when it holds exactly these events and none is dropped. */
   private pass(events: SseEvent[], chunk: Buffer | undefined): Buffer | string | undefined {
-    if (!this.strip) {
+    if (chunk !== undefined && !this.strip) {
       for (const ev of events) this.observe(ev);
       return chunk;
     }
@@ -115,7 +128,7 @@ export class SseUsageTap extends Transform {
       let raw = ev.raw;
       if (this.droppedCr && raw.charCodeAt(0) === LF) raw = raw.slice(1);
       this.droppedCr = false;
-      if (!this.observe(ev)) {
+      if (!(this.observe(ev) && this.strip)) {
         out += raw;
         continue;
       }
@@ -137,5 +150,9 @@ export class SseUsageTap extends Transform {
 
 const LF = 0x0a;
 const CR = 0x0d;
+
+function isLineBreak(byte: number | undefined): boolean {
+  return byte === LF || byte === CR;
+}
 /** Chat deltas carry `"usage":null`; only an object is worth parsing the event for. */
 const USAGE_OBJECT = /"usage"\s*:\s*\{/;

@@ -55,6 +55,8 @@ export interface PassthroughCall {
   headers: IncomingHttpHeaders;
   body?: Buffer;
   cancel: Cancellation;
+  /** The caller reads the whole answer: it is bounded by `max_response_bytes` whatever its status. */
+  buffered?: boolean;
 }
 
 /**
@@ -77,17 +79,48 @@ export interface ProviderResult {
   model?(): string | undefined;
 }
 
-/** Connection failures and timeouts; upstream HTTP errors are results with status >= 400 instead. */
+/**
+ * Connection failures, timeouts and answers beyond the gateway's bounds; upstream HTTP errors are
+ * results with status >= 400 instead. `code` names the failure for the client when it is not
+ * the usual one (`upstream_unavailable`, `upstream_timeout` for a 504).
+ */
 export class UpstreamUnavailableError extends Error {
   readonly status: number;
   readonly provider: string;
-  constructor(provider: string, message: string, status = 502, options?: { cause?: unknown }) {
+  readonly code: string | undefined;
+  constructor(provider: string, message: string, status = 502, options?: { cause?: unknown; code?: string }) {
     super(message, options);
     this.name = 'UpstreamUnavailableError';
     this.provider = provider;
     this.status = status;
+    this.code = options?.code;
   }
 }
+
+/**
+ * A request the provider type cannot carry out as asked, found before anything was sent (a
+ * parameter it cannot honour, content it cannot take): the client's 400 `invalid_request_error`,
+ * naming the parameter. Never a reason to fail over: the request, not the provider, is at fault.
+ */
+export class UnsupportedParameterError extends Error {
+  /** Where the parameter is in the request body, e.g. `logprobs` or `messages[1].content[0].image_url`. */
+  readonly param: string;
+  readonly code = 'unsupported_parameter';
+  constructor(param: string, message: string) {
+    super(message);
+    this.name = 'UnsupportedParameterError';
+    this.param = param;
+  }
+}
+
+/** What an instance gets from the gateway besides its settings. */
+export interface ProviderContext {
+  /** The gateway's log, for what an operator should see once (a parameter dropped under `drop_unsupported`). */
+  warn(fields: Record<string, unknown>, message: string): void;
+}
+
+/** A context that logs nothing (tests, and providers made outside the gateway). */
+export const SILENT_CONTEXT: ProviderContext = { warn: () => {} };
 
 export interface Provider {
   /** Instance name from the config (the key under `providers`). */
@@ -148,6 +181,10 @@ export interface CommonProviderSettings {
   connect_timeout_ms?: number | undefined;
   /** Time allowed for response headers, and the longest silence while a body streams. */
   timeout_ms?: number | undefined;
+  /** The largest answer the gateway reads whole (JSON answers, error answers). */
+  max_response_bytes?: number | undefined;
+  /** The largest event of a relayed SSE stream. */
+  max_event_bytes?: number | undefined;
 }
 
 /** The settings of a provider reached over HTTP: the common ones and its base URL. */
@@ -164,7 +201,13 @@ export type ProviderSettings<Fields extends z.ZodRawShape> = CommonProviderSetti
 export interface ProviderType<Name extends string = string, Fields extends z.ZodRawShape = z.ZodRawShape> {
   readonly type: Name;
   readonly configFields: Fields;
-  create(name: string, settings: ProviderSettings<Fields>): Provider;
+  create(name: string, settings: ProviderSettings<Fields>, context?: ProviderContext): Provider;
+  /**
+   * Checks across fields the zod fields alone cannot express (one of two keys required, both or
+   * neither): each problem as the key it is about (relative to the entry; '' for the entry) and
+   * a message. Run by the config schema, so start-up and `check-config` report them alike.
+   */
+  check?(settings: ProviderSettings<Fields>): Array<{ key: string; message: string }>;
   /**
    * Whose prices apply to this type's models (request costs, budgets): the id of a provider in
    * the `@pydantic/genai-prices` table, used when an instance's base URL does not point at another

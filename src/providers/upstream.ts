@@ -1,8 +1,9 @@
-import { PassThrough, type Readable, type Transform } from 'node:stream';
+import { PassThrough, Transform, type Readable, type TransformCallback } from 'node:stream';
 import { Pool } from 'undici';
 import type { Dispatcher } from 'undici';
 import type { Cancellation } from './cancellation.ts';
-import { UpstreamUnavailableError } from './types.ts';
+import { DEFAULT_MAX_EVENT_BYTES, type SseLimit } from './sse.ts';
+import { UpstreamUnavailableError, type CommonProviderSettings } from './types.ts';
 
 export interface UpstreamClientOptions {
   /** Provider instance name, used in error messages. */
@@ -11,6 +12,10 @@ export interface UpstreamClientOptions {
   connectTimeoutMs: number;
   /** Headers timeout and body idle timeout. */
   timeoutMs: number;
+  /** The largest answer read whole (JSON, errors); beyond it the read fails with a 502. */
+  maxResponseBytes: number;
+  /** The largest SSE event of a relayed stream; beyond it the stream fails. */
+  maxEventBytes: number;
 }
 
 export interface UpstreamRequest {
@@ -32,6 +37,19 @@ export interface UpstreamResponse {
 
 export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 export const DEFAULT_TIMEOUT_MS = 600_000;
+export const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
+
+/** The client options of a provider instance, from its settings (defaults for those left out). */
+export function clientOptions(provider: string, baseUrl: string, settings: CommonProviderSettings): UpstreamClientOptions {
+  return {
+    provider,
+    baseUrl,
+    connectTimeoutMs: settings.connect_timeout_ms ?? DEFAULT_CONNECT_TIMEOUT_MS,
+    timeoutMs: settings.timeout_ms ?? DEFAULT_TIMEOUT_MS,
+    maxResponseBytes: settings.max_response_bytes ?? DEFAULT_MAX_RESPONSE_BYTES,
+    maxEventBytes: settings.max_event_bytes ?? DEFAULT_MAX_EVENT_BYTES,
+  };
+}
 
 const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
 
@@ -43,9 +61,23 @@ export class UpstreamClient {
   private readonly pool: Pool;
   private readonly connectTimeoutMs: number;
   private readonly timeoutMs: number;
+  readonly maxResponseBytes: number;
+  /** The bound of every SSE stream relayed from this provider. */
+  readonly sseLimit: SseLimit;
 
   constructor(opts: UpstreamClientOptions) {
     this.provider = opts.provider;
+    this.maxResponseBytes = opts.maxResponseBytes;
+    const maxEventBytes = opts.maxEventBytes;
+    this.sseLimit = {
+      maxEventBytes,
+      tooLarge: () => new UpstreamUnavailableError(
+        opts.provider,
+        `provider ${opts.provider} sent a stream event larger than ${maxEventBytes} bytes (providers.${opts.provider}.max_event_bytes)`,
+        502,
+        { code: 'upstream_event_too_large' },
+      ),
+    };
     const url = new URL(opts.baseUrl);
     this.baseUrl = opts.baseUrl;
     this.basePath = url.pathname.replace(/\/+$/, '');
@@ -94,13 +126,27 @@ export class UpstreamClient {
     return new UpstreamUnavailableError(this.provider, `provider ${this.provider} is unreachable: ${reason}`, 502, { cause: err });
   }
 
-  /** Reads a whole body; failures are mapped like request failures. */
+  /** Reads a whole body, at most `maxResponseBytes` of it; failures are mapped like request failures. */
   async readAll(body: UpstreamBody, cancel: Cancellation): Promise<Buffer> {
     try {
-      return await collectBody(body);
+      return await collectBody(body, this.maxResponseBytes, () => this.tooLarge());
     } catch (err) {
       throw this.mapError(err, cancel);
     }
+  }
+
+  /** A stream stage passing on at most `maxResponseBytes`, for answers that will be read whole downstream. */
+  bounded(): Transform {
+    return new ByteLimit(this.maxResponseBytes, () => this.tooLarge());
+  }
+
+  private tooLarge(): UpstreamUnavailableError {
+    return new UpstreamUnavailableError(
+      this.provider,
+      `provider ${this.provider} answered with more than ${this.maxResponseBytes} bytes (providers.${this.provider}.max_response_bytes)`,
+      502,
+      { code: 'upstream_response_too_large' },
+    );
   }
 
   async close(): Promise<void> {
@@ -122,14 +168,45 @@ function releaseWhenClosed(body: UpstreamBody): void {
   });
 }
 
-/** A whole body, gathered with stream events (cheaper than async iteration for a few chunks). */
-function collectBody(body: UpstreamBody): Promise<Buffer> {
+/**
+ * A whole body, gathered with stream events (cheaper than async iteration for a few chunks). Past
+ * `limit` bytes the body is destroyed (its connection is not reused) and the read fails.
+ */
+function collectBody(body: UpstreamBody, limit: number, tooLarge: () => Error): Promise<Buffer> {
   return new Promise<Buffer>((resolve, reject) => {
     const chunks: Buffer[] = [];
-    body.on('data', (chunk: Buffer) => chunks.push(chunk));
+    let size = 0;
+    body.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        chunks.length = 0;
+        reject(tooLarge());
+        body.destroy();
+        return;
+      }
+      chunks.push(chunk);
+    });
     body.on('error', reject);
     body.once('end', () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
   });
+}
+
+/** Passes bytes on up to a limit; one more byte fails the stream. */
+class ByteLimit extends Transform {
+  private left: number;
+  private readonly tooLarge: () => Error;
+
+  constructor(limit: number, tooLarge: () => Error) {
+    super();
+    this.left = limit;
+    this.tooLarge = tooLarge;
+  }
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+    this.left -= chunk.length;
+    if (this.left < 0) callback(this.tooLarge());
+    else callback(null, chunk);
+  }
 }
 
 /**

@@ -13,6 +13,24 @@ export function coerceString(v: unknown): unknown {
   return typeof v === 'number' ? String(v) : v;
 }
 
+const BOOLEAN_WORDS: Record<string, boolean> = {
+  true: true, false: false, '1': true, '0': false, yes: true, no: false, on: true, off: false,
+};
+
+/** Parses true/false/1/0/yes/no/on/off (case-insensitive); undefined for anything else. */
+export function parseBoolean(raw: string): boolean | undefined {
+  return BOOLEAN_WORDS[raw.trim().toLowerCase()];
+}
+
+export function coerceBool(v: unknown): unknown {
+  if (isAbsent(v)) return undefined;
+  return typeof v === 'string' ? (parseBoolean(v) ?? v) : v;
+}
+
+/** A boolean with a default, written as true/false/yes/no/on/off/1/0. */
+export const booleanSetting = (def: boolean) =>
+  z.preprocess(coerceBool, z.boolean({ error: 'must be a boolean (true/false/yes/no/on/off/1/0)' }).default(def));
+
 export const str = () => z.string({ error: (iss) => (iss.input === undefined ? 'required' : 'must be a string') });
 
 /** An http(s) URL with its trailing slashes dropped (paths are appended to it). */

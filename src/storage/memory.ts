@@ -12,6 +12,7 @@ import type {
   BatchListQuery,
   BatchRecord,
   CounterRemovals,
+  FileUsage,
   SavedCounter,
   Storage,
   StoredFile,
@@ -234,6 +235,31 @@ export class MemoryStorage implements Storage {
     return file === undefined ? undefined : copyFile(file);
   }
 
+  async deleteFile(id: string): Promise<boolean> {
+    return this.store.files.delete(id);
+  }
+
+  async fileUsage(userPath: string, at: Date): Promise<FileUsage> {
+    const key = userPath.toLowerCase();
+    const usage: FileUsage = { files: 0, bytes: 0 };
+    for (const file of this.store.files.values()) {
+      if (file.userPath.toLowerCase() !== key || !isLive(file, at)) continue;
+      usage.files += 1;
+      usage.bytes += file.bytes;
+    }
+    return usage;
+  }
+
+  async deleteExpiredFiles(at: Date): Promise<number> {
+    let removed = 0;
+    for (const [id, file] of this.store.files) {
+      if (isLive(file, at)) continue;
+      this.store.files.delete(id);
+      removed += 1;
+    }
+    return removed;
+  }
+
   async insertBatch(batch: BatchRecord): Promise<void> {
     if (this.store.batches.has(batch.id)) throw new Error(`duplicate batch id ${batch.id}`);
     this.store.batches.set(batch.id, copyBatch(batch));
@@ -299,6 +325,10 @@ function copyBudget(budget: BudgetDefinition): BudgetDefinition {
 }
 
 // Deep enough that a caller mutating what it got back cannot change the stored record.
+function isLive(file: StoredFile, at: Date): boolean {
+  return file.expiresAt === null || file.expiresAt.getTime() > at.getTime();
+}
+
 function copyFile(file: StoredFile): StoredFile {
   return { ...file, content: file.content === null ? null : Buffer.from(file.content) };
 }

@@ -6,7 +6,7 @@
 
 import type { BatchRecord, StoredFile } from './types.ts';
 
-export const FILE_COLUMNS = 'id, user_path, purpose, filename, bytes, created_at, content, provider, provider_file_id';
+export const FILE_COLUMNS = 'id, user_path, purpose, filename, bytes, created_at, content, provider, provider_file_id, expires_at';
 
 export const BATCH_COLUMNS =
   'id, user_path, api_key_id, provider, model, endpoint, input_file_id, completion_window, provider_batch_id, ' +
@@ -22,6 +22,7 @@ export interface FileRow<TTime> {
   content: Buffer | Uint8Array | null;
   provider: string | null;
   provider_file_id: string | null;
+  expires_at: TTime | null;
 }
 
 export interface BatchRow<TTime> {
@@ -45,10 +46,11 @@ export interface BatchRow<TTime> {
   updated_at: TTime;
 }
 
+/** Parameters in FILE_COLUMNS order. */
 export function fileParams<TTime>(file: StoredFile, time: (d: Date) => TTime): unknown[] {
   return [
     file.id, file.userPath, file.purpose, file.filename, file.bytes, time(file.createdAt),
-    file.content, file.provider, file.providerFileId,
+    file.content, file.provider, file.providerFileId, file.expiresAt === null ? null : time(file.expiresAt),
   ];
 }
 
@@ -60,6 +62,7 @@ export function fileFromRow<TTime>(row: FileRow<TTime>, date: (t: TTime) => Date
     filename: row.filename,
     bytes: Number(row.bytes),
     createdAt: date(row.created_at),
+    expiresAt: row.expires_at === null ? null : date(row.expires_at),
     content: row.content === null ? null : Buffer.from(row.content),
     provider: row.provider,
     providerFileId: row.provider_file_id,

@@ -16,6 +16,7 @@ import type {
   BatchListQuery,
   BatchRecord,
   CounterRemovals,
+  FileUsage,
   SavedCounter,
   Storage,
   StoredFile,
@@ -155,6 +156,17 @@ const MIGRATIONS: readonly Migration[] = [
     sql: `
       ALTER TABLE usage_records ADD COLUMN request_id text;
       ALTER TABLE usage_records ADD COLUMN estimated boolean NOT NULL DEFAULT false;
+    `,
+  },
+  {
+    // Files expire, and each user path's live files are counted against its quota. Files stored
+    // before this version expire 30 days after their upload (the default files.ttl_seconds).
+    version: 6,
+    sql: `
+      ALTER TABLE files ADD COLUMN expires_at timestamptz;
+      UPDATE files SET expires_at = created_at + interval '30 days';
+      CREATE INDEX files_expires_at ON files (expires_at);
+      CREATE INDEX files_user_path ON files (lower(user_path));
     `,
   },
 ];
@@ -560,13 +572,32 @@ export class PostgresStorage implements Storage {
   }
 
   async insertFile(file: StoredFile): Promise<void> {
-    await this.pool.query(`INSERT INTO files (${FILE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, fileParams(file, same));
+    const marks = FILE_COLUMNS.split(',').map((_, i) => `$${i + 1}`).join(', ');
+    await this.pool.query(`INSERT INTO files (${FILE_COLUMNS}) VALUES (${marks})`, fileParams(file, same));
   }
 
   async getFile(id: string): Promise<StoredFile | undefined> {
     const res = await this.pool.query<FileRow<Date>>(`SELECT ${FILE_COLUMNS} FROM files WHERE id = $1`, [id]);
     const row = res.rows[0];
     return row === undefined ? undefined : fileFromRow(row, same);
+  }
+
+  async deleteFile(id: string): Promise<boolean> {
+    const res = await this.pool.query('DELETE FROM files WHERE id = $1', [id]);
+    return (res.rowCount ?? 0) > 0;
+  }
+
+  async fileUsage(userPath: string, at: Date): Promise<FileUsage> {
+    const res = await this.pool.query<{ files: string; bytes: string }>(
+      'SELECT COUNT(*) AS files, COALESCE(SUM(bytes), 0) AS bytes FROM files WHERE lower(user_path) = lower($1) AND (expires_at IS NULL OR expires_at > $2)',
+      [userPath, at],
+    );
+    return { files: Number(res.rows[0]?.files ?? 0), bytes: Number(res.rows[0]?.bytes ?? 0) };
+  }
+
+  async deleteExpiredFiles(at: Date): Promise<number> {
+    const res = await this.pool.query('DELETE FROM files WHERE expires_at <= $1', [at]);
+    return res.rowCount ?? 0;
   }
 
   async insertBatch(batch: BatchRecord): Promise<void> {

@@ -19,6 +19,7 @@ import type {
   BatchListQuery,
   BatchRecord,
   CounterRemovals,
+  FileUsage,
   SavedCounter,
   Storage,
   StoredFile,
@@ -158,6 +159,17 @@ const MIGRATIONS: readonly Migration[] = [
     sql: `
       ALTER TABLE usage_records ADD COLUMN request_id TEXT;
       ALTER TABLE usage_records ADD COLUMN estimated INTEGER NOT NULL DEFAULT 0 CHECK (estimated IN (0, 1));
+    `,
+  },
+  {
+    // Files expire, and each user path's live files are counted against its quota. Files stored
+    // before this version expire 30 days after their upload (the default files.ttl_seconds).
+    version: 6,
+    sql: `
+      ALTER TABLE files ADD COLUMN expires_at INTEGER;
+      UPDATE files SET expires_at = created_at + 2592000000;
+      CREATE INDEX files_expires_at ON files (expires_at);
+      CREATE INDEX files_user_path ON files (lower(user_path));
     `,
   },
 ];
@@ -514,12 +526,28 @@ export class SqliteStorage implements Storage {
   }
 
   async insertFile(file: StoredFile): Promise<void> {
-    this.cachedStmt(`INSERT INTO files (${FILE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(...fileParams(file, epochMs));
+    const marks = FILE_COLUMNS.split(',').map(() => '?').join(', ');
+    this.cachedStmt(`INSERT INTO files (${FILE_COLUMNS}) VALUES (${marks})`).run(...fileParams(file, epochMs));
   }
 
   async getFile(id: string): Promise<StoredFile | undefined> {
     const row = this.cachedStmt(`SELECT ${FILE_COLUMNS} FROM files WHERE id = ?`).get(id) as FileRow<number> | undefined;
     return row === undefined ? undefined : fileFromRow(row, fromEpochMs);
+  }
+
+  async deleteFile(id: string): Promise<boolean> {
+    return this.cachedStmt('DELETE FROM files WHERE id = ?').run(id).changes > 0;
+  }
+
+  async fileUsage(userPath: string, at: Date): Promise<FileUsage> {
+    const row = this.cachedStmt(
+      'SELECT COUNT(*) AS files, COALESCE(SUM(bytes), 0) AS bytes FROM files WHERE lower(user_path) = lower(?) AND (expires_at IS NULL OR expires_at > ?)',
+    ).get(userPath, at.getTime()) as { files: number; bytes: number };
+    return { files: row.files, bytes: row.bytes };
+  }
+
+  async deleteExpiredFiles(at: Date): Promise<number> {
+    return this.cachedStmt('DELETE FROM files WHERE expires_at <= ?').run(at.getTime()).changes;
   }
 
   async insertBatch(batch: BatchRecord): Promise<void> {

@@ -123,10 +123,18 @@ export interface StoredFile {
   filename: string;
   bytes: number;
   createdAt: Date;
+  /** When it stops being served and may be removed; null: kept until deleted. */
+  expiresAt: Date | null;
   content: Buffer | null;
   /** Provider instance and its file id, for files that live upstream. */
   provider: string | null;
   providerFileId: string | null;
+}
+
+/** What one user path holds in live files. */
+export interface FileUsage {
+  files: number;
+  bytes: number;
 }
 
 export interface BatchRequestCounts {
@@ -253,7 +261,17 @@ export interface Storage {
 
   /** Throws on a duplicate id. */
   insertFile(file: StoredFile): Promise<void>;
+  /** The file, expired or not. */
   getFile(id: string): Promise<StoredFile | undefined>;
+  /** Returns false when no such file exists. */
+  deleteFile(id: string): Promise<boolean>;
+  /**
+   * The files whose user path is `userPath` exactly (case-insensitive, ASCII), not expired at
+   * `at`: how many, and their summed `bytes`.
+   */
+  fileUsage(userPath: string, at: Date): Promise<FileUsage>;
+  /** Removes every file whose expiry is at or before `at`; returns how many. */
+  deleteExpiredFiles(at: Date): Promise<number>;
   /** Throws on a duplicate id. */
   insertBatch(batch: BatchRecord): Promise<void>;
   /** Replaces the stored record with the same id; false when there is none. */

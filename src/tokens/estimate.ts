@@ -108,8 +108,12 @@ export class RelayedStream {
   async completionTokens(model: string): Promise<number> {
     const parser = new SseParser();
     const texts: string[] = [];
-    for (const chunk of this.#chunks) for (const event of parser.push(chunk)) contentOf(event, texts);
-    for (const event of parser.end()) contentOf(event, texts);
+    try {
+      for (const chunk of this.#chunks) for (const event of parser.push(chunk)) contentOf(event, texts);
+      for (const event of parser.end()) contentOf(event, texts);
+    } catch {
+      // An event past the parser's size limit: the content read before it is what counts.
+    }
     const counted = await countTokens(model, texts);
     // Past the bytes kept, the rest of the stream is assumed to carry content at the same rate.
     return this.#total > this.#kept && this.#kept > 0 ? Math.ceil((counted * this.#total) / this.#kept) : counted;

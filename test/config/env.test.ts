@@ -32,6 +32,10 @@ rate_limits: { enabled: true }
       user_path_header: 'X-Team',
       body_limit: 10 * 1024 * 1024,
       shutdown_grace_seconds: 3,
+      headers_timeout_seconds: 30,
+      request_timeout_seconds: 300,
+      keep_alive_timeout_seconds: 72,
+      max_connections: 10000,
     });
     assert.deepEqual(config.storage, { type: 'postgres', sqlite: { path: '/tmp/x.db' }, postgres: { url: 'postgres://u:p@db/fg' } });
     assert.equal(config.usage.enabled, false);

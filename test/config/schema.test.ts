@@ -6,9 +6,13 @@ describe('config schema: defaults', () => {
   it('an empty file yields every default', () => {
     const { config, rateLimitSeeds, budgetSeeds, warnings } = load('');
     assert.deepEqual(config, {
-      server: { host: '127.0.0.1', port: 8080, user_path_header: 'X-Floodgate-User-Path', body_limit: 10 * 1024 * 1024, shutdown_grace_seconds: 10 },
+      server: {
+        host: '127.0.0.1', port: 8080, user_path_header: 'X-Floodgate-User-Path', body_limit: 10 * 1024 * 1024, shutdown_grace_seconds: 10,
+        headers_timeout_seconds: 30, request_timeout_seconds: 300, keep_alive_timeout_seconds: 72, max_connections: 10000,
+      },
       storage: { type: 'sqlite', sqlite: { path: 'data/floodgate.db' }, postgres: {} },
       usage: { enabled: true },
+      files: { ttl_seconds: 30 * 86400, max_bytes_per_user_path: 1024 ** 3, max_files_per_user_path: 1000 },
       cache: { response: { enabled: false, ttl_seconds: 300, max_entries: 10000, shared: false } },
       providers: {},
       aliases: {},
@@ -43,8 +47,34 @@ describe('config schema: defaults', () => {
     assert.equal(load('server: { body_limit: "512" }').config.server.body_limit, 512);
     assert.equal(load('server: { body_limit: 64kb }').config.server.body_limit, 64 * 1024);
     assert.equal(load('server: { body_limit: 3MB }').config.server.body_limit, 3 * 1024 * 1024);
-    assertErrors('server: { body_limit: 1gb }', ['server.body_limit: must be a size in bytes: <n>, <n>kb or <n>mb (e.g. 10mb)']);
-    assertErrors('server: { body_limit: 0 }', ['server.body_limit: must be a size in bytes: <n>, <n>kb or <n>mb (e.g. 10mb)']);
+    assert.equal(load('server: { body_limit: 1gb }').config.server.body_limit, 1024 ** 3);
+    assertErrors('server: { body_limit: 1tb }', ['server.body_limit: must be a size in bytes: <n>, <n>kb, <n>mb or <n>gb (e.g. 10mb)']);
+    assertErrors('server: { body_limit: 0 }', ['server.body_limit: must be a size in bytes: <n>, <n>kb, <n>mb or <n>gb (e.g. 10mb)']);
+  });
+
+  it('connection bounds take whole seconds and a count', () => {
+    const { config } = load('server: { headers_timeout_seconds: 5, request_timeout_seconds: 60, keep_alive_timeout_seconds: 10, max_connections: 200 }');
+    assert.deepEqual(
+      [config.server.headers_timeout_seconds, config.server.request_timeout_seconds, config.server.keep_alive_timeout_seconds, config.server.max_connections],
+      [5, 60, 10, 200],
+    );
+    assertErrors('server: { headers_timeout_seconds: 120, request_timeout_seconds: 60 }', ['server.headers_timeout_seconds: must not exceed request_timeout_seconds (60)']);
+    assertErrors('server: { keep_alive_timeout_seconds: 0 }', ['server.keep_alive_timeout_seconds: must be an integer 1..3600']);
+    assertErrors('server: { max_connections: lots }', ['server.max_connections: must be an integer 1..1000000']);
+  });
+
+  it('file limits and provider size caps take whole seconds, counts and sizes', () => {
+    const { config } = load(`
+files: { ttl_seconds: 3600, max_bytes_per_user_path: 50mb, max_files_per_user_path: 10 }
+providers:
+  up: { type: openai, base_url: "http://127.0.0.1:1/v1", max_response_bytes: 2mb, max_event_bytes: 256kb }
+`);
+    assert.deepEqual(config.files, { ttl_seconds: 3600, max_bytes_per_user_path: 50 * 1024 * 1024, max_files_per_user_path: 10 });
+    assert.equal(config.providers['up']?.max_response_bytes, 2 * 1024 * 1024);
+    assert.equal(config.providers['up']?.max_event_bytes, 256 * 1024);
+    assertErrors('files: { max_bytes_per_user_path: -1 }', ['files.max_bytes_per_user_path: must be a size in bytes: <n>, <n>kb, <n>mb or <n>gb (e.g. 10mb)']);
+    assertErrors('files: { ttl_seconds: forever }', ['files.ttl_seconds: must be an integer 1..31622400']);
+    assertErrors('providers:\n  up: { type: mock, max_event_bytes: 1kib }', ['providers.up.max_event_bytes: must be a size in bytes: <n>, <n>kb, <n>mb or <n>gb (e.g. 10mb)']);
   });
 
   it('provider defaults: anthropic base_url, /v1 stripped, trailing slash dropped, timeouts', () => {
@@ -60,14 +90,18 @@ providers:
       base_url: 'https://api.anthropic.com',
       connect_timeout_ms: 10000,
       timeout_ms: 600000,
+      max_response_bytes: 64 * 1024 * 1024,
+      max_event_bytes: 16 * 1024 * 1024,
     });
-    assert.equal(config.providers['claude-eu']?.base_url, 'https://eu.example.com');
+    assert.equal((config.providers['claude-eu'] as { base_url?: string } | undefined)?.base_url, 'https://eu.example.com');
     assert.deepEqual(config.providers['openai'], {
       type: 'openai',
       base_url: 'https://api.openai.com/v1',
       models: ['gpt-4o-mini'],
       connect_timeout_ms: 10000,
       timeout_ms: 5000,
+      max_response_bytes: 64 * 1024 * 1024,
+      max_event_bytes: 16 * 1024 * 1024,
     });
     assert.equal(config.providers['local']?.type, 'mock');
   });
@@ -232,8 +266,8 @@ providers:
       [
         'providers["open ai"]: invalid provider name "open ai": use letters, digits, ".", "_" and "-" (no "/" or whitespace), starting with a letter or digit',
         'providers.a.base_url: required',
-        'providers.b.type: must be one of openai, anthropic, mock',
-        'providers.c.type: required (one of openai, anthropic, mock)',
+        'providers.b.type: must be one of openai, anthropic, azure, bedrock, mock',
+        'providers.c.type: required (one of openai, anthropic, azure, bedrock, mock)',
         'providers.d.base_url: must be an http(s) URL (got "ftp://x")',
       ],
     );

@@ -121,7 +121,7 @@ describe('batch submission rate limits', () => {
     gw = await startTestGateway({
       yaml: [
         'rate_limits:',
-        '  user_paths: [ { path: /limited, limits: [ { period_seconds: 3600, max_requests: 1 } ] } ]',
+        '  user_paths: [ { path: /limited, limits: [ { period_seconds: 3600, max_requests: 3 } ] } ]',
         '  providers: [ { name: mock, limits: [ { period: concurrent, max_requests: 1 }, { period: minute, max_requests: 1 } ] } ]',
         '  models: [ { model: mock/mock-1, limits: [ { period: hour, max_requests: 1 } ] } ]',
       ].join('\n'),
@@ -129,15 +129,18 @@ describe('batch submission rate limits', () => {
   });
   after(async () => gw.close());
 
-  it('counts one request against user-path rules; the second submission is 429', async () => {
+  it('counts a submission and an upload as one request each against user-path rules; beyond the cap both are 429', async () => {
     const sdk = client(gw, '/limited');
-    await submit(sdk, 'mock-1', 1);
-    await assert.rejects(submit(sdk, 'mock-1', 1), (err: APIError) => {
+    await submit(sdk, 'mock-1', 1); // an upload and a submission: 2 of 3
+    const file = await sdk.files.create({ file: await toFile(Buffer.from(jsonl('mock-1', 1)), 'input.jsonl'), purpose: 'batch' }); // 3 of 3
+    const refused = (err: APIError): boolean => {
       assert.equal(err.status, 429);
       assert.equal(err.headers?.get('retry-after') !== null, true);
       assert.match(err.message, /\/limited/);
       return true;
-    });
+    };
+    await assert.rejects(sdk.batches.create({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h' }), refused);
+    await assert.rejects(sdk.files.create({ file: await toFile(Buffer.from(jsonl('mock-1', 1)), 'input.jsonl'), purpose: 'batch' }), refused);
   });
 
   it('is not blocked by exhausted provider or model rules', async () => {
@@ -162,16 +165,18 @@ describe('batches on a provider type without batches', () => {
   before(async () => {
     gw = await startTestGateway({
       yaml: 'providers:\n  claude: { type: anthropic, base_url: "http://127.0.0.1:1", models: [claude-x] }\n' +
-        'rate_limits:\n  user_paths: [ { path: /, limits: [ { period: minute, max_requests: 1 } ] } ]\n',
+        'rate_limits:\n  user_paths: [ { path: /, limits: [ { period: minute, max_requests: 2 } ] } ]\n',
     });
   });
   after(async () => gw.close());
 
   it('refuses the submission with 400 unsupported_endpoint, before it is counted', async () => {
     const sdk = client(gw);
-    // Twice under a one-request limit: a counted refusal would make the second a 429.
+    const upload = async (): Promise<OpenAI.Files.FileObject> => sdk.files.create({ file: await toFile(Buffer.from(jsonl('claude/claude-x', 1)), 'input.jsonl'), purpose: 'batch' });
+    const file = await upload(); // 1 of 2
+    // Twice: a counted refusal would leave no room for the second upload below.
     for (let i = 0; i < 2; i++) {
-      await assert.rejects(submit(sdk, 'claude/claude-x', 1), (err: APIError) => {
+      await assert.rejects(sdk.batches.create({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h' }), (err: APIError) => {
         assert.equal(err.status, 400);
         assert.deepEqual(err.error, {
           type: 'invalid_request_error',
@@ -182,6 +187,8 @@ describe('batches on a provider type without batches', () => {
         return true;
       });
     }
+    await upload(); // 2 of 2
+    await assert.rejects(upload(), (err: APIError) => err.status === 429);
   });
 });
 
@@ -215,6 +222,18 @@ describe('batches forwarded to an openai provider', () => {
     const text = await (await sdk.files.content(done.output_file_id)).text();
     assert.deepEqual(text.trim().split('\n').map((l) => JSON.parse(l).custom_id), ['req-0', 'req-1']);
     assert.equal((await sdk.batches.cancel(created.id)).status, 'completed');
+  });
+
+  it('deletes a forwarded batch\'s output file at the provider too', async () => {
+    const sdk = client(gw);
+    const created = await submit(sdk, 'up/gpt-x', 1);
+    const done = await sdk.batches.retrieve(created.id);
+    assert.ok(done.output_file_id);
+    const upstreamOutput = String([...up.batchApi.batches.values()].at(-1)!.output_file_id);
+    assert.ok(up.batchApi.files.has(upstreamOutput));
+    assert.deepEqual(await sdk.files.delete(done.output_file_id), { id: done.output_file_id, object: 'file', deleted: true });
+    assert.equal(up.batchApi.files.has(upstreamOutput), false);
+    await assert.rejects(sdk.files.content(done.output_file_id), { status: 404 });
   });
 });
 

@@ -1,5 +1,11 @@
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { promisify } from 'node:util';
 import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
 import { anthropicProvider, assertOpenAiError, openaiProvider } from '../support/e2e.ts';
@@ -92,6 +98,64 @@ describe('passthrough /p/{provider}/{path}', () => {
     up.reset();
     assertOpenAiError(await gw.request('GET', '/p/up/models'), 401, 'authentication_error');
     assert.equal(up.callCount(), 0);
+  });
+
+  it('takes an upload sent with Expect: 100-continue (curl, over 1 MB): the body is forwarded, the header is not', async () => {
+    up.reset();
+    const dir = mkdtempSync(join(tmpdir(), 'floodgate-expect-'));
+    try {
+      const content = 'x'.repeat(2 * 1024 * 1024);
+      const file = join(dir, 'body.json');
+      writeFileSync(file, JSON.stringify({ model: 'gpt-x', messages: [{ role: 'user', content }] }));
+      const { stdout, stderr } = await promisify(execFile)('curl', [
+        '-sS', '-v', '--max-time', '20', '-H', `authorization: Bearer ${MASTER}`, '-H', 'content-type: application/json',
+        '-H', 'expect: 100-continue', '--data-binary', `@${file}`, '-w', '\n%{http_code}', `${gw.url}/p/up/chat/completions`,
+      ], { maxBuffer: 16 * 1024 * 1024 });
+      assert.match(stderr, /< HTTP\/1\.1 100 Continue/);
+      const status = stdout.slice(stdout.lastIndexOf('\n') + 1);
+      assert.equal(status, '200', stdout.slice(0, 500));
+      assert.equal(JSON.parse(stdout.slice(0, stdout.lastIndexOf('\n'))).choices[0].message.content, content);
+      assert.equal(up.callCount(), 1);
+      assert.equal(up.calls[0]?.headers.expect, undefined);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  for (const method of ['TRACE', 'OPTIONS', 'HEAD']) {
+    it(`refuses ${method} with a 405 naming the methods it forwards, and sends nothing upstream`, async () => {
+      up.reset();
+      const res = await new Promise<{ status: number; allow: string | undefined; body: string }>((resolve, reject) => {
+        const url = new URL(`${gw.url}/p/up/models`);
+        const req = httpRequest({ host: url.hostname, port: url.port, path: url.pathname, method, headers: bearer(MASTER), agent: false }, (r) => {
+          let body = '';
+          r.on('data', (c: Buffer) => (body += c.toString()));
+          r.on('end', () => resolve({ status: r.statusCode ?? 0, allow: r.headers.allow, body }));
+        });
+        req.on('error', reject);
+        req.end();
+      });
+      assert.equal(res.status, 405);
+      assert.equal(res.allow, 'GET, POST, PUT, PATCH, DELETE');
+      if (method !== 'HEAD') {
+        const error = JSON.parse(res.body).error;
+        assert.equal(error.code, 'method_not_allowed');
+        assert.match(error.message, new RegExp(`method ${method} is not forwarded`));
+        assert.ok(!res.body.includes('k-up'), 'the provider key is never echoed');
+      }
+      assert.equal(up.callCount(), 0);
+    });
+  }
+
+  it('forwards PUT, PATCH and DELETE; a method the router does not know matches no route', async () => {
+    up.reset();
+    const unknown = await gw.request('PROPFIND', '/p/up/models', { headers: bearer(MASTER) });
+    assertOpenAiError(unknown, 404, 'not_found_error');
+    for (const method of ['PUT', 'PATCH', 'DELETE']) {
+      const res = await gw.request(method, '/p/up/files/file-none', { headers: bearer(MASTER) });
+      assert.equal(res.status, 404, `${method}: the upstream's own answer`);
+    }
+    assert.deepEqual(up.calls.map((c) => c.method), ['PUT', 'PATCH', 'DELETE']);
   });
 });
 

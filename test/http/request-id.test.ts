@@ -109,7 +109,11 @@ async function startServer(lines: Array<Record<string, unknown>>): Promise<{ app
   const mock = mockProviderType.create('mock', {});
   const usage = new UsageRecorder(storage);
   const services: HttpServices = {
-    options: { masterKey: undefined, userPathHeader: USER_PATH, bodyLimitBytes: 1024 * 1024, cacheShared: false, logger },
+    options: {
+      masterKey: undefined, userPathHeader: USER_PATH, bodyLimitBytes: 1024 * 1024, cacheShared: false, logger,
+      connections: { headersTimeoutMs: 30_000, requestTimeoutMs: 300_000, keepAliveTimeoutMs: 72_000, maxConnections: 10_000 },
+      files: { ttlSeconds: 86_400, maxBytesPerUserPath: 1024 ** 3, maxFilesPerUserPath: 1000 },
+    },
     resolver: new Resolver([mock, brokenProvider], new Map([['mock', await mock.listModels()], ['broken', ['m']]])),
     keys: await KeyRing.load(storage),
     storage,

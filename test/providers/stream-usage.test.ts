@@ -45,12 +45,31 @@ describe('SseUsageTap', () => {
     }
   });
 
-  it('without stripping, passes every chunk on as it arrives, a partial event too', async () => {
+  it('without stripping, passes a chunk of whole events on as it arrives, and a partial event once it is whole', async () => {
     const keep = new SseUsageTap();
-    const first = content('a', '\n') + 'data: {"cho';
-    assert.equal(step(keep, first), first);
-    assert.equal(step(keep, 'ices":[],"usage":{"prompt_tokens":4,"completion_tokens":2,"total_tokens":6}}\n\n'), 'ices":[],"usage":{"prompt_tokens":4,"completion_tokens":2,"total_tokens":6}}\n\n');
+    const whole = content('a', '\n') + content('b', '\r\n');
+    assert.equal(step(keep, whole), whole, 'whole events go on at once');
+    assert.equal(step(keep, content('c', '\n') + 'data: {"cho'), content('c', '\n'), 'the partial event is held');
+    assert.equal(step(keep, 'ices":[],"usage":{"prompt_tokens":4,'), '');
+    assert.equal(step(keep, '"completion_tokens":2,"total_tokens":6}}\n\n'), 'data: {"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":2,"total_tokens":6}}\n\n');
     assert.equal(keep.usage()?.totalTokens, 6);
+    // Byte for byte the input, in any split, whatever the line ends.
+    for (const eol of ['\n', '\r\n', '\r']) {
+      const text = content('héllo ✓', eol) + usageChunk(eol) + `data: [DONE]${eol}${eol}`;
+      for (const size of [1, 2, 3, 7, 4096]) assert.equal(await run(new SseUsageTap(), text, size), text, `split ${size}, ${JSON.stringify(eol)}`);
+    }
+  });
+
+  it('fails with the limit\'s error when an event grows beyond it, having passed on only whole events', async () => {
+    const tap = new SseUsageTap({ limit: { maxEventBytes: 100, tooLarge: () => new Error('event too large') } });
+    const small = content('a', '\n');
+    const out: string[] = [];
+    tap.on('data', (chunk: Buffer | string) => out.push(String(chunk)));
+    const failed = new Promise<Error>((resolve) => tap.on('error', resolve));
+    tap.write(Buffer.from(small + 'data: ' + 'x'.repeat(60)));
+    tap.write(Buffer.from('y'.repeat(60)));
+    assert.equal((await failed).message, 'event too large');
+    assert.equal(out.join(''), small);
   });
 
   it('holds back a partial event only when stripping, and releases it at the end', async () => {

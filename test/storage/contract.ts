@@ -105,6 +105,7 @@ function file(id: string, overrides: Partial<StoredFile> = {}): StoredFile {
     filename: 'input.jsonl',
     bytes: 5,
     createdAt: at(1),
+    expiresAt: at(3601),
     content: Buffer.from([0, 1, 2, 255, 10]),
     provider: null,
     providerFileId: null,
@@ -561,6 +562,36 @@ export function storageContract(name: string, harness: Harness): void {
         const big = Buffer.alloc(1024 * 1024, 7);
         await storage.insertFile(file('file-big', { content: big, bytes: big.length }));
         assert.ok((await storage.getFile('file-big'))?.content?.equals(big));
+        // A file without an expiry round-trips too.
+        await storage.insertFile(file('file-kept', { expiresAt: null }));
+        assert.deepEqual(await storage.getFile('file-kept'), file('file-kept', { expiresAt: null }));
+      });
+    });
+
+    it('deletes files, counts the live files of one user path, and removes expired ones', async () => {
+      await withStorage(harness, async (storage) => {
+        await storage.insertFile(file('f-a1', { userPath: '/team/a', bytes: 100, expiresAt: at(100) }));
+        await storage.insertFile(file('f-a2', { userPath: '/Team/A', bytes: 20, expiresAt: at(200) }));
+        await storage.insertFile(file('f-a3', { userPath: '/team/a', bytes: 3, expiresAt: null }));
+        await storage.insertFile(file('f-child', { userPath: '/team/a/x', bytes: 1000, expiresAt: at(200) }));
+        await storage.insertFile(file('f-b', { userPath: '/team/b', bytes: 7, expiresAt: at(50) }));
+        // The path itself only (any case), not its children; expired files are not counted.
+        assert.deepEqual(await storage.fileUsage('/team/a', at(10)), { files: 3, bytes: 123 });
+        assert.deepEqual(await storage.fileUsage('/TEAM/a', at(100)), { files: 2, bytes: 23 });
+        assert.deepEqual(await storage.fileUsage('/nobody', at(10)), { files: 0, bytes: 0 });
+
+        assert.equal(await storage.deleteFile('f-a2'), true);
+        assert.equal(await storage.deleteFile('f-a2'), false);
+        assert.equal(await storage.getFile('f-a2'), undefined);
+        assert.deepEqual(await storage.fileUsage('/team/a', at(10)), { files: 2, bytes: 103 });
+
+        // Expiry at or before the time given: gone; later ones and those without expiry stay.
+        assert.equal(await storage.deleteExpiredFiles(at(100)), 2);
+        assert.equal(await storage.getFile('f-a1'), undefined);
+        assert.equal(await storage.getFile('f-b'), undefined);
+        assert.ok(await storage.getFile('f-a3'));
+        assert.ok(await storage.getFile('f-child'));
+        assert.equal(await storage.deleteExpiredFiles(at(100)), 0);
       });
     });
 

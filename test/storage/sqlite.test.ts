@@ -3,6 +3,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
+import Database from 'better-sqlite3';
 import { openStorage } from '../../src/storage/index.ts';
 import { SqliteStorage } from '../../src/storage/sqlite.ts';
 import { UsageRejectedError, type UsageRecord } from '../../src/storage/types.ts';
@@ -140,5 +141,31 @@ describe('SqliteStorage specifics', () => {
       openStorage({ type: 'postgres', sqlite: { path: ':memory:' }, postgres: {} }),
       /storage\.postgres\.url.*POSTGRES_URL/,
     );
+  });
+});
+
+describe('SqliteStorage migration 6 (file expiry)', () => {
+  it('gives files stored before it an expiry 30 days after their upload', async () => {
+    const path = join(root, `expiry-${++counter}`, 'floodgate.db');
+    const storage = new SqliteStorage({ path });
+    await storage.migrate();
+    await storage.close();
+    // Back to the schema before version 6, holding a file stored then.
+    const db = new Database(path);
+    db.exec('DROP INDEX files_expires_at; DROP INDEX files_user_path; ALTER TABLE files DROP COLUMN expires_at; DELETE FROM schema_migrations WHERE version = 6');
+    const createdAt = Date.parse('2026-01-10T08:00:00Z');
+    db.prepare('INSERT INTO files (id, user_path, purpose, filename, bytes, created_at, content) VALUES (?, ?, ?, ?, ?, ?, ?)')
+      .run('file-old', '/team', 'batch', 'in.jsonl', 3, createdAt, Buffer.from('abc'));
+    db.close();
+
+    const upgraded = new SqliteStorage({ path });
+    try {
+      await upgraded.migrate();
+      const file = await upgraded.getFile('file-old');
+      assert.equal(file?.expiresAt?.toISOString(), '2026-02-09T08:00:00.000Z');
+      assert.deepEqual(await upgraded.fileUsage('/team', new Date(createdAt)), { files: 1, bytes: 3 });
+    } finally {
+      await upgraded.close();
+    }
   });
 });

@@ -2,7 +2,7 @@
  * Realtime WebSocket and Files/Batches routes of the fake upstream (see fake-upstream.ts):
  * `/v1/realtime` checks Authorization, records sessions, answers `response.create` with
  * events ending in `response.done` with usage, and can drop a session; `/v1/files` and
- * `/v1/batches` keep uploaded files and create batches that complete at once with an output file.
+ * `/v1/batches` keep uploaded files (which can be deleted) and create batches that complete at once with an output file.
  */
 import type { IncomingHttpHeaders, IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -37,7 +37,15 @@ export interface FakeBatchApi {
   handle(method: string, path: string, raw: Buffer, contentType: string, res: ServerResponse): boolean;
 }
 
-export function attachFakeRealtime(server: Server, apiKey: string | undefined): FakeRealtime {
+/**
+ * `accepts` says whether an upgrade request is for this fake's realtime route with valid
+ * credentials; given an API key instead, that is `/v1/realtime` with `Authorization: Bearer <key>`.
+ */
+export function attachFakeRealtime(server: Server, accepts: string | undefined | ((req: IncomingMessage) => boolean)): FakeRealtime {
+  const apiKey = typeof accepts === 'function' ? undefined : accepts;
+  const isFor = typeof accepts === 'function'
+    ? accepts
+    : (req: IncomingMessage): boolean => new URL(req.url ?? '/', 'http://x').pathname === '/v1/realtime' && (apiKey === undefined || req.headers.authorization === `Bearer ${apiKey}`);
   const wss = new WebSocketServer({ noServer: true });
   const state: FakeRealtime = {
     sessions: [],
@@ -59,8 +67,7 @@ export function attachFakeRealtime(server: Server, apiKey: string | undefined): 
     },
   };
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    const path = new URL(req.url ?? '/', 'http://x').pathname;
-    if (path !== '/v1/realtime' || (apiKey !== undefined && req.headers.authorization !== `Bearer ${apiKey}`)) {
+    if (!isFor(req)) {
       socket.end('HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n{"error":{"message":"bad key","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}');
       return;
     }
@@ -124,6 +131,9 @@ export function createFakeBatchApi(name: string): FakeBatchApi {
         if (!file) return notFound(res), true;
         res.writeHead(200, { 'content-type': 'application/octet-stream' });
         res.end(file.content);
+      } else if (method === 'DELETE' && (m = /^\/v1\/files\/([^/]+)$/.exec(path))) {
+        if (!files.delete(m[1]!)) return notFound(res), true;
+        json(res, 200, { id: m[1], object: 'file', deleted: true });
       } else if (method === 'POST' && path === '/v1/batches') {
         const body = JSON.parse(raw.toString('utf8')) as Record<string, unknown>;
         const input = files.get(String(body.input_file_id));

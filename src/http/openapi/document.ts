@@ -16,7 +16,7 @@ export interface RegisteredRoute {
 }
 
 /** Statuses an operation can answer with the error record, besides 401 (added to every route that needs a key). */
-export type ErrorStatus = 400 | 404 | 409 | 413 | 415 | 426 | 429 | 502 | 503;
+export type ErrorStatus = 400 | 403 | 404 | 405 | 409 | 413 | 415 | 426 | 429 | 502 | 503;
 
 export interface OperationDoc {
   readonly operationId: string;
@@ -53,13 +53,15 @@ type Json = Record<string, unknown>;
 const ERROR_DESCRIPTIONS: Record<ErrorStatus | 401, string> = {
   400: 'Invalid request: the message and `param` name the offending field.',
   401: 'Missing or wrong key.',
+  403: 'The user path\'s file quota is used up (`file_quota_exceeded`, `files.max_bytes_per_user_path` or `files.max_files_per_user_path`).',
   404: 'Not found.',
+  405: 'A method passthrough does not forward (`method_not_allowed`): only GET, POST, PUT, PATCH and DELETE are.',
   409: 'The rule or budget comes from the configuration and cannot be changed through the API (`rule_managed_by_config`, `budget_managed_by_config`).',
   413: 'The body exceeds `server.body_limit`.',
   415: 'Unsupported content type.',
   426: 'A realtime session needs a WebSocket upgrade.',
   429: 'Rate limited (`rate_limit_exceeded`), by the gateway or passed on from the provider, or a budget reached (`budget_exceeded`); `Retry-After` says when to retry.',
-  502: 'The provider failed; an upstream error status is passed on with type `provider_error`.',
+  502: 'The provider failed, or answered beyond the gateway\'s bounds (`upstream_response_too_large`); an upstream error status is passed on with type `provider_error`.',
   503: 'The feature is disabled on this gateway (`feature_unavailable`), no target is available, or the shared rate-limit counters cannot be reached (`rate_limits_unavailable`).',
 };
 

@@ -22,7 +22,12 @@ const uploadedFile = z.string().meta({ contentMediaType: 'application/octet-stre
 /** `multipart/form-data` of `POST /v1/audio/transcriptions` (read by the handler, forwarded to the provider). */
 const transcriptionForm = z.looseObject({ file: uploadedFile, model: z.string() });
 /** `multipart/form-data` of `POST /v1/files`. */
-const fileForm = z.object({ file: uploadedFile, purpose: z.literal('batch') });
+const fileForm = z.object({
+  file: uploadedFile,
+  purpose: z.literal('batch'),
+  'expires_after[anchor]': z.literal('created_at').optional().meta({ description: 'With `expires_after[seconds]`: the file expires that long after its upload.' }),
+  'expires_after[seconds]': z.string().regex(/^\d+$/).optional().meta({ description: 'From 1 to `files.ttl_seconds` (the default life of a file).' }),
+});
 const realtimeQuery = z.object({ model: z.string().meta({ description: 'The model (or alias) of the session.' }) });
 const batchListQuery = z.object({
   after: z.string().optional().meta({ description: 'A batch id: list the batches after it.' }),
@@ -62,6 +67,7 @@ export const OPENAPI_SCHEMAS: Readonly<Record<string, z.ZodType>> = {
   UsageBuckets: responses.usageBuckets,
   Explanation: responses.explanation,
   File: responses.fileObject,
+  FileDeleted: responses.fileDeleted,
   Batch: responses.batchObject,
   BatchList: responses.batchList,
 };
@@ -158,21 +164,22 @@ export const OPENAPI_OPERATIONS: OperationTable = {
   'ALL /p/:provider/*': {
     operationId: 'passthrough',
     summary: 'Passthrough to a provider',
-    description: 'Forwarded as is to the provider\'s base URL with its credentials; the path may not leave the base path. Rate limited like model requests (model rules when a JSON body names a model).',
+    description: 'Forwarded as is to the provider\'s base URL with its credentials; the path may not leave the base path. Only GET, POST, PUT, PATCH and DELETE are forwarded; any other method is a 405 and nothing is sent. Rate limited like model requests (model rules when a JSON body names a model).',
     tag: 'passthrough',
     params: { provider: 'A configured provider instance.', path: 'The path below the provider\'s base URL.' },
     body: { schema: z.unknown(), contentType: '*/*', required: false },
     success: { status: 200, description: 'The provider\'s answer, passed on with its status.', contentType: '*/*', rateLimitHeaders: true },
-    errors: [400, 404, 413, 429, 502],
+    errors: [400, 404, 405, 413, 429, 502],
   },
 
   'POST /v1/files': {
     operationId: 'uploadFile',
     summary: 'Upload a batch input file (JSONL)',
+    description: 'Counts as one request against user-path rules and holds no concurrency slot. The caller\'s user path may hold at most `files.max_files_per_user_path` live files of `files.max_bytes_per_user_path` bytes in all; a file expires after `files.ttl_seconds`, or sooner with `expires_after`.',
     tag: 'batches',
     body: { schema: fileForm, contentType: 'multipart/form-data' },
-    success: { status: 200, description: 'The stored file.', schema: responses.fileObject },
-    errors: [400, 413],
+    success: { status: 200, description: 'The stored file.', schema: responses.fileObject, rateLimitHeaders: true },
+    errors: [400, 403, 413, 429],
   },
   'GET /v1/files/:id': {
     operationId: 'getFile',
@@ -180,6 +187,14 @@ export const OPENAPI_OPERATIONS: OperationTable = {
     tag: 'batches',
     success: { status: 200, description: 'The file.', schema: responses.fileObject },
     errors: [404],
+  },
+  'DELETE /v1/files/:id': {
+    operationId: 'deleteFile',
+    summary: 'Delete a stored file',
+    description: 'Only a file of the caller\'s user path or below; a batch output kept at the provider is deleted there too.',
+    tag: 'batches',
+    success: { status: 200, description: 'Deleted.', schema: responses.fileDeleted },
+    errors: [404, 502],
   },
   'GET /v1/files/:id/content': {
     operationId: 'getFileContent',

@@ -172,10 +172,13 @@ export const fileObject = z.object({
   object: z.literal('file'),
   bytes: z.int(),
   created_at: z.int(),
+  expires_at: z.int().nullable().meta({ description: 'When the file expires (Unix seconds): it is then removed and answers 404.' }),
   filename: z.string(),
   purpose: z.literal('batch'),
   status: z.string(),
 });
+
+export const fileDeleted = z.object({ id: z.string(), object: z.literal('file'), deleted: z.literal(true) });
 
 export const batchObject = z.looseObject({
   id: z.string(),

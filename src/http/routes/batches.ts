@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { BatchService } from '../../batch/service.ts';
-import { batchObject, fileObject } from '../../batch/wire.ts';
+import { batchObject, deletedFileObject, fileObject } from '../../batch/wire.ts';
 import type { HttpServices } from '../context.ts';
 import { checkBudget } from '../budget-admission.ts';
 import { admit } from '../dispatch.ts';
@@ -9,12 +9,14 @@ import { createBatchBody } from '../schemas/batches.ts';
 import { parseBody } from '../validation.ts';
 
 /**
- * Files (`/v1/files`) and batches (`/v1/batches`) in the OpenAI shapes. Only `POST /v1/batches`
- * is rate limited: one request against user-path rules, no concurrency slot, provider and
- * model rules skipped (the specification's rule for batch submission).
+ * Files (`/v1/files`) and batches (`/v1/batches`) in the OpenAI shapes. `POST /v1/batches` and
+ * `POST /v1/files` are rate limited: one request against user-path rules, no concurrency slot,
+ * provider and model rules skipped (the specification's rule for batch submission).
  */
 export function registerBatches(app: FastifyInstance, services: HttpServices): void {
-  const batches = new BatchService({ storage: services.storage, resolver: services.resolver, usage: services.usage, budgets: services.budgets, logger: services.options.logger, now: services.now });
+  const batches = new BatchService({
+    storage: services.storage, resolver: services.resolver, usage: services.usage, budgets: services.budgets, logger: services.options.logger, files: services.options.files, now: services.now,
+  });
   // Background runs stop before storage closes (fastify closes before the gateway's cleanup).
   app.addHook('onClose', async () => batches.close());
 
@@ -26,9 +28,20 @@ export function registerBatches(app: FastifyInstance, services: HttpServices): v
       if (purpose !== 'batch') throw badRequest('purpose: must be "batch" (the only purpose this gateway stores files for)', 'purpose');
       const file = form.get('file');
       if (!(file instanceof File)) throw badRequest('file: required form field (a file)', 'file');
-      const stored = await batches.createFile(request.identity, file.name || 'upload.jsonl', purpose, Buffer.from(await file.arrayBuffer()));
+      const upload = { filename: file.name || 'upload.jsonl', purpose, content: Buffer.from(await file.arrayBuffer()), ...expiresAfter(form) };
+      const stored = await batches.uploadFile(request.identity, upload, async () => {
+        // An upload holds no concurrency slot.
+        const headers = await admit(services, { userPath: request.identity.userPath });
+        if (headers) reply.headers(headers);
+      });
       return reply.code(200).send(fileObject(stored));
     });
+  });
+
+  app.delete('/v1/files/:id', async (request) => {
+    const { id } = request.params as { id: string };
+    await batches.deleteFile(request.identity, id);
+    return deletedFileObject(id);
   });
 
   app.get('/v1/files/:id', async (request) => {
@@ -76,6 +89,16 @@ export function registerBatches(app: FastifyInstance, services: HttpServices): v
     const { id } = request.params as { id: string };
     return batchObject(await batches.cancelBatch(request.identity, id));
   });
+}
+
+/** OpenAI's `expires_after[anchor]` (only `created_at`) and `expires_after[seconds]` form fields. */
+function expiresAfter(form: FormData): { expiresAfterSeconds?: number } {
+  const anchor = form.get('expires_after[anchor]');
+  const seconds = form.get('expires_after[seconds]');
+  if (anchor === null && seconds === null) return {};
+  if (anchor !== 'created_at') throw badRequest('expires_after[anchor]: must be "created_at"', 'expires_after');
+  if (typeof seconds !== 'string' || !/^\d+$/.test(seconds.trim())) throw badRequest('expires_after[seconds]: required, a whole number of seconds', 'expires_after');
+  return { expiresAfterSeconds: Number(seconds.trim()) };
 }
 
 async function parseForm(raw: Buffer, contentType: string | undefined): Promise<FormData> {

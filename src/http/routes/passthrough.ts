@@ -10,13 +10,25 @@ import { MAX_JSON_DEPTH, isRecord, nestsDeeperThan } from '../../shared/json.ts'
 import { sendResult } from '../respond.ts';
 import { RelayedStream, chargedUsage } from '../../tokens/estimate.ts';
 
-/** `/p/{provider}/{path}`: any request forwarded to that provider's base URL with its credentials. */
+/**
+ * The methods forwarded. Any other is refused before anything is sent: TRACE would echo the
+ * provider's credentials back, and HEAD, OPTIONS and the rest serve no API call.
+ */
+const FORWARDED_METHODS = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
+const ALLOW = [...FORWARDED_METHODS].join(', ');
+
+/** `/p/{provider}/{path}`: a request forwarded to that provider's base URL with its credentials. */
 export function registerPassthrough(app: FastifyInstance, services: HttpServices): void {
   app.register(async (scope) => {
     // Bodies are forwarded byte for byte whatever their type.
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
     scope.all('/p/:provider/*', async (request, reply) => {
+      if (!FORWARDED_METHODS.has(request.method)) {
+        throw new GatewayError({
+          status: 405, type: 'invalid_request_error', message: `method ${request.method} is not forwarded: passthrough takes ${ALLOW}`, code: 'method_not_allowed', headers: { allow: ALLOW },
+        });
+      }
       // Both parts as the router decoded them: the raw URL can spell the same route differently.
       const { provider: name, '*': rest } = request.params as { provider: string; '*': string };
       const provider = services.resolver.provider(name);

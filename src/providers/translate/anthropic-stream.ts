@@ -1,6 +1,6 @@
 import type { Transform } from 'node:stream';
 import type { Usage } from '../types.ts';
-import { formatSse, parseEventJson, sseTransform } from '../sse.ts';
+import { formatSse, parseEventJson, sseTransform, type SseLimit } from '../sse.ts';
 import { normalizeUsage } from '../usage.ts';
 import { anthropicStopToFinish, anthropicUsageToChat, finishToAnthropicStop } from './anthropic-response.ts';
 import { arr, nowSeconds, num, obj, str } from './json.ts';
@@ -242,15 +242,15 @@ export class ChatToMessagesStream {
 }
 
 /** Anthropic SSE bytes -> chat chunk SSE bytes, event by event, as a stream stage. */
-export function messagesToChatTransform(translator: MessagesToChatStream): Transform {
+export function messagesToChatTransform(translator: MessagesToChatStream, limit?: SseLimit): Transform {
   return sseTransform((event) => {
     const o = parseEventJson(event);
     return o ? translator.push(o) : '';
-  });
+  }, undefined, limit);
 }
 
 /** Chat SSE bytes -> Anthropic SSE bytes, event by event, as a stream stage. */
-export function chatToMessagesTransform(translator: ChatToMessagesStream): Transform {
+export function chatToMessagesTransform(translator: ChatToMessagesStream, limit?: SseLimit): Transform {
   return sseTransform(
     (event) => {
       if (event.data === '[DONE]') return translator.finish();
@@ -259,6 +259,7 @@ export function chatToMessagesTransform(translator: ChatToMessagesStream): Trans
     },
     // Some compatible servers omit [DONE]; a stream that reported its finish_reason is complete.
     () => (translator.complete ? translator.finish() : ''),
+    limit,
   );
 }
 
