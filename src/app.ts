@@ -1,17 +1,17 @@
-import { isIP } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { KeyRing } from './auth/keys.ts';
 import { BudgetManager, loadStoredBudgets } from './admin/budgets.ts';
 import { RuleManager } from './admin/rate-limit-rules.ts';
 import { BudgetTracker } from './budgets/tracker.ts';
-import { BUDGETS_WITHOUT_USAGE_WARNING, TOKEN_RULES_WITHOUT_USAGE_WARNING, type BudgetSeed, type RuleSeed } from './config/load.ts';
+import { BUDGETS_WITHOUT_USAGE_WARNING, TOKEN_RULES_WITHOUT_USAGE_WARNING, isLoopbackHost, nonLoopbackMessage, type BudgetSeed, type RuleSeed } from './config/load.ts';
 import { openCounters, type Counters } from './counters/index.ts';
 import { RateLimiter } from './ratelimit/index.ts';
 import type { GatewayConfig } from './config/schema.ts';
 import type { HttpServices } from './http/context.ts';
 import { GatewayError } from './http/errors.ts';
 import { InFlightRequests } from './http/in-flight.ts';
+import { GatewayHealth } from './health/readiness.ts';
 import { GatewayMetrics } from './metrics/index.ts';
 import { buildServer } from './http/server.ts';
 import { PriceTable, type PriceOverride } from './pricing/price-table.ts';
@@ -22,6 +22,8 @@ import { ResponseCache } from './cache/response-cache.ts';
 import { openStorage } from './storage/index.ts';
 import type { Storage } from './storage/types.ts';
 import { UsageRecorder, UsageRecordsLostError } from './usage/recorder.ts';
+import { GATEWAY_VERSION } from './shared/version.ts';
+import { describeCounters, describeStorage } from './config/describe.ts';
 
 export interface GatewayOptions {
   config: GatewayConfig;
@@ -109,6 +111,12 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     if (tracker !== undefined) cleanup.unshift(() => tracker.close());
 
     const inFlight = new InFlightRequests();
+    const health = new GatewayHealth({
+      counters: () => counters?.problem(),
+      checkCounters: counters === undefined ? undefined : () => counters.check(),
+      refusedWithoutCounters: config.rate_limits.redis.on_error === 'deny',
+      pingStorage: () => storage.ping(),
+    });
     const services: HttpServices = {
       options: {
         masterKey,
@@ -140,24 +148,37 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         ? new ResponseCache({ ttlSeconds: config.cache.response.ttl_seconds, maxEntries: config.cache.response.max_entries, now })
         : undefined,
       inFlight,
-      metrics: (metrics = new GatewayMetrics({ rules: limiter, models: resolver.listModels(), onRuleStatusError: (err) => logger.warn({ err }, 'metrics: reading the rate-limit rules failed') })),
+      metrics: (metrics = new GatewayMetrics({
+        rules: limiter,
+        budgets: tracker,
+        version: GATEWAY_VERSION,
+        models: resolver.listModels(),
+        onRuleStatusError: (err) => logger.warn({ err }, 'metrics: reading the rate-limit rules failed'),
+      })),
       now,
-      health: () => {
-        const problem = counters?.problem();
-        return problem === undefined ? { status: 'ok' } : { status: 'degraded', rate_limits: problem };
-      },
+      health,
     };
     const server = buildServer(services);
     await server.listen({ host: config.server.host, port: config.server.port });
     const port = (server.server.address() as AddressInfo).port;
     const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;
     const url = `http://${host}:${port}`;
-    logger.info({ url, providers: providers.map((p) => p.name) }, 'floodgate listening');
+    // One line that says what this replica runs on: where its data and counters are, what it serves, how many rules and budgets it enforces.
+    logger.info({
+      url,
+      version: GATEWAY_VERSION,
+      node: process.version,
+      storage: describeStorage(config.storage),
+      counters: describeCounters(config.rate_limits),
+      providers: providers.map((p) => ({ name: p.name, type: p.type })),
+      rate_limit_rules: limiter?.ruleCount ?? 0,
+      budgets: tracker?.size ?? 0,
+    }, 'floodgate listening');
     return {
       server,
       url,
       port,
-      close: () => shutdown(server, inFlight, cleanup, shutdownGraceMs, logger),
+      close: () => shutdown(server, inFlight, health, cleanup, shutdownGraceMs, logger),
     };
   } catch (err) {
     await runAll(cleanup, logger);
@@ -297,23 +318,33 @@ async function discoverModels(providers: readonly Provider[], logger: FastifyBas
   return new Map(entries);
 }
 
-/** A gateway reachable from other machines must not run open. */
+/** A gateway reachable from other machines must not run open (loadConfig finds it first; a config built in code meets it here). */
 function assertSafeListen(host: string, masterKey: string | undefined): void {
-  if (masterKey) return;
-  if (host === 'localhost' || host === '::1' || (isIP(host) === 4 && host.startsWith('127.'))) return;
-  throw new StartupError(`refusing to listen on non-loopback HOST ${host} without MASTER_KEY: set MASTER_KEY, or HOST=127.0.0.1`);
+  if (masterKey || isLoopbackHost(host)) return;
+  throw new StartupError(nonLoopbackMessage(host));
 }
 
 /** How long requests cut at the end of the grace period get to record their usage. */
 const CUT_SETTLE_MS = 2_000;
 
+/**
+ * Drains, then closes. From the start `GET /ready` answers 503 draining and new model requests get
+ * a 503, while the listener stays open for the probes and the requests running; once those end
+ * (or the grace period is over) the listener closes. Requests still running at the end of the
+ * grace period are cut with an error their client sees.
+ */
 async function shutdown(
   server: FastifyInstance,
   inFlight: InFlightRequests,
+  health: GatewayHealth,
   cleanup: Array<() => Promise<void>>,
   graceMs: number,
   logger: FastifyBaseLogger,
 ): Promise<void> {
+  const deadline = performance.now() + graceMs;
+  health.startDraining();
+  if (inFlight.size > 0) logger.info({ requests: inFlight.size }, 'draining: waiting for the requests in flight');
+  await inFlight.settled(graceMs);
   const closing = server.close();
   // server.close() drops only the connections idle at that moment; a keep-alive connection whose
   // in-flight request finishes later would otherwise hold the shutdown until the grace timeout.
@@ -321,7 +352,7 @@ async function shutdown(
   idle.unref();
   let graceTimer: NodeJS.Timeout | undefined;
   const graceOver = new Promise<false>((resolve) => {
-    graceTimer = setTimeout(() => resolve(false), graceMs);
+    graceTimer = setTimeout(() => resolve(false), Math.max(0, deadline - performance.now()));
   });
   try {
     const closedInTime = await Promise.race([closing.then(() => true), graceOver]);

@@ -1,6 +1,8 @@
 /**
- * `floodgate check-config FILE`: validates without starting anything. Prints every error, or a
- * short summary of what the file declares so an operator can eyeball it.
+ * `floodgate check-config FILE`: validates without starting anything, finding what start-up would
+ * refuse. Prints every error, one a line (`<file>:<line>:<column>: <key path>: <message>` where
+ * the file has the key), then the warnings; or a short summary of what the file declares, so an
+ * operator can eyeball it, with the warnings.
  */
 import { ConfigError } from './errors.ts';
 import { loadConfig } from './load.ts';
@@ -18,8 +20,8 @@ export function checkConfigFile(file: string, env: NodeJS.ProcessEnv, cwd?: stri
     loaded = loadConfig({ file, env, cwd });
   } catch (err) {
     if (err instanceof ConfigError) {
-      const n = err.errors.length;
-      return { ok: false, lines: [`${file}: ${n} error${n === 1 ? '' : 's'}`, ...err.errors.map((e) => `  error: ${e}`)] };
+      const counts = [plural(err.errors.length, 'error'), ...(err.warnings.length > 0 ? [plural(err.warnings.length, 'warning')] : [])];
+      return { ok: false, lines: [`${file}: ${counts.join(', ')}`, ...err.errors, ...err.warnings.map((w) => `warning: ${w}`)] };
     }
     throw err;
   }
@@ -56,4 +58,8 @@ export function checkConfigFile(file: string, env: NodeJS.ProcessEnv, cwd?: stri
   lines.push(`  storage: ${config.storage.type}; usage tracking ${config.usage.enabled ? 'on' : 'off'}`);
   for (const w of warnings) lines.push(`  warning: ${w}`);
   return { ok: true, lines };
+}
+
+function plural(n: number, word: string): string {
+  return `${n} ${word}${n === 1 ? '' : 's'}`;
 }

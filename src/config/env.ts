@@ -100,14 +100,15 @@ function oneOf(variable: string, raw: string, values: readonly string[]): { valu
 
 /**
  * Writes environment overrides into the parsed (pre-validation) tree, so overridden values go
- * through the same schema and cross-checks as file values. Returns the variables applied.
+ * through the same schema and cross-checks as file values. Returns the variables applied and the
+ * key paths they set.
  */
 export function applyEnvOverrides(
   tree: Record<string, unknown>,
   env: Env,
-): { errors: string[]; applied: string[] } {
+): { errors: string[]; applied: Array<{ variable: string; path: readonly string[] }> } {
   const errors: string[] = [];
-  const applied: string[] = [];
+  const applied: Array<{ variable: string; path: readonly string[] }> = [];
   for (const o of ENV_OVERRIDES) {
     const raw = env[o.variable];
     if (raw === undefined || raw.trim() === '') continue;
@@ -116,7 +117,7 @@ export function applyEnvOverrides(
       errors.push(parsed.error);
       continue;
     }
-    if (setIn(tree, o.path, parsed.value)) applied.push(o.variable);
+    if (setIn(tree, o.path, parsed.value)) applied.push({ variable: o.variable, path: o.path });
   }
   return { errors, applied };
 }
@@ -198,7 +199,7 @@ function parseJsonArray<T>(variable: string, value: string, schema: z.ZodType<T[
     return { limits: [], errors: [`${variable}: expected a JSON array of limits, e.g. ${example}`] };
   }
   const result = schema.safeParse(parsed);
-  if (!result.success) return { limits: [], errors: formatIssues(result.error.issues, [variable]) };
+  if (!result.success) return { limits: [], errors: formatIssues(result.error.issues, { prefix: [variable] }) };
   return { limits: result.data, errors: [] };
 }
 

@@ -4,8 +4,10 @@
  */
 export class ConfigError extends Error {
   readonly errors: string[];
+  /** What was found worth a warning on the way (unset variables...), for `check-config` to show too. */
+  readonly warnings: string[];
 
-  constructor(errors: string[]) {
+  constructor(errors: string[], warnings: string[] = []) {
     super(
       errors.length === 1
         ? `invalid configuration: ${errors[0]}`
@@ -13,6 +15,7 @@ export class ConfigError extends Error {
     );
     this.name = 'ConfigError';
     this.errors = errors;
+    this.warnings = warnings;
   }
 }
 

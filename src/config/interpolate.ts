@@ -7,21 +7,27 @@
  * Decision on unset variables: `${VAR}` with VAR unset and no default resolves to an empty string
  * rather than an error, and the schema treats empty optional scalars as absent. That makes the
  * documented `master_key: ${MASTER_KEY}` mean "no master key" when MASTER_KEY is unset, and
- * `api_key: ${OPENAI_API_KEY}` fine for a local server without keys. Where an empty value is not
- * acceptable (a required field), the schema error is annotated with the unset variable's name by
- * the loader (see `unset`). An unset variable embedded in a longer string (`https://${HOST}/v1`)
- * is almost surely a mistake, so it also produces a warning.
+ * `api_key: ${OPENAI_API_KEY}` fine for a local server without keys. Every unset variable is
+ * reported in `unset`: the loader warns about each one, naming it, and where an empty value is not
+ * acceptable (a required field) annotates the schema error with its name instead.
  */
 import { formatPath } from './errors.ts';
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
+/** A value that named variables which are not set (and had no default). */
+export interface UnsetReference {
+  readonly path: readonly PropertyKey[];
+  readonly names: readonly string[];
+  /** The whole value was the one reference (`${MASTER_KEY}`), so the key counts as absent; else the names were left out of a longer string. */
+  readonly whole: boolean;
+}
+
 interface InterpolationResult {
   value: unknown;
   errors: string[];
-  warnings: string[];
-  /** Formatted key path → names of variables that were unset (without default) in that value. */
-  unset: Map<string, string[]>;
+  /** Formatted key path → the unset variables of that value. */
+  unset: Map<string, UnsetReference>;
 }
 
 interface StringResult {
@@ -78,7 +84,7 @@ function interpolateString(input: string, env: Env): StringResult {
 
 /** Interpolates every string scalar of a parsed YAML tree (a fresh tree is returned). */
 export function interpolate(tree: unknown, env: Env): InterpolationResult {
-  const result: InterpolationResult = { value: undefined, errors: [], warnings: [], unset: new Map() };
+  const result: InterpolationResult = { value: undefined, errors: [], unset: new Map() };
   result.value = walk(tree, [], env, result);
   return result;
 }
@@ -88,12 +94,7 @@ function walk(node: unknown, path: PropertyKey[], env: Env, acc: InterpolationRe
     const r = interpolateString(node, env);
     const where = formatPath(path);
     if (r.error !== undefined) acc.errors.push(`${where}: ${r.error}`);
-    if (r.unset.length > 0) {
-      acc.unset.set(where, r.unset);
-      if (!r.whole) {
-        acc.warnings.push(`${where}: ${r.unset.map((n) => `\${${n}}`).join(', ')} is not set; substituted an empty string`);
-      }
-    }
+    if (r.unset.length > 0) acc.unset.set(where, { path, names: r.unset, whole: r.whole });
     return r.value;
   }
   if (Array.isArray(node)) return node.map((item, i) => walk(item, [...path, i], env, acc));

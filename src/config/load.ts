@@ -4,13 +4,17 @@
  * collected and thrown together as one ConfigError so an operator sees every mistake at once.
  */
 import { existsSync, readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { isAbsolute, relative, resolve } from 'node:path';
 import { LineCounter, parseDocument } from 'yaml';
 import { applyEnvOverrides, parseBudgetEnv, parsePort, parseRateLimitEnv, type EnvBudgetEntry, type EnvRuleEntry } from './env.ts';
 import { ConfigError, formatPath } from './errors.ts';
-import { interpolate, type Env } from './interpolate.ts';
+import { interpolate, type Env, type UnsetReference } from './interpolate.ts';
 import { formatIssues } from './issues.ts';
-import { configSchema, type BudgetLimitConfig, type GatewayConfig, type LimitConfig } from './schema.ts';
+import { positionOf } from './positions.ts';
+import { DEFAULT_HOST, configSchema, type BudgetLimitConfig, type GatewayConfig, type LimitConfig } from './schema.ts';
+import { suggestKey } from './suggest.ts';
+import { isAbsent } from '../shared/config-fields.ts';
 import { buildBudgetSeeds, buildSeeds, type BudgetEntry, type BudgetSeed, type RuleEntry, type RuleSeed } from './seeds.ts';
 
 export type { GatewayConfig } from './schema.ts';
@@ -48,8 +52,18 @@ export interface LoadedConfig {
 
 interface ResolvedFile {
   path: string;
-  /** How the file is named in messages and seed origins (relative to cwd when inside it). */
+  /** How the file is named in seed origins (relative to cwd when inside it). */
   label: string;
+  /** How the file is named in messages: as the operator gave it. */
+  shown: string;
+}
+
+/** `file:line:column` of a key path in the config file; `exact` when the key itself is there (else its nearest ancestor). */
+type Locate = (path: readonly PropertyKey[], key: boolean) => { place: string; exact: boolean } | undefined;
+
+/** Whether a listen address is reachable from this machine only. */
+export function isLoopbackHost(host: string): boolean {
+  return host === 'localhost' || host === '::1' || (isIP(host) === 4 && host.startsWith('127.'));
 }
 
 /** Loads and validates the configuration; throws ConfigError listing every problem. */
@@ -62,9 +76,10 @@ export function loadConfig(options: LoadOptions): LoadedConfig {
   // 1. Which file, and its parsed tree.
   const resolved = resolveFile(options.file, env, cwd, errors);
   let tree: unknown = {};
+  let locate: Locate = () => undefined;
   if (resolved) {
     const parsed = readYaml(resolved, errors, warnings);
-    if (parsed !== undefined) tree = parsed;
+    if (parsed !== undefined) ({ tree, locate } = parsed);
   }
   // A YAML or file error leaves no trustworthy tree, but env problems are still worth reporting.
   const fileOk = errors.length === 0;
@@ -72,15 +87,23 @@ export function loadConfig(options: LoadOptions): LoadedConfig {
   // 2. Interpolation over string scalars.
   const interpolated = interpolate(tree, env);
   errors.push(...interpolated.errors);
-  warnings.push(...interpolated.warnings);
   const raw: unknown = interpolated.value === null || interpolated.value === undefined ? {} : interpolated.value;
 
   // 3. Environment overrides are written into the tree so they pass the same validation.
   // Their errors are listed after the file's own, which is where an operator looks first.
   const envErrors: string[] = [];
+  /** Key paths an environment variable set → the variable: a message about such a value names it instead of a line. */
+  const overridden = new Map<string, string>();
+  const inFile: Locate = (path, key) => (overridden.has(formatPath(path)) ? undefined : locate(path, key));
+  const placeOf = (path: readonly PropertyKey[], key: boolean): string | undefined => overridden.get(formatPath(path)) ?? inFile(path, key)?.place;
+  const at = (path: readonly PropertyKey[], key = false): string => {
+    const place = placeOf(path, key);
+    return place === undefined ? '' : `${place}: `;
+  };
   if (isPlainObject(raw)) {
     const overrides = applyEnvOverrides(raw, env);
     envErrors.push(...overrides.errors);
+    for (const { variable, path } of overrides.applied) overridden.set(formatPath(path), variable);
     if (options.portOverride !== undefined) {
       const port = parsePort(options.portOverride);
       if (port === undefined) envErrors.push(`--port: must be an integer 0..65535, got ${options.portOverride}`);
@@ -93,11 +116,31 @@ export function loadConfig(options: LoadOptions): LoadedConfig {
   envErrors.push(...envBudgets.errors);
 
   // 4. Schema. Cross-reference checks below need a valid tree, so they only run when it is.
-  if (!fileOk) throw new ConfigError([...errors, ...envErrors]);
+  if (!fileOk) throw new ConfigError([...errors, ...envErrors], warnings);
   const result = configSchema.safeParse(raw, { reportInput: true });
-  if (!result.success) errors.push(...formatIssues(result.error.issues, [], interpolated.unset));
+  /** Key paths with an error: an unset variable there is named in the error, not warned about as well. */
+  const failed = new Set<string>();
+  if (!result.success) {
+    for (const issue of result.error.issues) {
+      failed.add(formatPath(issue.path));
+      if (issue.code === 'unrecognized_keys') for (const key of issue.keys) failed.add(formatPath([...issue.path, key]));
+    }
+    errors.push(...formatIssues(result.error.issues, {
+      unset: interpolated.unset,
+      locate: placeOf,
+      suggest: (path, key) => suggestKey(configSchema, path, raw, key),
+    }));
+  }
+  // Judged on the tree as written, so that it is found beside the schema's errors; a malformed
+  // reference left its text in place, though: no host to judge then.
+  const open = interpolated.errors.length === 0 ? openPublicHost(raw, interpolated.unset, inFile) : undefined;
+  if (open !== undefined) {
+    errors.push(open);
+    failed.add('server.master_key');
+  }
+  warnings.push(...unsetWarnings(interpolated.unset, (path) => overridden.has(formatPath(path)) || failed.has(formatPath(path)), at));
   errors.push(...envErrors);
-  if (!result.success) throw new ConfigError(errors);
+  if (!result.success) throw new ConfigError(errors, warnings);
   const config = result.data;
 
   // 5. Rate-limit seeds: env entries replace YAML entries for the same subject.
@@ -109,13 +152,13 @@ export function loadConfig(options: LoadOptions): LoadedConfig {
   errors.push(...budgets.errors);
 
   // 6. Cross references.
-  checkReferences(config, entries, errors, warnings);
+  checkReferences(config, entries, errors, warnings, at);
   if (!config.usage.enabled && seeds.seeds.some((s) => s.maxTokens !== undefined)) {
     warnings.push(TOKEN_RULES_WITHOUT_USAGE_WARNING);
   }
   if (!config.usage.enabled && config.budgets.enabled && budgets.seeds.length > 0) warnings.push(BUDGETS_WITHOUT_USAGE_WARNING);
 
-  if (errors.length > 0) throw new ConfigError(errors);
+  if (errors.length > 0) throw new ConfigError(errors, warnings);
   return { config, rateLimitSeeds: seeds.seeds, budgetSeeds: budgets.seeds, source: resolved?.path ?? BUILT_IN_DEFAULTS, warnings };
 }
 
@@ -130,9 +173,8 @@ function resolveFile(file: string | undefined, env: Env, cwd: string, errors: st
     chosen = env['FLOODGATE_CONFIG'].trim();
     via = 'FLOODGATE_CONFIG: ';
   } else {
-    const fallback = resolve(cwd, DEFAULT_CONFIG_FILE);
-    if (!existsSync(fallback)) return undefined;
-    chosen = fallback;
+    if (!existsSync(resolve(cwd, DEFAULT_CONFIG_FILE))) return undefined;
+    chosen = DEFAULT_CONFIG_FILE;
   }
   const path = resolve(cwd, chosen);
   if (!existsSync(path)) {
@@ -141,10 +183,10 @@ function resolveFile(file: string | undefined, env: Env, cwd: string, errors: st
   }
   const rel = relative(cwd, path);
   const label = rel !== '' && !rel.startsWith('..') && !isAbsolute(rel) ? rel : path;
-  return { path, label };
+  return { path, label, shown: chosen };
 }
 
-function readYaml(file: ResolvedFile, errors: string[], warnings: string[]): unknown {
+function readYaml(file: ResolvedFile, errors: string[], warnings: string[]): { tree: unknown; locate: Locate } | undefined {
   let text: string;
   try {
     text = readFileSync(file.path, 'utf8');
@@ -156,7 +198,7 @@ function readYaml(file: ResolvedFile, errors: string[], warnings: string[]): unk
   const doc = parseDocument(text, { lineCounter, prettyErrors: false });
   const at = (offset: number): string => {
     const { line, col } = lineCounter.linePos(offset);
-    return `${file.label}:${line}:${col}`;
+    return `${file.shown}:${line}:${col}`;
   };
   for (const w of doc.warnings) warnings.push(`${at(w.pos[0])}: ${w.message}`);
   if (doc.errors.length > 0) {
@@ -168,13 +210,55 @@ function readYaml(file: ResolvedFile, errors: string[], warnings: string[]): unk
     }
     return undefined;
   }
+  let tree: unknown;
   try {
-    return doc.toJS();
+    tree = doc.toJS();
   } catch (err) {
     // e.g. excessive alias expansion ("billion laughs").
-    errors.push(`${file.label}: ${(err as Error).message}`);
+    errors.push(`${file.shown}: ${(err as Error).message}`);
     return undefined;
   }
+  return {
+    tree,
+    locate: (path, key) => {
+      const found = positionOf(doc, path, key);
+      return found === undefined ? undefined : { place: at(found.offset), exact: found.exact };
+    },
+  };
+}
+
+/**
+ * A gateway reachable from other machines must not run open (CONTRACT §1): found here, so that
+ * `check-config` reports it as start-up would. Placed at `master_key` in the file when it is
+ * there (an unset `${MASTER_KEY}`, say), else at `host`.
+ */
+function openPublicHost(raw: unknown, unset: ReadonlyMap<string, UnsetReference>, locate: Locate): string | undefined {
+  const server = isPlainObject(raw) && isPlainObject(raw['server']) ? raw['server'] : {};
+  const host = isAbsent(server['host']) ? DEFAULT_HOST : server['host'];
+  const masterKey = server['master_key'];
+  // A host of the wrong type is the schema's to report.
+  if (!isAbsent(masterKey) || typeof host !== 'string' || isLoopbackHost(host)) return undefined;
+  const place = [['server', 'master_key'], ['server', 'host']].map((path) => locate(path, false)).find((found) => found?.exact);
+  const names = unset.get('server.master_key')?.names;
+  const note = names === undefined ? '' : ` (${names.map((n) => `\${${n}}`).join(', ')} is not set)`;
+  return `${place === undefined ? '' : `${place.place}: `}server.master_key: ${nonLoopbackMessage(host)}${note}`;
+}
+
+/** Why a non-loopback host needs a master key, naming both settings. */
+export function nonLoopbackMessage(host: string): string {
+  return `refusing to listen on non-loopback HOST ${host} without MASTER_KEY: set MASTER_KEY, or HOST=127.0.0.1`;
+}
+
+/** One warning per value that named an unset variable, naming each variable. */
+function unsetWarnings(unset: ReadonlyMap<string, UnsetReference>, skip: (path: readonly PropertyKey[]) => boolean, at: (path: readonly PropertyKey[]) => string): string[] {
+  const warnings: string[] = [];
+  for (const { path, names, whole } of unset.values()) {
+    if (skip(path)) continue;
+    const vars = names.map((n) => `\${${n}}`).join(', ');
+    const outcome = whole ? 'the key counts as absent' : 'substituted an empty string';
+    warnings.push(`${at(path)}${formatPath(path)}: ${vars} ${names.length === 1 ? 'is' : 'are'} not set; ${outcome}`);
+  }
+  return warnings;
 }
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
@@ -260,7 +344,15 @@ function yamlEntry(
 
 // ---- cross references -----------------------------------------------------------------------
 
-function checkReferences(config: GatewayConfig, entries: readonly RuleEntry[], errors: string[], warnings: string[]): void {
+function checkReferences(
+  config: GatewayConfig,
+  entries: readonly RuleEntry[],
+  errors: string[],
+  warnings: string[],
+  at: (path: readonly PropertyKey[], key?: boolean) => string,
+): void {
+  /** A key path with its place in the file; `key` points at the key itself (map keys naming models). */
+  const placed = (path: readonly PropertyKey[], key = false): string => `${at(path, key)}${formatPath(path)}`;
   const configured = Object.keys(config.providers);
   // With no provider configured the gateway serves the built-in mock instance (CONTRACT §1).
   const names = configured.length > 0 ? configured : [BUILT_IN_MOCK_PROVIDER];
@@ -282,14 +374,14 @@ function checkReferences(config: GatewayConfig, entries: readonly RuleEntry[], e
     }
   };
 
-  for (const key of Object.keys(config.pricing)) checkModelRef(key, formatPath(['pricing', key]));
+  for (const key of Object.keys(config.pricing)) checkModelRef(key, placed(['pricing', key], true));
   for (const [alias, def] of Object.entries(config.aliases)) {
-    def.targets.forEach((t, i) => checkModelRef(t.model, formatPath(['aliases', alias, 'targets', i])));
+    def.targets.forEach((t, i) => checkModelRef(t.model, placed(['aliases', alias, 'targets', i])));
   }
   for (const [model, candidates] of Object.entries(config.failover)) {
-    checkModelRef(model, formatPath(['failover', model]));
+    checkModelRef(model, placed(['failover', model], true));
     candidates.forEach((c, i) => {
-      const where = formatPath(['failover', model, i]);
+      const where = placed(['failover', model, i]);
       if (c === model) errors.push(`${where}: "${c}" cannot be a failover candidate for itself`);
       else checkModelRef(c, where);
     });

@@ -94,8 +94,10 @@ const modelName = z.preprocess(
 
 const HEADER_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
+export const DEFAULT_HOST = '127.0.0.1';
+
 const serverSchema = z.strictObject({
-  host: z.preprocess(coerceString, nonEmptyStr().default('127.0.0.1')),
+  host: z.preprocess(coerceString, nonEmptyStr().default(DEFAULT_HOST)),
   port: defInt(8080, 0, 65535),
   master_key: optStr(),
   user_path_header: z.preprocess(

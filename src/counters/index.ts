@@ -22,6 +22,8 @@ export interface Counters {
   readonly store: CounterStore;
   /** What is wrong with the counters, for `GET /health`; undefined while all is well. */
   problem(): string | undefined;
+  /** Asks a shared store whether it answers now (readiness); `problem()` then tells. */
+  check(): Promise<void>;
   /** Rule changes between gateways sharing the counters; undefined for the memory store. */
   readonly ruleChanges: RedisRuleChanges | undefined;
   /** Call once the engine holds its rules: puts saved counters back (persist_counters) and starts saving. */
@@ -41,10 +43,10 @@ export async function openCounters(config: RateLimitsConfig, logger: CountersLog
   const maxChildren = config.max_children;
   if (config.backend === 'memory') {
     if (!config.persist_counters) {
-      return { store: new MemoryCounterStore({ maxChildren }), problem: () => undefined, ruleChanges: undefined, start: async () => {}, close: async () => {} };
+      return { store: new MemoryCounterStore({ maxChildren }), problem: () => undefined, check: async () => {}, ruleChanges: undefined, start: async () => {}, close: async () => {} };
     }
     const persistence = new CounterPersistence({ storage: options.storage, now: options.now, logger, maxChildren });
-    return { store: persistence.store, problem: () => undefined, ruleChanges: undefined, start: () => persistence.start(), close: () => persistence.close() };
+    return { store: persistence.store, problem: () => undefined, check: async () => {}, ruleChanges: undefined, start: () => persistence.start(), close: () => persistence.close() };
   }
   if (config.persist_counters) {
     logger.info({}, 'rate_limits.persist_counters is ignored with the redis backend: counters in Redis survive a gateway restart on their own');
@@ -68,6 +70,7 @@ export async function openCounters(config: RateLimitsConfig, logger: CountersLog
   return {
     store,
     problem: () => (store.available ? undefined : 'redis unreachable'),
+    check: () => store.check(),
     ruleChanges,
     start: async () => {},
     async close() {

@@ -5,6 +5,7 @@ import type { BudgetTracker } from '../budgets/tracker.ts';
 import type { KeyRing } from '../auth/keys.ts';
 import type { FileLimits } from '../batch/service.ts';
 import type { ResponseCache } from '../cache/response-cache.ts';
+import type { GatewayHealth } from '../health/readiness.ts';
 import type { GatewayMetrics } from '../metrics/index.ts';
 import type { RateLimiter } from '../ratelimit/index.ts';
 import type { Resolver } from '../routing/resolver.ts';
@@ -32,11 +33,9 @@ export interface HttpServices {
   /** Prometheus metrics (`GET /metrics`). */
   metrics: GatewayMetrics;
   now(): number;
-  /** The body of `GET /health`: `{"status":"ok"}`, or `degraded` with what is wrong. */
-  health(): HealthReport;
+  /** Liveness and readiness (`GET /health`, `GET /ready`), and whether the gateway drains for a shutdown. */
+  health: GatewayHealth;
 }
-
-export type HealthReport = { status: 'ok' } | { status: 'degraded'; rate_limits: string };
 
 export interface HttpOptions {
   masterKey: string | undefined;

@@ -14,6 +14,7 @@ import { registerAdminKeys } from './routes/admin-keys.ts';
 import { registerAdminRateLimits } from './routes/admin-rate-limits.ts';
 import { registerAdminUsage } from './routes/admin-usage.ts';
 import { registerDashboard } from './routes/dashboard.ts';
+import { registerHealth } from './routes/health.ts';
 import { countResponses, registerMetrics } from './routes/metrics.ts';
 import { registerOpenApi } from './routes/openapi.ts';
 import { registerModelEndpoints } from './routes/model-endpoints.ts';
@@ -65,12 +66,13 @@ export function buildServer(services: HttpServices): FastifyInstance {
     done();
   });
 
-  registerOpenApi(app);
+  registerOpenApi(app, { userPathHeader: services.options.userPathHeader });
   countResponses(app, services.metrics);
   registerWebSocketUpgrades(app, services);
+  // Before auth: a request refused because the gateway drains needs no key checked.
+  registerHealth(app, services);
   registerAuth(app, services);
   registerJsonBody(app);
-  app.get('/health', { config: { access: 'public' } }, async () => services.health());
   registerWithAccess(app, 'public', (scope) => registerDashboard(scope));
   registerWithAccess(app, 'model', (scope) => {
     registerModelEndpoints(scope, services);

@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks';
-import { Gauge, Histogram, Registry } from 'prom-client';
+import { Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { BudgetStatus } from '../budgets/types.ts';
 import type { CacheMode } from '../cache/response-cache.ts';
 import type { Usage } from '../providers/types.ts';
 import type { AdmissionResult, RuleStatus, Scope } from '../ratelimit/index.ts';
@@ -12,9 +13,18 @@ export interface RuleStatusSource {
   status(): readonly RuleStatus[] | Promise<readonly RuleStatus[]>;
 }
 
+/** Where the scrape-time budget gauges come from: the budget tracker. */
+export interface BudgetStatusSource {
+  status(): readonly BudgetStatus[];
+}
+
 export interface GatewayMetricsOptions {
   /** Absent when rate limits are disabled: no rule gauges then. */
   readonly rules?: RuleStatusSource | undefined;
+  /** Absent when budgets are disabled: no budget gauges then. */
+  readonly budgets?: BudgetStatusSource | undefined;
+  /** `floodgate_build_info`'s version label. */
+  readonly version?: string | undefined;
   /** The models each provider lists: the only model names that become label values. */
   readonly models: readonly ModelListing[];
   /** Milliseconds on a monotonic clock, for upstream latency. Default: performance.now. */
@@ -49,6 +59,7 @@ interface TokenChildren {
 export class GatewayMetrics {
   readonly registry = new Registry();
   readonly #rules: RuleStatusSource | undefined;
+  readonly #budgets: BudgetStatusSource | undefined;
   readonly #clock: () => number;
   readonly #onRuleStatusError: (err: unknown) => void;
   /** provider → the models it lists. */
@@ -66,9 +77,12 @@ export class GatewayMetrics {
   readonly #inFlight: Gauge<'scope' | 'subject'>;
   readonly #remaining: Gauge<'scope' | 'subject' | 'period' | 'kind'>;
   readonly #limit: Gauge<'scope' | 'subject' | 'period' | 'kind'>;
+  readonly #budgetSpent: Gauge<'user_path' | 'period'>;
+  readonly #budgetLimit: Gauge<'user_path' | 'period'>;
 
   constructor(options: GatewayMetricsOptions) {
     this.#rules = options.rules;
+    this.#budgets = options.budgets;
     this.#clock = options.clock ?? (() => performance.now());
     this.#onRuleStatusError = options.onRuleStatusError ?? (() => {});
     for (const { id, ownedBy } of options.models) {
@@ -79,6 +93,15 @@ export class GatewayMetrics {
       models.add(id.slice(ownedBy.length + 1));
     }
     const registers = [this.registry];
+    // Process and Node.js metrics (CPU, memory, heap spaces, event-loop lag, GC, handles), read at
+    // scrape time except GC durations and event-loop lag, which Node samples on its own.
+    collectDefaultMetrics({ register: this.registry, prefix: 'floodgate_' });
+    new Gauge({
+      name: 'floodgate_build_info',
+      help: 'Always 1: the gateway\'s version and the Node.js version it runs on, as labels.',
+      labelNames: ['version', 'node'] as const,
+      registers,
+    }).labels(options.version ?? 'unknown', process.version).set(1);
 
     const responses = new TallyCounter({
       name: 'floodgate_requests_total',
@@ -163,6 +186,18 @@ export class GatewayMetrics {
       labelNames: ['scope', 'subject', 'period', 'kind'] as const,
       registers,
     });
+    this.#budgetSpent = new Gauge({
+      name: 'floodgate_budget_spent_usd',
+      help: 'What each budget\'s user path (and everything below it) spent in the budget\'s current period, in US dollars, read at scrape time.',
+      labelNames: ['user_path', 'period'] as const,
+      registers,
+    });
+    this.#budgetLimit = new Gauge({
+      name: 'floodgate_budget_limit_usd',
+      help: 'Each budget\'s cap for its period, in US dollars.',
+      labelNames: ['user_path', 'period'] as const,
+      registers,
+    });
   }
 
   get contentType(): string {
@@ -225,10 +260,21 @@ export class GatewayMetrics {
     this.#usageRecordsFailed.inc();
   }
 
-  /** The text exposition, with the rule gauges read now. */
+  /** The text exposition, with the rule and budget gauges read now. */
   async exposition(): Promise<string> {
     await this.#readRuleGauges();
+    this.#readBudgetGauges();
     return this.registry.metrics();
+  }
+
+  /** One series per budget: as many as there are budgets, whoever spends. */
+  #readBudgetGauges(): void {
+    this.#budgetSpent.reset();
+    this.#budgetLimit.reset();
+    for (const budget of this.#budgets?.status() ?? []) {
+      this.#budgetSpent.labels(budget.user_path, budget.period_label).set(budget.spent_usd);
+      this.#budgetLimit.labels(budget.user_path, budget.period_label).set(budget.max_usd);
+    }
   }
 
   async #readRuleGauges(): Promise<void> {

@@ -294,6 +294,8 @@ export class MemoryStorage implements Storage {
     return out;
   }
 
+  async ping(): Promise<void> {}
+
   async close(): Promise<void> {}
 }
 

@@ -639,6 +639,10 @@ export class PostgresStorage implements Storage {
     return res.rows.map((row) => batchFromRow(row, same));
   }
 
+  async ping(): Promise<void> {
+    await this.pool.query('SELECT 1');
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;

@@ -584,6 +584,11 @@ export class SqliteStorage implements Storage {
     return rows.map((row) => batchFromRow(row, fromEpochMs));
   }
 
+  /** A local file: it answers as long as it is open. */
+  async ping(): Promise<void> {
+    this.cachedStmt('SELECT 1').get();
+  }
+
   /** Idempotent. */
   async close(): Promise<void> {
     if (this.db.open) this.db.close();

@@ -280,5 +280,8 @@ export interface Storage {
   /** Newest first (insertion order); `after` pages past a batch id. */
   listBatches(query: BatchListQuery): Promise<BatchRecord[]>;
 
+  /** One cheap round trip proving storage answers (readiness, `GET /ready`); rejects when it does not. */
+  ping(): Promise<void>;
+
   close(): Promise<void>;
 }

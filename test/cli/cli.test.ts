@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -8,6 +8,8 @@ import Database from 'better-sqlite3';
 import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.ts';
 import { openaiProvider, waitFor } from '../support/e2e.ts';
 import { listeningUrl, logLines, runCli, withTimeout } from '../support/cli.ts';
+import { createTestDatabase } from '../support/postgres.ts';
+import { dropPrefix, REDIS_URL, testPrefix } from '../support/redis.ts';
 
 describe('floodgate CLI', () => {
   let dir: string;
@@ -134,6 +136,42 @@ describe('floodgate CLI', () => {
     assert.equal((await withTimeout(run.exit, 10_000, 'exit')).code, 0);
   });
 
+  it('says at start-up where its data and counters are, what it serves and how many rules and budgets it enforces, without passwords', async () => {
+    const db = await createTestDatabase();
+    const prefix = testPrefix();
+    try {
+      const withPassword = new URL(db.url);
+      withPassword.password = 'pg-secret-pw';
+      const config = join(dir, 'summary.yaml');
+      writeFileSync(config, `providers:\n${openaiProvider('up', fake.url, ['gpt-x'])}rate_limits:
+  backend: redis
+  redis: { url: "${REDIS_URL}", prefix: "${prefix}", on_error: deny }
+  user_paths: [ { path: /team, limits: [ { period: minute, max_requests: 5 }, { period: concurrent, max_requests: 2 } ] } ]
+  providers: [ { name: up, limits: [ { period: hour, max_tokens: 1000 } ] } ]
+budgets:
+  user_paths: [ { path: /team, limits: [ { period: day, max_usd: 5 } ] } ]
+`);
+      const run = runCli(['--config', config, '--port', '0'], dir, { STORAGE_TYPE: 'postgres', POSTGRES_URL: withPassword.toString() });
+      running.push(run.child);
+      await listeningUrl(run);
+      const line = logLines(run.stdout()).find((l) => l.msg === 'floodgate listening')!;
+      const { hostname, port, pathname } = new URL(db.url);
+      assert.deepEqual(line.storage, { type: 'postgres', server: `postgres://${hostname}:${port}${pathname}` });
+      const redis = new URL(REDIS_URL);
+      assert.deepEqual(line.counters, { backend: 'redis', server: `redis://${redis.host}`, prefix, on_error: 'deny' });
+      assert.deepEqual(line.providers, [{ name: 'up', type: 'openai' }]);
+      assert.equal(line.rate_limit_rules, 3);
+      assert.equal(line.budgets, 1);
+      assert.equal(line.version, JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')).version);
+      assert.ok(!run.stdout().includes('pg-secret-pw') && !run.stderr().includes('pg-secret-pw'), 'no password in the log');
+      run.child.kill('SIGTERM');
+      assert.equal((await withTimeout(run.exit, 10_000, 'exit')).code, 0, run.stderr());
+    } finally {
+      await db.drop();
+      await dropPrefix(prefix);
+    }
+  });
+
   it('HOST=0.0.0.0 without MASTER_KEY refuses to start, naming HOST and MASTER_KEY', async () => {
     const run = runCli(['--port', '0'], dir, { HOST: '0.0.0.0', SQLITE_PATH: join(dir, 'host.db') });
     running.push(run.child);
@@ -154,6 +192,26 @@ describe('floodgate CLI', () => {
     const out = run.stderr() + run.stdout();
     assert.match(out, /server\.port/);
     assert.match(out, /providers\.x\.frobnicate/);
+  });
+
+  it('check-config reports what start-up refuses (a public host without a master key), every unset variable, and schema errors at file:line:column', async () => {
+    const file = join(dir, 'public.yaml');
+    writeFileSync(file, 'server:\n  host: 0.0.0.0\n  master_key: ${MASTER_KEY}\n  prot: 8080\nproviders:\n  up: { type: openai, base_url: "http://127.0.0.1:9/v1", api_key: "${UP_KEY}" }\n');
+    const check = runCli(['check-config', 'public.yaml'], dir);
+    assert.equal((await withTimeout(check.exit, 10_000, 'exit')).code, 1);
+    assert.deepEqual(check.stderr().trimEnd().split('\n'), [
+      'public.yaml: 2 errors, 1 warning',
+      'public.yaml:4:3: server.prot: unknown key (did you mean "port"?)',
+      'public.yaml:3:15: server.master_key: refusing to listen on non-loopback HOST 0.0.0.0 without MASTER_KEY: set MASTER_KEY, or HOST=127.0.0.1 (${MASTER_KEY} is not set)',
+      'warning: public.yaml:6:67: providers.up.api_key: ${UP_KEY} is not set; the key counts as absent',
+    ]);
+
+    // Start-up refuses the same file, once its other mistake is gone, with the same line.
+    writeFileSync(file, 'server:\n  host: 0.0.0.0\n  master_key: ${MASTER_KEY}\n');
+    const start = runCli(['--config', 'public.yaml', '--port', '0'], dir, { SQLITE_PATH: join(dir, 'public.db') });
+    running.push(start.child);
+    assert.equal((await withTimeout(start.exit, 10_000, 'exit')).code, 1);
+    assert.match(start.stderr(), /public\.yaml:3:15: server\.master_key: refusing to listen on non-loopback HOST 0\.0\.0\.0 without MASTER_KEY/);
   });
 
   it('check-config on a good file exits 0', async () => {

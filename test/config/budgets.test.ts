@@ -125,7 +125,7 @@ budgets:
     assert.equal(config.budgets.enabled, false);
     assert.equal(config.budgets.refresh_seconds, 1);
     assert.deepEqual(errorsOf('', { BUDGETS_ENABLED: 'maybe' }), ['BUDGETS_ENABLED: must be a boolean (true/false, 1/0, yes/no, on/off), got "maybe"']);
-    assert.deepEqual(errorsOf('', { BUDGETS_REFRESH_SECONDS: '0.5' }), ['budgets.refresh_seconds: must be an integer 1..3600']);
+    assert.deepEqual(errorsOf('', { BUDGETS_REFRESH_SECONDS: '0.5' }), ['BUDGETS_REFRESH_SECONDS: budgets.refresh_seconds: must be an integer 1..3600']);
   });
 
   it('warns when budgets are declared while usage tracking is off', () => {

@@ -4,22 +4,42 @@ import { checkConfigFile } from '../../src/config/check.ts';
 import { writeConfig } from './helpers.ts';
 
 describe('checkConfigFile', () => {
-  it('prints every error and fails', () => {
-    const { dir, file } = writeConfig('server: { port: x, nope: 1 }\n');
+  it('prints every error, each at its place in the file, then the warnings, and fails', () => {
+    const { dir, file } = writeConfig('server: { port: x, nope: 1 }\nproviders:\n  up: { type: openai, base_url: "https://up.test/v1", api_key: "${UP_KEY}" }\n');
     const r = checkConfigFile(file, { USAGE_ENABLED: 'perhaps' }, dir);
     assert.equal(r.ok, false);
     assert.deepEqual(r.lines, [
-      `${file}: 3 errors`,
-      '  error: server.port: must be an integer 0..65535',
-      '  error: server.nope: unknown key',
-      '  error: USAGE_ENABLED: must be a boolean (true/false, 1/0, yes/no, on/off), got "perhaps"',
+      `${file}: 3 errors, 1 warning`,
+      `${file}:1:17: server.port: must be an integer 0..65535`,
+      `${file}:1:20: server.nope: unknown key`,
+      'USAGE_ENABLED: must be a boolean (true/false, 1/0, yes/no, on/off), got "perhaps"',
+      `warning: ${file}:3:64: providers.up.api_key: \${UP_KEY} is not set; the key counts as absent`,
     ]);
   });
 
   it('a missing file fails', () => {
     const r = checkConfigFile('/nonexistent/floodgate.yaml', {});
     assert.equal(r.ok, false);
-    assert.deepEqual(r.lines, ['/nonexistent/floodgate.yaml: 1 error', '  error: config file not found: /nonexistent/floodgate.yaml']);
+    assert.deepEqual(r.lines, ['/nonexistent/floodgate.yaml: 1 error', 'config file not found: /nonexistent/floodgate.yaml']);
+  });
+
+  it('refuses a public host without a master key, as start-up does, at the master_key line when the file has one', () => {
+    const { dir, file } = writeConfig('server:\n  host: 0.0.0.0\n  master_key: ${MASTER_KEY}\n');
+    const r = checkConfigFile(file, {}, dir);
+    assert.equal(r.ok, false);
+    assert.deepEqual(r.lines, [
+      `${file}: 1 error`,
+      `${file}:3:15: server.master_key: refusing to listen on non-loopback HOST 0.0.0.0 without MASTER_KEY: set MASTER_KEY, or HOST=127.0.0.1 (\${MASTER_KEY} is not set)`,
+    ]);
+    // HOST from the environment, no master key anywhere: no line to point at.
+    const env = checkConfigFile(writeConfig('providers: {}\n').file, { HOST: '10.1.2.3' }, dir);
+    assert.deepEqual(env.lines.slice(1), ['server.master_key: refusing to listen on non-loopback HOST 10.1.2.3 without MASTER_KEY: set MASTER_KEY, or HOST=127.0.0.1']);
+    // With the key set, the same file passes.
+    assert.equal(checkConfigFile(file, { MASTER_KEY: 'sk-set' }, dir).ok, true);
+    // On a loopback host an unset ${MASTER_KEY} is a warning: the gateway runs open.
+    const loopback = checkConfigFile(writeConfig('server:\n  host: 127.0.0.1\n  master_key: ${MASTER_KEY}\n').file, {}, dir);
+    assert.equal(loopback.ok, true);
+    assert.match(loopback.lines.at(-1)!, /^ {2}warning: .*:3:15: server\.master_key: \$\{MASTER_KEY\} is not set; the key counts as absent$/);
   });
 
   it('summarises a valid file', () => {

@@ -43,8 +43,8 @@ rate_limits: { enabled: true }
   });
 
   it('SHUTDOWN_GRACE_SECONDS out of range names the key', () => {
-    assertErrors('', ['server.shutdown_grace_seconds: must be an integer 0..3600'], { SHUTDOWN_GRACE_SECONDS: '-1' });
-    assertErrors('', ['server.shutdown_grace_seconds: must be an integer 0..3600'], { SHUTDOWN_GRACE_SECONDS: 'soon' });
+    assertErrors('', ['SHUTDOWN_GRACE_SECONDS: server.shutdown_grace_seconds: must be an integer 0..3600'], { SHUTDOWN_GRACE_SECONDS: '-1' });
+    assertErrors('', ['SHUTDOWN_GRACE_SECONDS: server.shutdown_grace_seconds: must be an integer 0..3600'], { SHUTDOWN_GRACE_SECONDS: 'soon' });
   });
 
   it('overrides apply with no file sections present, and empty values are ignored', () => {

@@ -17,9 +17,37 @@ export function writeConfig(yaml: string, name = 'floodgate.yaml'): { dir: strin
   return { dir, file };
 }
 
+/**
+ * Loads a config file. Messages lose their `<file>:<line>:<column>: ` prefix here, so that the
+ * tests of what they say need not count lines; test/config/positions.test.ts tests the prefixes.
+ */
 export function load(yaml: string, env: Record<string, string> = {}): LoadedConfig {
   const { dir, file } = writeConfig(yaml);
-  return loadConfig({ file, env, cwd: dir });
+  try {
+    const loaded = loadConfig({ file, env, cwd: dir });
+    return { ...loaded, warnings: loaded.warnings.map((w) => withoutPlace(w, file)) };
+  } catch (err) {
+    if (err instanceof ConfigError) throw new ConfigError(err.errors.map((e) => withoutPlace(e, file)), err.warnings.map((w) => withoutPlace(w, file)));
+    throw err;
+  }
+}
+
+export function withoutPlace(message: string, file: string): string {
+  return message.startsWith(`${file}:`) ? message.replace(/^[^\n]*?:\d+:\d+: /, '') : message;
+}
+
+/**
+ * Loads `floodgate.yaml` as an operator in its folder would (`--config floodgate.yaml`), messages
+ * as they are: the ConfigError, or the loaded config.
+ */
+export function loadAsGiven(yaml: string, env: Record<string, string> = {}): { error?: ConfigError; loaded?: LoadedConfig } {
+  const { dir } = writeConfig(yaml);
+  try {
+    return { loaded: loadConfig({ file: 'floodgate.yaml', env, cwd: dir }) };
+  } catch (err) {
+    assert.ok(err instanceof ConfigError, `expected ConfigError, got ${String(err)}`);
+    return { error: err };
+  }
 }
 
 /** Loads and expects a ConfigError; returns its error list. */

@@ -4,9 +4,10 @@ import { interpolate } from '../../src/config/interpolate.ts';
 import { assertErrors, load } from './helpers.ts';
 
 /** Interpolates one string value at key `v`, as the loader does for every scalar. */
-function one(input: string, env: Record<string, string> = {}): { value: unknown; errors: string[]; warnings: string[]; unset: string[] | undefined } {
+function one(input: string, env: Record<string, string> = {}): { value: unknown; errors: string[]; unset: { names: readonly string[]; whole: boolean } | undefined } {
   const r = interpolate({ v: input }, env);
-  return { value: (r.value as { v: unknown }).v, errors: r.errors, warnings: r.warnings, unset: r.unset.get('v') };
+  const unset = r.unset.get('v');
+  return { value: (r.value as { v: unknown }).v, errors: r.errors, unset: unset && { names: unset.names, whole: unset.whole } };
 }
 
 describe('interpolate', () => {
@@ -23,12 +24,11 @@ describe('interpolate', () => {
     assert.equal(one('cost $5', env).value, 'cost $5');
   });
 
-  it('an unset variable without default becomes an empty string and is reported; embedded, also warned about', () => {
-    assert.deepEqual(one('${NOPE}'), { value: '', errors: [], warnings: [], unset: ['NOPE'] });
-    const embedded = one('https://${NOPE}/v1');
+  it('an unset variable without default becomes an empty string and is reported, whole or embedded', () => {
+    assert.deepEqual(one('${NOPE}'), { value: '', errors: [], unset: { names: ['NOPE'], whole: true } });
+    const embedded = one('https://${NOPE}/v1${ALSO}');
     assert.equal(embedded.value, 'https:///v1');
-    assert.deepEqual(embedded.unset, ['NOPE']);
-    assert.deepEqual(embedded.warnings, ['v: ${NOPE} is not set; substituted an empty string']);
+    assert.deepEqual(embedded.unset, { names: ['NOPE', 'ALSO'], whole: false });
   });
 
   it('reports malformed references', () => {
@@ -83,11 +83,14 @@ rate_limits:
     assert.equal(b.rateLimitSeeds[0]?.maxRequests, 12);
   });
 
-  it('an unset ${MASTER_KEY} means no master key (empty optional scalars are absent)', () => {
+  it('an unset ${MASTER_KEY} means no master key (empty optional scalars are absent), with a warning naming each unset variable', () => {
     const { config, warnings } = load('server:\n  master_key: ${MASTER_KEY}\nproviders:\n  p: { type: mock, api_key: "${P_KEY}" }\n');
     assert.equal(config.server.master_key, undefined);
     assert.equal(config.providers['p']?.api_key, undefined);
-    assert.deepEqual(warnings, []);
+    assert.deepEqual(warnings, [
+      'server.master_key: ${MASTER_KEY} is not set; the key counts as absent',
+      'providers.p.api_key: ${P_KEY} is not set; the key counts as absent',
+    ]);
     assert.equal(load('server: { master_key: "${MASTER_KEY}" }', { MASTER_KEY: 's3cret' }).config.server.master_key, 's3cret');
   });
 

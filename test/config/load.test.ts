@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { ConfigError } from '../../src/config/errors.ts';
 import { loadConfig, TOKEN_RULES_WITHOUT_USAGE_WARNING } from '../../src/config/load.ts';
-import { assertErrors, errorsOf, load, tempDir } from './helpers.ts';
+import { assertErrors, errorsOf, load, loadAsGiven, tempDir } from './helpers.ts';
 
 function loadErrors(options: Parameters<typeof loadConfig>[0]): string[] {
   try {
@@ -73,14 +73,14 @@ describe('file resolution', () => {
 
 describe('YAML syntax errors', () => {
   it('report file, line and column', () => {
-    assertErrors('server:\n  port: 1\nproviders: [a, b\nusage: {}\n', [
+    assert.deepEqual(loadAsGiven('server:\n  port: 1\nproviders: [a, b\nusage: {}\n').error?.errors, [
       'floodgate.yaml:4:1: YAML syntax error: Flow sequence in block collection must be sufficiently indented and end with a ]',
     ]);
-    assertErrors('server: {}\nserver: {}\n', ['floodgate.yaml:2:1: YAML syntax error: Map keys must be unique']);
+    assert.deepEqual(loadAsGiven('server: {}\nserver: {}\n').error?.errors, ['floodgate.yaml:2:1: YAML syntax error: Map keys must be unique']);
   });
 
   it('are reported together with env errors', () => {
-    const errors = errorsOf('a: [\n', { PORT: 'x' });
+    const errors = loadAsGiven('a: [\n', { PORT: 'x' }).error?.errors ?? [];
     assert.equal(errors.length, 2);
     assert.match(errors[0] ?? '', /^floodgate\.yaml:2:1: YAML syntax error: /);
     assert.equal(errors[1], 'PORT: must be an integer 0..65535, got "x"');

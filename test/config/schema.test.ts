@@ -136,7 +136,7 @@ rate_limits:
 });
 
 describe('config schema: errors name the key path', () => {
-  it('unknown keys at every level', () => {
+  it('unknown keys at every level, with the known key they are closest to', () => {
     assertErrors(
       `
 serverr: {}
@@ -148,11 +148,11 @@ rate_limits:
   user_paths: [ { path: /a, limits: [ { period: minute, max_requests: 1, max_request: 2 } ], extra: 1 } ]
 `,
       [
-        '(root).serverr: unknown key'.replace('(root).', ''),
-        'server.prot: unknown key',
-        'providers.openai.base_ur: unknown key',
-        'cache.response.enable: unknown key',
-        'rate_limits.user_paths[0].limits[0].max_request: unknown key',
+        'serverr: unknown key (did you mean "server"?)',
+        'server.prot: unknown key (did you mean "port"?)',
+        'providers.openai.base_ur: unknown key (did you mean "base_url"?)',
+        'cache.response.enable: unknown key (did you mean "enabled"?)',
+        'rate_limits.user_paths[0].limits[0].max_request: unknown key (did you mean "max_requests"?)',
         'rate_limits.user_paths[0].extra: unknown key',
       ],
     );

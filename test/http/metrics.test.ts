@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import WebSocket from 'ws';
 import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.ts';
@@ -203,5 +204,74 @@ describe('GET /metrics with rate limits disabled and a realtime session', () => 
     assert.deepEqual(m.samples('floodgate_rate_limit_remaining'), []);
     assert.deepEqual(m.samples('floodgate_rate_limit_in_flight'), []);
     for (const sample of m.samples('floodgate_rate_limit_decisions_total')) assert.equal(Number(sample.value), 0);
+  });
+});
+
+describe('GET /metrics: the process, the build and the budgets', () => {
+  const MASTER = 'sk-master-budget-metrics';
+  const auth = { authorization: `Bearer ${MASTER}` };
+  let up: FakeUpstream;
+  let gw: TestGateway;
+  before(async () => {
+    up = await startFakeUpstream({ name: 'up', models: ['gpt-x'] });
+    const yaml = `providers:\n${openaiProvider('up', up.url, ['gpt-x'])}pricing:\n  up/gpt-x: { input_per_mtok: 1000, output_per_mtok: 1000 }\nbudgets:\n  user_paths: [ { path: /team, limits: [ { period: day, max_usd: 5 } ] } ]\n`;
+    gw = await startTestGateway({ yaml, env: { MASTER_KEY: MASTER } });
+  });
+  after(async () => {
+    await gw.close();
+    await up.close();
+  });
+
+  it('has prom-client\'s process and Node.js metrics, every family prefixed floodgate_', async () => {
+    const m = await scrape(gw, auth);
+    for (const name of [
+      'floodgate_process_cpu_user_seconds_total',
+      'floodgate_process_resident_memory_bytes',
+      'floodgate_nodejs_heap_size_used_bytes',
+      'floodgate_nodejs_eventloop_lag_seconds',
+      'floodgate_nodejs_eventloop_lag_p99_seconds',
+      'floodgate_nodejs_gc_duration_seconds',
+      'floodgate_nodejs_active_handles_total',
+    ]) assert.ok(m.families.has(name), `${name} is exposed`);
+    assert.ok(m.value('floodgate_process_resident_memory_bytes', {}) > 0);
+    assert.ok(m.value('floodgate_nodejs_heap_size_used_bytes', {}) > 0);
+    for (const name of m.families.keys()) assert.match(name, /^floodgate_/);
+  });
+
+  it('floodgate_build_info is 1, labelled with the gateway\'s and Node\'s versions', async () => {
+    const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+    const m = await scrape(gw, auth);
+    assert.deepEqual(m.samples('floodgate_build_info').map((s) => [s.labels, Number(s.value)]), [[{ version, node: process.version }, 1]]);
+  });
+
+  it('one spent and one limit gauge per budget, read at scrape time, whatever the number of callers', async () => {
+    const put = await gw.request('PUT', '/admin/budgets', { body: { user_path: '/ops', limit_key: { period: 'month' }, max_usd: 200 }, headers: auth });
+    assert.equal(put.status, 200, put.text);
+    // Many distinct callers below the budgets' paths.
+    for (let i = 0; i < 25; i++) {
+      const path = i % 5 === 0 ? `/ops/${randomUUID()}` : `/team/${randomUUID()}`;
+      const res = await gw.request('POST', CHAT, { body: chat('up/gpt-x', `caller ${i}`), headers: { ...auth, [USER_PATH_HEADER]: path } });
+      assert.equal(res.status, 200, res.text);
+    }
+    let budgets: Array<{ user_path: string; period_label: string; spent_usd: number; max_usd: number }> = [];
+    let m = await scrape(gw, auth);
+    // Spend reaches the budgets as the usage records are written.
+    await eventually(async () => {
+      budgets = (await gw.request('GET', '/admin/budgets', { headers: auth })).json().budgets;
+      m = await scrape(gw, auth);
+      return budgets.every((b) => b.spent_usd > 0 && m.value('floodgate_budget_spent_usd', { user_path: b.user_path, period: b.period_label }) === b.spent_usd);
+    }, 5000, 'the spend in the gauges');
+    assert.equal(budgets.length, 2);
+    for (const b of budgets) {
+      assert.equal(m.value('floodgate_budget_limit_usd', { user_path: b.user_path, period: b.period_label }), b.max_usd);
+    }
+    assert.equal(m.samples('floodgate_budget_spent_usd').length, 2);
+    assert.equal(m.samples('floodgate_budget_limit_usd').length, 2);
+    assert.deepEqual(m.samples('floodgate_budget_limit_usd').map((s) => s.labels?.user_path).sort(), ['/ops', '/team']);
+
+    const deleted = await gw.request('DELETE', '/admin/budgets', { body: { user_path: '/ops', limit_key: { period: 'month' } }, headers: auth });
+    assert.equal(deleted.status, 200, deleted.text);
+    m = await scrape(gw, auth);
+    assert.deepEqual(m.samples('floodgate_budget_limit_usd').map((s) => s.labels), [{ user_path: '/team', period: 'day' }]);
   });
 });

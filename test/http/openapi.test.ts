@@ -66,7 +66,7 @@ describe('GET /openapi.json', () => {
     assert.equal(doc.openapi, '3.1.0');
     assert.equal(doc.info.title, 'Floodgate');
     assert.equal(doc.info.version, '1.0');
-    assert.equal(doc.servers[0].url, '{base_url}');
+    assert.deepEqual(doc.servers, [{ url: gw.url, description: 'Where this gateway listens.' }]);
   });
 
   it('has every route the server registers, and nothing else', () => {
@@ -100,7 +100,7 @@ describe('GET /openapi.json', () => {
         const where = `${method} ${path}`;
         if (path.startsWith('/admin/') || path === '/metrics') assert.deepEqual(op.tags, ['admin'], where);
         else assert.ok(!op.tags.includes('admin'), where);
-        const isPublic = path === '/health' || path === '/openapi.json' || path === '/dashboard' || path.startsWith('/dashboard/');
+        const isPublic = path === '/health' || path === '/ready' || path === '/openapi.json' || path === '/dashboard' || path.startsWith('/dashboard/');
         assert.deepEqual(op.security, isPublic ? [] : undefined, where);
         if (isPublic) assert.equal(op.responses['401'], undefined, where);
         else {
@@ -120,7 +120,7 @@ describe('GET /openapi.json', () => {
     assert.deepEqual(doc.components.schemas.ChatCompletionRequest, chat);
     assert.deepEqual(chat.required, ['model', 'messages']);
     const usage = doc.paths['/v1/usage'].get.parameters as Json[];
-    assert.deepEqual(usage.map((p) => [p.name, p.in, p.required]), [['from', 'query', false], ['to', 'query', false]]);
+    assert.deepEqual(usage.map((p) => [p.name, p.in, p.required]), [['from', 'query', false], ['to', 'query', false], ['x-floodgate-user-path', 'header', false]]);
     assert.deepEqual(doc.paths['/admin/api-keys/{id}'].delete.parameters.map((p: Json) => [p.name, p.in]), [['id', 'path']]);
   });
 
@@ -142,8 +142,93 @@ describe('GET /openapi.json', () => {
     for (const field of ['scope', 'subject', 'period_seconds', 'requests_used', 'tokens_used', 'in_flight']) assert.ok(status.required.includes(field), field);
   });
 
+  it('declares the user-path header on every model operation, and on no other', () => {
+    for (const [path, item] of Object.entries(doc.paths as Record<string, Json>)) {
+      for (const [method, op] of Object.entries(item as Record<string, Json>)) {
+        const headers = ((op.parameters ?? []) as Json[]).filter((p) => p.in === 'header');
+        const isModel = op.tags.some((tag: string) => ['models', 'batches', 'usage', 'passthrough'].includes(tag));
+        assert.deepEqual(headers.map((h) => [h.name, h.required, h.schema.type]), isModel ? [['x-floodgate-user-path', false, 'string']] : [], `${method} ${path}`);
+      }
+    }
+  });
+
+  it('shows an example of every admin request body, each one valid for the schema that validates the body', () => {
+    let count = 0;
+    for (const [path, item] of Object.entries(doc.paths as Record<string, Json>)) {
+      for (const [method, op] of Object.entries(item as Record<string, Json>)) {
+        if (!op.tags.includes('admin') || op.requestBody === undefined) continue;
+        const entry = OPENAPI_OPERATIONS[`${method.toUpperCase()} ${path}`]!;
+        const examples = op.requestBody.content['application/json'].examples as Record<string, { summary: string; value: unknown }>;
+        assert.ok(Object.keys(examples ?? {}).length > 0, `${method} ${path} has examples`);
+        for (const [name, { summary, value }] of Object.entries(examples)) {
+          assert.ok(summary.length > 0);
+          const parsed = entry.body!.schema.safeParse(value);
+          assert.ok(parsed.success, `${method} ${path} example ${name}: ${JSON.stringify(parsed.error?.issues)}`);
+          count += 1;
+        }
+      }
+    }
+    assert.ok(count >= 7, `${count} examples`);
+  });
+
+  it('types the model requests and answers, the caps as integers', () => {
+    const { schemas } = doc.components;
+    assert.deepEqual(schemas.ChatCompletionRequest.properties.messages.items.required, ['role']);
+    assert.deepEqual(schemas.AnthropicMessagesRequest.properties.messages.items.properties.role.enum, ['user', 'assistant']);
+    assert.ok(schemas.EmbeddingsRequest.properties.input.anyOf.length >= 3);
+    assert.ok(schemas.ResponsesRequest.properties.input.anyOf.length >= 2);
+    const answers: Array<[string, string]> = [
+      ['/v1/chat/completions', 'ChatCompletion'],
+      ['/v1/responses', 'Response'],
+      ['/v1/embeddings', 'EmbeddingList'],
+      ['/v1/audio/transcriptions', 'Transcription'],
+      ['/v1/messages', 'AnthropicMessage'],
+    ];
+    for (const [path, name] of answers) {
+      assert.deepEqual(doc.paths[path].post.responses['200'].content['application/json'].schema, { $ref: `#/components/schemas/${name}` }, path);
+      assert.ok(schemas[name].required.length >= 1, name);
+    }
+    assert.deepEqual(schemas.ChatCompletion.required, ['id', 'object', 'created', 'model', 'choices']);
+    assert.equal(doc.paths['/v1/audio/speech'].post.responses['200'].content['audio/*'].schema.contentMediaType, 'audio/*');
+    // Every JSON answer and body has a schema that says something.
+    for (const [path, item] of Object.entries(doc.paths as Record<string, Json>)) {
+      for (const [method, op] of Object.entries(item as Record<string, Json>)) {
+        for (const [status, response] of Object.entries(op.responses as Record<string, Json>)) {
+          const schema = response.content?.['application/json']?.schema;
+          if (schema !== undefined) assert.notDeepEqual(schema, {}, `${method} ${path} ${status}`);
+        }
+      }
+    }
+    for (const name of ['PutRateLimitRequest']) {
+      for (const cap of ['max_requests', 'max_tokens']) {
+        assert.deepEqual(schemas[name].properties[cap].anyOf[0], { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: 'A cap; null or absent: none.' }, cap);
+      }
+    }
+    assert.equal(schemas.ResetOneRateLimitRequest.properties.period_seconds.type, 'integer');
+    assert.ok(schemas.ResetOneRateLimitRequest.properties.limit_key, 'reset-one takes limit_key');
+    assert.equal(schemas.RuleStatus.properties.max_requests.type, 'integer');
+  });
+
   it('answers without a key while the API it describes needs one', async () => {
     assert.equal((await gw.request('GET', '/admin/rate-limits')).status, 401);
     assert.equal((await gw.request('GET', '/openapi.json', { headers: { authorization: 'Bearer wrong' } })).status, 200);
+  });
+});
+
+describe('GET /openapi.json on every address and with another user-path header', () => {
+  it('leaves the host of its server to the reader, with the port it listens on, and names the configured header', async () => {
+    const gw = await startTestGateway({ env: { MASTER_KEY, HOST: '0.0.0.0', USER_PATH_HEADER: 'X-Team-Path' } });
+    try {
+      const doc = (await gw.request('GET', '/openapi.json')).json();
+      assert.deepEqual(doc.servers, [{
+        url: `http://{host}:${gw.gateway.port}`,
+        description: 'This gateway, which listens on every address of its machine.',
+        variables: { host: { default: '127.0.0.1', description: 'An address clients reach it at.' } },
+      }]);
+      const header = (doc.paths['/v1/chat/completions'].post.parameters as Json[]).find((p) => p.in === 'header');
+      assert.equal(header?.name, 'x-team-path');
+    } finally {
+      await gw.close();
+    }
   });
 });

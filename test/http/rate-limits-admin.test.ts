@@ -233,7 +233,7 @@ describe('rate limits: admin API', { timeout: 40_000 }, () => {
     assert.equal(assertOpenAiError(wrongPeriod, 404, 'not_found_error').code, 'rate_limit_not_found');
   });
 
-  it('reset-one zeroes one rule (by period or period_seconds); reset with confirmation zeroes all', async () => {
+  it('reset-one zeroes one rule (by period, period_seconds, or the limit_key PUT and DELETE take); reset with confirmation zeroes all', async () => {
     assertList(await admin(gw, 'PUT', '/admin/rate-limits', { user_path: '/rs/a', limit_key: { period: 'minute' }, max_requests: 1 }));
     assertList(await admin(gw, 'PUT', '/admin/rate-limits', { user_path: '/rs/b', limit_key: { period_seconds: 45 }, max_requests: 1 }));
     assert.equal((await chatAs(gw, '/rs/a')).status, 200);
@@ -247,6 +247,10 @@ describe('rate limits: admin API', { timeout: 40_000 }, () => {
 
     rules = assertList(await admin(gw, 'POST', '/admin/rate-limits/reset-one', { scope: 'user_path', subject: '/rs/b', period_seconds: 45 }));
     assert.equal(findRule(rules, 'user_path', '/rs/b', 45)?.requests_used, 0);
+    assert.equal((await chatAs(gw, '/rs/b')).status, 200);
+    rules = assertList(await admin(gw, 'POST', '/admin/rate-limits/reset-one', { user_path: '/rs/b', limit_key: { period_seconds: 45 } }));
+    assert.equal(findRule(rules, 'user_path', '/rs/b', 45)?.requests_used, 0, 'reset through limit_key');
+    assert.equal(findRule(rules, 'user_path', '/rs/a', 60)?.requests_used, 1, 'only that rule');
     const missing = await admin(gw, 'POST', '/admin/rate-limits/reset-one', { user_path: '/rs/none', period: 'minute' });
     assert.equal(assertOpenAiError(missing, 404, 'not_found_error').code, 'rate_limit_not_found');
 
@@ -356,7 +360,7 @@ describe('rate limits: admin API', { timeout: 40_000 }, () => {
       ['no period', { user_path: '/cfg' }, 'period'],
       ['both periods', { user_path: '/cfg', period: 'minute', period_seconds: 60 }, 'period'],
       ['period_seconds 0', { user_path: '/cfg', period_seconds: 0 }, 'period_seconds'],
-      ['limit_key instead of period', { user_path: '/cfg', limit_key: { period: 'minute' } }, 'limit_key'],
+      ['limit_key and period', { user_path: '/cfg', limit_key: { period: 'minute' }, period: 'minute' }, 'limit_key'],
     ] as Array<[string, unknown, string]>) {
       assert400(await admin(gw, 'POST', '/admin/rate-limits/reset-one', body), field, `reset-one ${what}`);
     }

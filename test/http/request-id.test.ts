@@ -11,6 +11,7 @@ import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { KeyRing } from '../../src/auth/keys.ts';
 import type { HttpServices } from '../../src/http/context.ts';
+import { GatewayHealth } from '../../src/health/readiness.ts';
 import { InFlightRequests } from '../../src/http/in-flight.ts';
 import { GatewayMetrics } from '../../src/metrics/index.ts';
 import { buildServer } from '../../src/http/server.ts';
@@ -126,7 +127,7 @@ async function startServer(lines: Array<Record<string, unknown>>): Promise<{ app
     budgets: undefined,
     budgetManager: undefined,
     metrics: new GatewayMetrics({ models: [] }),
-    health: () => ({ status: 'ok' }),
+    health: new GatewayHealth({ counters: () => undefined, refusedWithoutCounters: false, pingStorage: () => storage.ping() }),
   };
   const app = buildServer(services);
   return {

@@ -169,6 +169,13 @@ export function storageContract(name: string, harness: Harness): void {
       });
     });
 
+    it('answers a ping while open', async () => {
+      await withStorage(harness, async (storage) => {
+        await storage.ping();
+        await storage.ping();
+      });
+    });
+
     it('inserts, lists and deletes API keys', async () => {
       await withStorage(harness, async (storage) => {
         assert.deepEqual(await storage.listApiKeys(), []);

@@ -4,12 +4,12 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { createCountersClient, type CountersClient } from '../../src/counters/redis/client.ts';
 import { RedisNames } from '../../src/counters/redis/keys.ts';
 import { RedisCounterStore, type RedisOnError } from '../../src/counters/redis/store.ts';
+import { freePort } from './processes.ts';
 
 export const REDIS_URL = process.env.REDIS_TEST_URL ?? 'redis://127.0.0.1:6379';
 
@@ -72,17 +72,6 @@ export async function freshSecond(client: Redis): Promise<number> {
     if (Number(micros) < 500_000) return Number(seconds);
     await sleep(Math.ceil((1_000_000 - Number(micros)) / 1000) + 5);
   }
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /** A redis-server of the test's own on a free port, without persistence, that the test can stop and start again. */

@@ -178,6 +178,19 @@ export class RedisCounterStore implements CounterStore {
     this.#availability.down(err);
   }
 
+  /**
+   * Asks Redis now, for a readiness check: a gateway without traffic would otherwise learn of an
+   * outage only from its next request. While Redis is known down, the probe is at work already.
+   */
+  async check(): Promise<void> {
+    if (!this.#availability.up) return;
+    try {
+      await within(this.#client.ping(), this.#timeoutMs);
+    } catch (err) {
+      this.#availability.down(err);
+    }
+  }
+
   counter(key: string): CounterHandle {
     let counter = this.#counters.get(key);
     if (counter === undefined) {

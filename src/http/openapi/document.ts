@@ -6,6 +6,7 @@
  */
 import { z } from 'zod';
 import type { Access } from '../auth.ts';
+import type { BodyExample } from './examples.ts';
 import { anthropicErrorBody, errorBody } from './responses.ts';
 
 /** A route as fastify's onRoute hook sees it; `config.access` is read when the document is built. */
@@ -26,7 +27,7 @@ export interface OperationDoc {
   readonly tag?: string;
   readonly params?: Readonly<Record<string, string>>;
   readonly query?: z.ZodType;
-  readonly body?: { readonly schema: z.ZodType; readonly contentType?: string; readonly required?: boolean };
+  readonly body?: { readonly schema: z.ZodType; readonly contentType?: string; readonly required?: boolean; readonly examples?: Readonly<Record<string, BodyExample>> };
   readonly success: {
     readonly status: number;
     readonly description: string;
@@ -38,6 +39,8 @@ export interface OperationDoc {
     readonly rateLimitHeaders?: boolean;
   };
   readonly errors: readonly ErrorStatus[];
+  /** Answers in a shape of their own (not the error record), besides the success. */
+  readonly otherAnswers?: ReadonlyArray<{ readonly status: number; readonly description: string; readonly schema: z.ZodType }>;
   /** `/v1/messages` answers errors in the Anthropic shape. */
   readonly anthropicErrors?: boolean;
 }
@@ -62,7 +65,7 @@ const ERROR_DESCRIPTIONS: Record<ErrorStatus | 401, string> = {
   426: 'A realtime session needs a WebSocket upgrade.',
   429: 'Rate limited (`rate_limit_exceeded`), by the gateway or passed on from the provider, or a budget reached (`budget_exceeded`); `Retry-After` says when to retry.',
   502: 'The provider failed, or answered beyond the gateway\'s bounds (`upstream_response_too_large`); an upstream error status is passed on with type `provider_error`.',
-  503: 'The feature is disabled on this gateway (`feature_unavailable`), no target is available, or the shared rate-limit counters cannot be reached (`rate_limits_unavailable`).',
+  503: 'The feature is disabled on this gateway (`feature_unavailable`), no target is available, the shared rate-limit counters cannot be reached (`rate_limits_unavailable`), or the gateway is shutting down (`gateway_draining`: send the request again).',
 };
 
 const RATE_LIMIT_HEADERS = ['x-ratelimit-limit-requests', 'x-ratelimit-remaining-requests', 'x-ratelimit-reset-requests', 'x-ratelimit-limit-tokens', 'x-ratelimit-remaining-tokens', 'x-ratelimit-reset-tokens'];
@@ -71,6 +74,10 @@ export interface DocumentOptions {
   /** Named schemas, shown under components.schemas and referenced from the operations. */
   readonly schemas: Readonly<Record<string, z.ZodType>>;
   readonly operations: OperationTable;
+  /** Where the gateway listens (OpenAPI `servers`). */
+  readonly servers: readonly Json[];
+  /** The header carrying the caller's user path (`server.user_path_header`), declared on every model operation. */
+  readonly userPathHeader: string;
 }
 
 export function buildOpenApiDocument(routes: readonly RegisteredRoute[], options: DocumentOptions): Json {
@@ -104,11 +111,16 @@ export function buildOpenApiDocument(routes: readonly RegisteredRoute[], options
       ...(doc.description !== undefined && { description: doc.description }),
       tags: [tag],
       ...(access === 'public' && { security: [] }),
-      ...parametersOf(route.url, doc),
+      ...parametersOf(route.url, doc, access === 'model' ? options.userPathHeader : undefined),
       ...(doc.body !== undefined && method !== 'get' && method !== 'head' && {
         requestBody: {
           required: doc.body.required ?? true,
-          content: { [doc.body.contentType ?? 'application/json']: { schema: schemaOf(doc.body.schema) } },
+          content: {
+            [doc.body.contentType ?? 'application/json']: {
+              schema: schemaOf(doc.body.schema),
+              ...(doc.body.examples !== undefined && { examples: doc.body.examples }),
+            },
+          },
         },
       }),
       responses: responsesOf(doc, access !== 'public', schemaOf),
@@ -122,7 +134,7 @@ export function buildOpenApiDocument(routes: readonly RegisteredRoute[], options
       version: '1.0',
       description: 'An AI gateway: one OpenAI-compatible API in front of several LLM providers, with scoped rate limiting.',
     },
-    servers: [{ url: '{base_url}', variables: { base_url: { default: 'http://127.0.0.1:8080', description: 'Where the gateway listens.' } } }],
+    servers: options.servers,
     security: [{ bearerAuth: [] }, { apiKeyAuth: [] }],
     tags: [...tags].sort().map((name) => ({ name })),
     paths,
@@ -182,7 +194,7 @@ function pathParameterNames(url: string): string[] {
   return names;
 }
 
-function parametersOf(url: string, doc: OperationDoc): { parameters?: Json[] } {
+function parametersOf(url: string, doc: OperationDoc, userPathHeader: string | undefined): { parameters?: Json[] } {
   const parameters: Json[] = pathParameterNames(url).map((name) => ({
     name,
     in: 'path',
@@ -199,6 +211,15 @@ function parametersOf(url: string, doc: OperationDoc): { parameters?: Json[] } {
       const { description, ...rest } = schema;
       parameters.push({ name, in: 'query', required: required.has(name), schema: rest, ...(description !== undefined && { description }) });
     }
+  }
+  if (userPathHeader !== undefined) {
+    parameters.push({
+      name: userPathHeader,
+      in: 'header',
+      required: false,
+      schema: { type: 'string', examples: ['/team/alice'] },
+      description: 'The caller\'s user path (rate limits, budgets, usage), `/` without it. Ignored for a managed key bound to a user path.',
+    });
   }
   return parameters.length > 0 ? { parameters } : {};
 }
@@ -217,6 +238,9 @@ function responsesOf(doc: OperationDoc, needsKey: boolean, schemaOf: (schema: z.
       ...(Object.keys(content).length > 0 && { content }),
     },
   };
+  for (const other of doc.otherAnswers ?? []) {
+    responses[String(other.status)] = { description: other.description, content: { 'application/json': { schema: schemaOf(other.schema) } } };
+  }
   const errorSchema = schemaOf(doc.anthropicErrors ? anthropicErrorBody : errorBody);
   const statuses: Array<ErrorStatus | 401> = [...doc.errors, ...(needsKey ? [401 as const] : [])].sort((a, b) => a - b);
   for (const status of statuses) {

@@ -15,6 +15,8 @@ import { createBatchBody } from '../schemas/batches.ts';
 import { anthropicMessagesBody, chatCompletionBody, embeddingsBody, responsesBody, speechBody } from '../schemas/model-requests.ts';
 import { usageQuery } from '../schemas/usage.ts';
 import type { ErrorStatus, OperationDoc, OperationTable } from './document.ts';
+import * as examples from './examples.ts';
+import type { BodyExample } from './examples.ts';
 import * as responses from './responses.ts';
 
 const uploadedFile = z.string().meta({ contentMediaType: 'application/octet-stream', description: 'The file\'s bytes.' });
@@ -51,9 +53,14 @@ export const OPENAPI_SCHEMAS: Readonly<Record<string, z.ZodType>> = {
   ResetRateLimitsRequest: resetRateLimitsBody,
   PutBudgetRequest: putBudgetBody,
   DeleteBudgetRequest: deleteBudgetBody,
-  ProviderAnswer: responses.providerAnswer,
+  ChatCompletion: responses.chatCompletion,
+  Response: responses.responseObject,
+  EmbeddingList: responses.embeddingList,
+  Transcription: responses.transcription,
+  AnthropicMessage: responses.anthropicMessage,
   ModelList: responses.modelList,
   Health: responses.health,
+  Readiness: responses.readiness,
   StatusOk: responses.statusOk,
   RuleStatus: responses.ruleStatusRecord,
   RateLimitList: responses.rateLimitList,
@@ -77,26 +84,27 @@ const JSON_BODY_ERRORS: readonly ErrorStatus[] = [400, 413];
 /** A model request: validation, unknown model, rate limits, the provider's failures. */
 const MODEL_ERRORS: readonly ErrorStatus[] = [...JSON_BODY_ERRORS, 404, 429, 502, 503];
 
-function modelEndpoint(operationId: string, summary: string, schema: z.ZodType, extra: Partial<OperationDoc> = {}): OperationDoc {
+function modelEndpoint(operationId: string, summary: string, schema: z.ZodType, answer: z.ZodType, extra: Partial<OperationDoc> = {}): OperationDoc {
   return {
     operationId,
     summary,
     description: 'Rate limited by user-path, provider and model rules, then by the budgets of the user path; a non-streaming answer may come from the response cache (x-floodgate-cache: hit).',
     body: { schema },
-    success: { status: 200, description: 'The provider\'s answer.', schema: responses.providerAnswer, rateLimitHeaders: true },
+    success: { status: 200, description: 'The provider\'s answer.', schema: answer, rateLimitHeaders: true },
     errors: MODEL_ERRORS,
     ...extra,
   };
 }
 
-const STREAMING = { status: 200, description: 'The provider\'s answer, or its stream.', schema: responses.providerAnswer, streams: true, rateLimitHeaders: true } as const;
+/** An answer that is a stream of server-sent events when the body asks for `stream: true`. */
+const streaming = (schema: z.ZodType) => ({ success: { status: 200, description: 'The provider\'s answer, or its stream.', schema, streams: true, rateLimitHeaders: true } });
 
 /** An admin feature whose every answer is its whole list, and 503 while the feature is disabled. */
 const listAdmin = (description: string, schema: z.ZodType) =>
-  (operationId: string, summary: string, body: z.ZodType | undefined, errors: readonly ErrorStatus[]): OperationDoc => ({
+  (operationId: string, summary: string, body: { schema: z.ZodType; examples: Readonly<Record<string, BodyExample>> } | undefined, errors: readonly ErrorStatus[]): OperationDoc => ({
     operationId,
     summary,
-    ...(body !== undefined && { body: { schema: body } }),
+    ...(body !== undefined && { body }),
     success: { status: 200, description, schema },
     errors: [...errors, 503],
   });
@@ -120,6 +128,14 @@ export const OPENAPI_OPERATIONS: OperationTable = {
     success: { status: 200, description: 'The gateway is up; "degraded" while shared rate-limit counters are unreachable.', schema: responses.health },
     errors: [],
   },
+  'GET /ready': {
+    operationId: 'getReadiness',
+    summary: 'Readiness (no key needed)',
+    description: 'Whether a load balancer should send this gateway traffic. 503 `{"status":"draining"}` from the moment a shutdown starts (the listener stays open for the requests running); 503 `{"status":"unavailable","reason":…}` while storage is unreachable, or Redis is with `on_error: deny`.',
+    success: { status: 200, description: '`{"status":"ready"}`, with `degraded` when serving in a degraded mode.', schema: responses.readiness },
+    otherAnswers: [{ status: 503, description: 'Draining for a shutdown, or unavailable (the reason says why).', schema: responses.readiness }],
+    errors: [],
+  },
   'GET /dashboard': dashboardPage('getDashboard'),
   'GET /dashboard/': dashboardPage('getDashboardSlash'),
   'GET /dashboard/assets/*': {
@@ -137,16 +153,16 @@ export const OPENAPI_OPERATIONS: OperationTable = {
     errors: [],
   },
 
-  'POST /v1/chat/completions': modelEndpoint('createChatCompletion', 'Chat completion (OpenAI)', chatCompletionBody, { success: STREAMING }),
-  'POST /v1/responses': modelEndpoint('createResponse', 'Response (OpenAI Responses API)', responsesBody, { success: STREAMING }),
-  'POST /v1/embeddings': modelEndpoint('createEmbedding', 'Embeddings', embeddingsBody),
-  'POST /v1/audio/speech': modelEndpoint('createSpeech', 'Text to speech', speechBody, {
-    success: { status: 200, description: 'The audio.', contentType: 'audio/*', rateLimitHeaders: true },
+  'POST /v1/chat/completions': modelEndpoint('createChatCompletion', 'Chat completion (OpenAI)', chatCompletionBody, responses.chatCompletion, streaming(responses.chatCompletion)),
+  'POST /v1/responses': modelEndpoint('createResponse', 'Response (OpenAI Responses API)', responsesBody, responses.responseObject, streaming(responses.responseObject)),
+  'POST /v1/embeddings': modelEndpoint('createEmbedding', 'Embeddings', embeddingsBody, responses.embeddingList),
+  'POST /v1/audio/speech': modelEndpoint('createSpeech', 'Text to speech', speechBody, responses.audio, {
+    success: { status: 200, description: 'The audio.', schema: responses.audio, contentType: 'audio/*', rateLimitHeaders: true },
   }),
-  'POST /v1/audio/transcriptions': modelEndpoint('createTranscription', 'Speech to text', transcriptionForm, {
+  'POST /v1/audio/transcriptions': modelEndpoint('createTranscription', 'Speech to text', transcriptionForm, responses.transcription, {
     body: { schema: transcriptionForm, contentType: 'multipart/form-data' },
   }),
-  'POST /v1/messages': modelEndpoint('createMessage', 'Messages (Anthropic)', anthropicMessagesBody, { success: STREAMING, anthropicErrors: true }),
+  'POST /v1/messages': modelEndpoint('createMessage', 'Messages (Anthropic)', anthropicMessagesBody, responses.anthropicMessage, { ...streaming(responses.anthropicMessage), anthropicErrors: true }),
   'GET /v1/models': {
     operationId: 'listModels',
     summary: 'Models and aliases',
@@ -246,7 +262,7 @@ export const OPENAPI_OPERATIONS: OperationTable = {
   'POST /admin/api-keys': {
     operationId: 'createApiKey',
     summary: 'Create a managed key',
-    body: { schema: createApiKeyBody },
+    body: { schema: createApiKeyBody, examples: examples.CREATE_API_KEY_EXAMPLES },
     success: { status: 201, description: 'The key\'s record and its secret in `key`, shown once.', schema: responses.apiKeyCreated },
     errors: JSON_BODY_ERRORS,
   },
@@ -264,13 +280,13 @@ export const OPENAPI_OPERATIONS: OperationTable = {
     errors: [404],
   },
   'GET /admin/rate-limits': { ...rateLimitAdmin('listRateLimits', 'Every rule with its live counters', undefined, [400]), query: listRateLimitsQuery },
-  'PUT /admin/rate-limits': rateLimitAdmin('putRateLimit', 'Create a rule or change its caps (counters kept)', putRateLimitBody, [...JSON_BODY_ERRORS, 409]),
-  'DELETE /admin/rate-limits': rateLimitAdmin('deleteRateLimit', 'Delete a rule and its counters', deleteRateLimitBody, [...JSON_BODY_ERRORS, 404, 409]),
-  'POST /admin/rate-limits/reset-one': rateLimitAdmin('resetRateLimit', 'Reset one rule\'s counters', resetOneRateLimitBody, [...JSON_BODY_ERRORS, 404]),
+  'PUT /admin/rate-limits': rateLimitAdmin('putRateLimit', 'Create a rule or change its caps (counters kept)', { schema: putRateLimitBody, examples: examples.PUT_RATE_LIMIT_EXAMPLES }, [...JSON_BODY_ERRORS, 409]),
+  'DELETE /admin/rate-limits': rateLimitAdmin('deleteRateLimit', 'Delete a rule and its counters', { schema: deleteRateLimitBody, examples: examples.DELETE_RATE_LIMIT_EXAMPLES }, [...JSON_BODY_ERRORS, 404, 409]),
+  'POST /admin/rate-limits/reset-one': rateLimitAdmin('resetRateLimit', 'Reset one rule\'s counters', { schema: resetOneRateLimitBody, examples: examples.RESET_ONE_RATE_LIMIT_EXAMPLES }, [...JSON_BODY_ERRORS, 404]),
   'POST /admin/rate-limits/reset': {
     operationId: 'resetAllRateLimits',
     summary: 'Reset every rule\'s counters',
-    body: { schema: resetRateLimitsBody },
+    body: { schema: resetRateLimitsBody, examples: examples.RESET_RATE_LIMITS_EXAMPLES },
     success: { status: 200, description: 'Every counter is back to zero.', schema: responses.statusOk },
     errors: [...JSON_BODY_ERRORS, 503],
   },
@@ -290,8 +306,8 @@ export const OPENAPI_OPERATIONS: OperationTable = {
     errors: [400],
   },
   'GET /admin/budgets': budgetAdmin('listBudgets', 'Every budget with its spend', undefined, []),
-  'PUT /admin/budgets': budgetAdmin('putBudget', 'Create a budget or change its cap (spend kept)', putBudgetBody, [...JSON_BODY_ERRORS, 409]),
-  'DELETE /admin/budgets': budgetAdmin('deleteBudget', 'Delete a budget', deleteBudgetBody, [...JSON_BODY_ERRORS, 404, 409]),
+  'PUT /admin/budgets': budgetAdmin('putBudget', 'Create a budget or change its cap (spend kept)', { schema: putBudgetBody, examples: examples.PUT_BUDGET_EXAMPLES }, [...JSON_BODY_ERRORS, 409]),
+  'DELETE /admin/budgets': budgetAdmin('deleteBudget', 'Delete a budget', { schema: deleteBudgetBody, examples: examples.DELETE_BUDGET_EXAMPLES }, [...JSON_BODY_ERRORS, 404, 409]),
   'GET /metrics': {
     operationId: 'getMetrics',
     summary: 'Prometheus metrics',

@@ -80,6 +80,12 @@ export const health = z.object({
   rate_limits: z.string().optional().meta({ description: 'Why the gateway is degraded, e.g. "redis unreachable".' }),
 });
 
+export const readiness = z.object({
+  status: z.enum(['ready', 'draining', 'unavailable']),
+  degraded: z.string().optional().meta({ description: 'Ready, but degraded: why (e.g. "redis unreachable" while counting locally).' }),
+  reason: z.string().optional().meta({ description: 'Why the gateway is unavailable: "storage unreachable: …", or "redis unreachable" with on_error deny.' }),
+});
+
 export const apiKeyRecord = z.object({
   id: z.string(),
   name: z.string(),
@@ -95,8 +101,77 @@ export const modelList = z.object({
   data: z.array(z.object({ id: z.string(), object: z.literal('model'), created: z.int(), owned_by: z.string() })),
 });
 
-/** A model endpoint's answer: the provider's, in the endpoint's wire shape. */
-export const providerAnswer = z.looseObject({}).meta({ description: 'The answer in the endpoint\'s OpenAI (or Anthropic, for /v1/messages) shape, as the provider produced it.' });
+// A model endpoint's answer is the provider's, in the endpoint's wire shape (translated when the
+// provider speaks another dialect): the fields below are what the gateway guarantees and reads;
+// the provider's other fields pass through.
+const openAiUsage = z.looseObject({
+  prompt_tokens: z.int(),
+  completion_tokens: z.int(),
+  total_tokens: z.int(),
+  prompt_tokens_details: z.looseObject({ cached_tokens: z.int().optional() }).optional(),
+});
+
+/** `POST /v1/chat/completions` (not streamed). */
+export const chatCompletion = z.looseObject({
+  id: z.string(),
+  object: z.literal('chat.completion'),
+  created: z.int().meta({ description: 'Unix seconds.' }),
+  model: z.string().meta({ description: 'The model that answered, as the provider names it.' }),
+  choices: z.array(
+    z.looseObject({
+      index: z.int(),
+      message: z.looseObject({
+        role: z.literal('assistant'),
+        content: z.string().nullable(),
+        tool_calls: z.array(z.looseObject({ id: z.string(), type: z.string(), function: z.looseObject({ name: z.string(), arguments: z.string() }) })).optional(),
+      }),
+      finish_reason: z.string().nullable().meta({ description: 'stop, length, tool_calls, content_filter, ...' }),
+    }),
+  ),
+  usage: openAiUsage.optional(),
+});
+
+/** `POST /v1/responses` (not streamed). */
+export const responseObject = z.looseObject({
+  id: z.string(),
+  object: z.literal('response'),
+  created_at: z.int(),
+  model: z.string(),
+  status: z.string().meta({ description: 'completed, incomplete, failed, ...' }),
+  output: z.array(z.looseObject({ type: z.string().meta({ description: 'message, function_call, reasoning, ...' }) })),
+  usage: z.looseObject({ input_tokens: z.int(), output_tokens: z.int(), total_tokens: z.int() }).optional(),
+});
+
+/** `POST /v1/embeddings`. */
+export const embeddingList = z.looseObject({
+  object: z.literal('list'),
+  data: z.array(
+    z.looseObject({
+      object: z.literal('embedding'),
+      index: z.int(),
+      embedding: z.union([z.array(z.number()), z.string()]).meta({ description: 'Numbers, or base64 with encoding_format: base64.' }),
+    }),
+  ),
+  model: z.string(),
+  usage: z.looseObject({ prompt_tokens: z.int(), total_tokens: z.int() }),
+});
+
+/** `POST /v1/audio/transcriptions` (the json and verbose_json formats; text, srt and vtt answer text/plain). */
+export const transcription = z.looseObject({ text: z.string() });
+
+/** `POST /v1/messages` (not streamed), in the Anthropic shape. */
+export const anthropicMessage = z.looseObject({
+  id: z.string(),
+  type: z.literal('message'),
+  role: z.literal('assistant'),
+  model: z.string(),
+  content: z.array(z.looseObject({ type: z.string().meta({ description: 'text, tool_use, thinking, ...' }), text: z.string().optional() })),
+  stop_reason: z.string().nullable().meta({ description: 'end_turn, max_tokens, stop_sequence, tool_use, ...' }),
+  usage: z.looseObject({ input_tokens: z.int(), output_tokens: z.int(), cache_read_input_tokens: z.int().optional() }),
+});
+
+/** `POST /v1/audio/speech`: the audio's bytes. */
+export const audio = z.string().meta({ contentMediaType: 'audio/*', description: 'The audio, in the requested response_format (mp3 by default).' });
 
 const usageRow = {
   requests: z.int(),

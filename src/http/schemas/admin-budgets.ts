@@ -22,7 +22,11 @@ const limitKey = z
         .union([z.string(), z.number()], { error: 'must be a period name (day, week, month) or a number of seconds' })
         .optional()
         .meta({ description: 'day, week (ISO, from Monday) or month (calendar), in UTC; a number means seconds.' }),
-      period_seconds: z.number({ error: 'must be a number' }).optional().meta({ description: 'A custom window of this many seconds, aligned to the Unix epoch.' }),
+      period_seconds: z
+        .number({ error: 'must be a number' })
+        .optional()
+        // The budgets module checks it is whole, with its own message; the OpenAPI document says so.
+        .meta({ type: 'integer', minimum: 1, description: 'A custom window of this many seconds, aligned to the Unix epoch.' }),
     },
     { error: 'must be an object with period or period_seconds' },
   )

@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import type { RuleWrite } from '../../admin/rate-limit-rules.ts';
-import { SCOPES, normalizeSubject, parsePeriod, parsePeriodSeconds, validateLimits, validatePerChild, type RuleKey, type Scope } from '../../ratelimit/index.ts';
+import { MAX_CAP, MAX_PERIOD_SECONDS, SCOPES, normalizeSubject, parsePeriod, parsePeriodSeconds, validateLimits, validatePerChild, type RuleKey, type Scope } from '../../ratelimit/index.ts';
 import { checked, leadingField, refuse, valueOf } from './checks.ts';
 
 const text = () => z.string({ error: 'must be a string' });
@@ -17,10 +17,20 @@ const subjectFields = {
   subject: text().optional(),
 };
 
+/**
+ * Numbers the engine checks to be whole (with its own messages); the OpenAPI document says so.
+ * `maximum` is the largest value the engine takes.
+ */
+const wholeNumber = (minimum: number, maximum: number, description: string) =>
+  z.number({ error: 'must be a number' }).meta({ type: 'integer', minimum, maximum, description });
+
 /** Which window: a named period (a numeric string means seconds) or `period_seconds`. */
 const periodFields = {
-  period: z.union([z.string(), z.number()], { error: 'must be a period name (minute, hour, day, concurrent) or a number of seconds' }).optional(),
-  period_seconds: z.number({ error: 'must be a number' }).optional(),
+  period: z
+    .union([z.string(), z.number()], { error: 'must be a period name (minute, hour, day, concurrent) or a number of seconds' })
+    .optional()
+    .meta({ description: 'minute, hour, day or concurrent; a number means seconds.' }),
+  period_seconds: wholeNumber(1, MAX_PERIOD_SECONDS, 'A custom window of this many seconds, aligned to the Unix epoch.').optional(),
 };
 
 type SubjectFields = { user_path?: string | undefined; scope?: Scope | undefined; subject?: string | undefined };
@@ -52,7 +62,7 @@ const limitKey = z
   .strictObject(periodFields, { error: 'must be an object with period or period_seconds' })
   .transform(checked((pair) => periodSeconds(pair, 'limit_key.')));
 
-const cap = z.number({ error: 'must be a number' }).nullable().optional();
+const cap = wholeNumber(1, MAX_CAP, 'A cap; null or absent: none.').nullable().optional();
 
 /** User-path rules only: each direct child of the path counts on a counter of its own (CONTRACT §9). */
 const perChild = z
@@ -86,11 +96,17 @@ export const deleteRateLimitBody = z
   .strictObject({ ...subjectFields, limit_key: limitKey })
   .transform(checked((body): RuleKey => ({ ...ruleSubject(body), periodSeconds: body.limit_key })));
 
-/** `POST /admin/rate-limits/reset-one`: the rule's key, its period at the top level. */
+/**
+ * `POST /admin/rate-limits/reset-one`: the rule's key, its period at the top level, or in
+ * `limit_key` as PUT and DELETE take it.
+ */
 export const resetOneRateLimitBody = z
-  .strictObject({ ...subjectFields, ...periodFields })
+  .strictObject({ ...subjectFields, ...periodFields, limit_key: limitKey.optional() })
   .transform(checked((body): RuleKey => {
-    const seconds = periodSeconds(body, '');
+    if (body.limit_key !== undefined && (body.period !== undefined || body.period_seconds !== undefined)) {
+      refuse(['limit_key'], 'limit_key: give either limit_key or period (period_seconds), not both');
+    }
+    const seconds = body.limit_key ?? periodSeconds(body, '');
     return { ...ruleSubject(body), periodSeconds: seconds };
   }));
 

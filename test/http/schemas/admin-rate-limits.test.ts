@@ -47,6 +47,9 @@ describe('rate-limit admin bodies', () => {
     assert.deepEqual(parseBody(deleteRateLimitBody, { scope: 'provider', subject: 'up', limit_key: { period_seconds: 120 } }), { scope: 'provider', subject: 'up', periodSeconds: 120 });
     assert.deepEqual(parseBody(resetOneRateLimitBody, { user_path: 'cfg', period: 'minute' }), { scope: 'user_path', subject: '/cfg', periodSeconds: 60 });
     assert.deepEqual(parseBody(resetOneRateLimitBody, { scope: 'model', subject: 'm', period_seconds: 45 }), { scope: 'model', subject: 'm', periodSeconds: 45 });
+    // reset-one also takes the key as PUT and DELETE spell it.
+    assert.deepEqual(parseBody(resetOneRateLimitBody, { user_path: 'cfg', limit_key: { period: 'minute' } }), { scope: 'user_path', subject: '/cfg', periodSeconds: 60 });
+    assert.deepEqual(parseBody(resetOneRateLimitBody, { scope: 'model', subject: 'm', limit_key: { period_seconds: 45 } }), { scope: 'model', subject: 'm', periodSeconds: 45 });
     assert.deepEqual(parseBody(resetRateLimitsBody, { confirmation: 'reset' }), { confirmation: 'reset' });
   });
 
@@ -88,7 +91,8 @@ describe('rate-limit admin bodies', () => {
     ['reset-one without a period', resetOneRateLimitBody, { user_path: '/v' }, 'period', 'period: required (minute, hour, day, concurrent) or period_seconds'],
     ['reset-one with both periods', resetOneRateLimitBody, { user_path: '/v', period: 'hour', period_seconds: 3600 }, 'period', 'period: give either period or period_seconds, not both'],
     ['reset-one period_seconds 1e12', resetOneRateLimitBody, { user_path: '/v', period_seconds: 1e12 }, 'period_seconds', 'period_seconds must be an integer from 1 to 31622400 (366 days)'],
-    ['reset-one with limit_key', resetOneRateLimitBody, { user_path: '/v', limit_key: { period: 'minute' } }, 'limit_key', 'limit_key: unknown field (expected one of user_path, scope, subject, period, period_seconds)'],
+    ['reset-one with limit_key and a period', resetOneRateLimitBody, { user_path: '/v', limit_key: { period: 'minute' }, period: 'minute' }, 'limit_key', 'limit_key: give either limit_key or period (period_seconds), not both'],
+    ['reset-one with a bad limit_key', resetOneRateLimitBody, { user_path: '/v', limit_key: { period: 'fortnight' } }, 'limit_key.period', 'limit_key.period must be one of minute, hour, day, concurrent, or a number of seconds from 1 to 31622400'],
     ['reset without confirmation', resetRateLimitsBody, {}, 'confirmation', 'confirmation: must be the word "reset" to reset every rate-limit counter'],
     ['reset confirmed otherwise', resetRateLimitsBody, { confirmation: 'yes' }, 'confirmation', 'confirmation: must be the word "reset" to reset every rate-limit counter'],
   ];
