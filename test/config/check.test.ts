@@ -85,8 +85,8 @@ pricing:
     assert.equal(r.ok, false);
     assert.deepEqual(r.lines, [
       `${file}: 2 errors`,
-      '  error: pricing.openai/gpt-4o.input_per_mtok: must be a number of US dollars per million tokens, from 0 to 10000000',
-      '  error: pricing.openai/gpt-4o.output_per_mtok: must be a number of US dollars per million tokens, from 0 to 10000000',
+      `${file}:5:36: pricing.openai/gpt-4o.input_per_mtok: must be a number of US dollars per million tokens, from 0 to 10000000`,
+      `${file}:5:60: pricing.openai/gpt-4o.output_per_mtok: must be a number of US dollars per million tokens, from 0 to 10000000`,
     ]);
   });
 });
