@@ -10,6 +10,7 @@ import { RateLimiter } from './ratelimit/index.ts';
 import type { GatewayConfig } from './config/schema.ts';
 import type { HttpServices } from './http/context.ts';
 import { GatewayError } from './http/errors.ts';
+import { StartupError } from './errors/startup-error.ts';
 import { InFlightRequests } from './http/in-flight.ts';
 import { GatewayHealth } from './health/readiness.ts';
 import { GatewayMetrics } from './metrics/index.ts';
@@ -48,12 +49,7 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
-export class StartupError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'StartupError';
-  }
-}
+export { StartupError };
 
 const BUILT_IN_MOCK = { mock: { type: 'mock' as const } };
 
@@ -77,6 +73,11 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     const resolver = buildResolver(providers, await discoverModels(providers, logger), config);
 
     const keys = await KeyRing.load(storage);
+    const stopFollowingKeys = await keys.follow({
+      intervalMs: KEYS_RELOAD_INTERVAL_MS,
+      onError: (err) => logger.warn({ err }, 'reloading the API keys from storage failed; the next change or periodic reload tries again'),
+    });
+    cleanup.unshift(stopFollowingKeys);
     const pricing = buildPriceTable(providerConfigs, config.pricing, logger);
     // Set once budgets have started; records made before that have no budget to count against.
     let budgets: BudgetTracker | undefined;
@@ -188,6 +189,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
 
 /** The safety net under the rule-change notifications between replicas. */
 const RULES_RELOAD_INTERVAL_MS = 30_000;
+/** The safety net under the storage's announcements of key changes (a revoked key must not linger). */
+const KEYS_RELOAD_INTERVAL_MS = 10_000;
 
 /**
  * The engine starts empty, then holds the stored rules: config seeds re-applied, manual rules

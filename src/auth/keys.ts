@@ -34,11 +34,23 @@ export interface CreatedKey {
   secret: string;
 }
 
-type KeyStorage = Pick<Storage, 'insertApiKey' | 'listApiKeys' | 'deleteApiKey'>;
+type KeyStorage = Pick<Storage, 'insertApiKey' | 'listApiKeys' | 'deleteApiKey' | 'watchApiKeys'>;
 
+/**
+ * Every key in memory, by the hash of its secret: a lookup on the request path is one Map read.
+ *
+ * Replicas sharing the storage follow each other's keys (see follow()): a change announced by the
+ * storage reloads every key, and so does a timer, in case an announcement was lost. Creations,
+ * revocations and reloads run one at a time, so a reload that read storage before a change can
+ * never undo it here.
+ */
 export class KeyRing {
   private readonly storage: KeyStorage;
-  private readonly byHash = new Map<string, ApiKeyRecord>();
+  private byHash = new Map<string, ApiKeyRecord>();
+  /** The last change or reload queued: the next one starts after it. */
+  private queue: Promise<unknown> = Promise.resolve();
+  /** A reload is queued and has not started yet: further requests for one join it. */
+  private reloadQueued = false;
 
   constructor(storage: KeyStorage, records: readonly ApiKeyRecord[] = []) {
     this.storage = storage;
@@ -51,18 +63,45 @@ export class KeyRing {
   }
 
   /** Creates a key: storage first, so a key is never usable unless it will survive a restart. */
-  async create(input: CreateKeyInput): Promise<CreatedKey> {
-    const secret = generateSecret();
-    const record: ApiKeyRecord = {
-      id: randomUUID(),
-      name: input.name,
-      userPath: input.userPath,
-      keyHash: hashSecret(secret),
-      createdAt: new Date(),
+  create(input: CreateKeyInput): Promise<CreatedKey> {
+    return this.serially(async () => {
+      const secret = generateSecret();
+      const record: ApiKeyRecord = {
+        id: randomUUID(),
+        name: input.name,
+        userPath: input.userPath,
+        keyHash: hashSecret(secret),
+        createdAt: new Date(),
+      };
+      await this.storage.insertApiKey(record);
+      this.byHash.set(record.keyHash, record);
+      return { record, secret };
+    });
+  }
+
+  /**
+   * Follows the keys the other replicas sharing this storage create and revoke: a reload each time
+   * the storage announces a change, and one every `intervalMs` in case an announcement was lost.
+   * Resolves once watching, with a function that stops following.
+   */
+  async follow(options: { intervalMs: number; onError: (err: unknown) => void }): Promise<() => Promise<void>> {
+    const reload = (): void => {
+      if (this.reloadQueued) return;
+      this.reloadQueued = true;
+      this.serially(async () => {
+        this.reloadQueued = false;
+        // Swapped whole: a lookup meanwhile sees the old keys or the new ones, never half of them.
+        const records = await this.storage.listApiKeys();
+        this.byHash = new Map(records.map((record) => [record.keyHash, record]));
+      }).catch(options.onError);
     };
-    await this.storage.insertApiKey(record);
-    this.byHash.set(record.keyHash, record);
-    return { record, secret };
+    const unwatch = await this.storage.watchApiKeys(reload);
+    const timer = setInterval(reload, options.intervalMs);
+    timer.unref();
+    return async () => {
+      clearInterval(timer);
+      await unwatch();
+    };
   }
 
   /** All keys, oldest first. Records carry hashes, never secrets. */
@@ -80,16 +119,18 @@ export class KeyRing {
    * Revokes a key; false when no such key exists. Memory is updated after storage succeeds, so a
    * failed delete leaves the key working rather than half-revoked until the next restart.
    */
-  async revoke(id: string): Promise<boolean> {
-    const deleted = await this.storage.deleteApiKey(id);
-    let known = false;
-    for (const [hash, record] of this.byHash) {
-      if (record.id === id) {
-        this.byHash.delete(hash);
-        known = true;
+  revoke(id: string): Promise<boolean> {
+    return this.serially(async () => {
+      const deleted = await this.storage.deleteApiKey(id);
+      let known = false;
+      for (const [hash, record] of this.byHash) {
+        if (record.id === id) {
+          this.byHash.delete(hash);
+          known = true;
+        }
       }
-    }
-    return deleted || known;
+      return deleted || known;
+    });
   }
 
   /**
@@ -103,5 +144,11 @@ export class KeyRing {
    */
   lookup(secret: string): ApiKeyRecord | undefined {
     return this.byHash.get(hashSecret(secret));
+  }
+
+  private serially<T>(step: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(step);
+    this.queue = run.catch(() => {});
+    return run;
   }
 }

@@ -7,11 +7,13 @@ import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { RateLimitsConfig } from '../config/schema.ts';
 import type { CounterStore } from '../ratelimit/index.ts';
+import { StartupError } from '../errors/startup-error.ts';
 import type { Storage } from '../storage/types.ts';
 import { MemoryCounterStore } from './memory.ts';
 import { CounterPersistence } from './persistence.ts';
 import type { CountersLogger } from './redis/availability.ts';
 import { createCountersClient, within } from './redis/client.ts';
+import { RedisDiagnosis } from './redis/diagnosis.ts';
 import { RedisNames } from './redis/keys.ts';
 import { RedisRuleChanges } from './redis/notifications.ts';
 import { RedisCounterStore } from './redis/store.ts';
@@ -54,13 +56,28 @@ export async function openCounters(config: RateLimitsConfig, logger: CountersLog
   const { url, prefix, lease_seconds: leaseSeconds, timeout_ms: timeoutMs, on_error: onError } = config.redis;
   const names = new RedisNames(prefix);
   const client = createCountersClient({ url, timeoutMs, name: 'floodgate-counters' });
-  const store = new RedisCounterStore({ client, names, leaseSeconds, timeoutMs, onError, logger, maxChildren });
   const connectMs = Math.max(timeoutMs, 1000);
+  const database = client.options.db ?? 0;
+  const diagnosis = new RedisDiagnosis(client, { host: client.options.host ?? '127.0.0.1', port: client.options.port ?? 6379, database, tls: client.options.tls !== undefined, connectTimeoutMs: connectMs });
+  const store = new RedisCounterStore({ client, names, leaseSeconds, timeoutMs, onError, logger, maxChildren, diagnosis });
   try {
     await within(client.connect(), connectMs);
   } catch (err) {
-    store.markUnavailable(err);
+    store.markUnavailable(await diagnosis.examine(err));
   }
+  if (diagnosis.badDatabase) {
+    store.close();
+    client.disconnect();
+    throw new StartupError(
+      `rate_limits.redis.url (REDIS_URL) selects database ${database}, which the Redis server at ${client.options.host}:${client.options.port} does not have ` +
+        `(${diagnosis.trouble?.detail ?? 'its SELECT failed'}); its databases are numbered from 0 to its \`databases\` setting minus one (16 by default)`,
+    );
+  }
+  // A server that lost the database later (restarted with fewer) must not get the counters in database 0.
+  client.on('ready', () => {
+    const wrong = diagnosis.wrongDatabase();
+    if (wrong !== undefined) store.markUnavailable(wrong);
+  });
   // Subscriptions wait for their connection: this client may queue while Redis is away.
   const subscriber = client.duplicate({ enableOfflineQueue: true, maxRetriesPerRequest: null, commandTimeout: undefined, connectionName: 'floodgate-rule-changes' });
   subscriber.on('error', () => {});
@@ -69,7 +86,7 @@ export async function openCounters(config: RateLimitsConfig, logger: CountersLog
   logger.info({ prefix, leaseSeconds, timeoutMs, onError }, 'rate-limit counters: shared in Redis');
   return {
     store,
-    problem: () => (store.available ? undefined : 'redis unreachable'),
+    problem: () => (store.available ? undefined : diagnosis.describe()),
     check: () => store.check(),
     ruleChanges,
     start: async () => {},

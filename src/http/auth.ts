@@ -3,6 +3,7 @@ import { extractCredential, safeEqual } from '../auth/master.ts';
 import { normalizeUserPath } from '../ratelimit/normalize.ts';
 import type { HttpServices, Identity } from './context.ts';
 import { badRequest, unauthorized } from './errors.ts';
+import { registerOpenModeGuard } from './open-mode.ts';
 
 /**
  * Who may call a route: `public` needs no key (`/health`), `admin` only the master key, `model`
@@ -34,11 +35,13 @@ export function registerWithAccess(app: FastifyInstance, access: Access, registe
  * text: the router decodes and normalises the URL (percent-encoding, absolute-form targets), so
  * any test on the raw text can be spelled around. A matched route that declares no access level
  * is treated as admin-only, so a route added without one fails closed. A request no route matches
- * needs no key: it gets the 404.
+ * needs no key: it gets the 404. Without a master key, requests from web pages are kept out instead
+ * (see open-mode.ts).
  */
 export function registerAuth(app: FastifyInstance, services: HttpServices): void {
   const { masterKey, userPathHeader } = services.options;
   app.decorateRequest('identity', null as unknown as Identity);
+  if (masterKey === undefined) registerOpenModeGuard(app);
   app.addHook('onRequest', async (request) => {
     if (request.is404) return;
     const access = request.routeOptions.config.access ?? 'admin';
@@ -73,7 +76,26 @@ function authenticate(
 function headerPath(request: FastifyRequest, header: string): string {
   const raw = request.headers[header];
   if (raw === undefined) return '/';
-  const normalized = normalizeUserPath(Array.isArray(raw) ? raw[0] ?? '' : raw, `${header} header`);
+  const text = utf8HeaderValue(Array.isArray(raw) ? raw[0] ?? '' : raw);
+  if (text === undefined) throw badRequest(`${header} header is not valid UTF-8`, header, 'invalid_user_path');
+  const normalized = normalizeUserPath(text, `${header} header`);
   if (!normalized.ok) throw badRequest(normalized.error, header, 'invalid_user_path');
   return normalized.value;
+}
+
+const HIGH_BYTES = /[\u0080-\u00ff]/;
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * Node hands header values over byte for byte as latin1; user paths are UTF-8 wherever they enter
+ * (JSON bodies, query strings, config), so the header's bytes are read as UTF-8 too. Undefined when
+ * they are not valid UTF-8.
+ */
+function utf8HeaderValue(latin1: string): string | undefined {
+  if (!HIGH_BYTES.test(latin1)) return latin1;
+  try {
+    return UTF8.decode(Buffer.from(latin1, 'latin1'));
+  } catch {
+    return undefined;
+  }
 }

@@ -3,10 +3,11 @@ import type { IncomingMessage } from 'node:http';
 import Fastify, { LogController, type FastifyError, type FastifyInstance } from 'fastify';
 import { registerAuth, registerWithAccess } from './auth.ts';
 import { registerJsonBody } from './json-body.ts';
+import { registerNulCheck } from './validation.ts';
 import { registerBatches } from './routes/batches.ts';
 import type { HttpServices } from './context.ts';
 import { CounterStoreUnavailableError } from '../ratelimit/index.ts';
-import { GatewayError, dialectOf, sendError } from './errors.ts';
+import { GatewayError, badRequest, dialectOf, sendError } from './errors.ts';
 import { registerAdminBudgets } from './routes/admin-budgets.ts';
 import { registerAdminExplain } from './routes/admin-explain.ts';
 import { rateLimitsUnavailable } from './rate-limit-headers.ts';
@@ -46,6 +47,15 @@ export function buildServer(services: HttpServices): FastifyInstance {
     // The incoming x-request-id is judged by requestId() rather than trusted as it is.
     requestIdHeader: false,
     genReqId: requestId,
+    // Fastify refuses a malformed percent-encoding in the path before any route is matched; the
+    // client still gets the gateway's own error shape.
+    frameworkErrors: (error, request, reply) => {
+      reply.header(REQUEST_ID_HEADER, request.id);
+      if (error.code === 'FST_ERR_BAD_URL') {
+        return sendError(reply, badRequest(`malformed URL: the path ${request.url.split('?')[0]} is not valid percent-encoded UTF-8 (a literal % is written %25)`, null, 'invalid_url'));
+      }
+      return sendError(reply, mapFrameworkError(error, services.options.bodyLimitBytes) ?? badRequest(error.message));
+    },
   });
   // Connections beyond it are closed as soon as they are accepted.
   app.server.maxConnections = limits.maxConnections;
@@ -73,6 +83,7 @@ export function buildServer(services: HttpServices): FastifyInstance {
   registerHealth(app, services);
   registerAuth(app, services);
   registerJsonBody(app);
+  registerNulCheck(app);
   registerWithAccess(app, 'public', (scope) => registerDashboard(scope));
   registerWithAccess(app, 'model', (scope) => {
     registerModelEndpoints(scope, services);

@@ -1,5 +1,27 @@
+import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { badRequest } from './errors.ts';
+import { badRequest, type GatewayError } from './errors.ts';
+import { hasNul, nulRefusal } from './schemas/checks.ts';
+
+/**
+ * Refuses a NUL in any URL parameter or query value on every route, before a handler can look it
+ * up: ids, names and paths never hold one (see NUL_REFUSAL). Runs after authentication.
+ */
+export function registerNulCheck(app: FastifyInstance): void {
+  app.addHook('preValidation', async (request) => {
+    for (const [name, value] of Object.entries((request.params ?? {}) as Record<string, unknown>)) {
+      // The passthrough route's wildcard is the upstream path.
+      if (typeof value === 'string' && hasNul(value)) throw nulIn(name === '*' ? 'path' : name);
+    }
+    for (const [name, value] of Object.entries((request.query ?? {}) as Record<string, unknown>)) {
+      if ((Array.isArray(value) ? value : [value]).some((item) => typeof item === 'string' && hasNul(item))) throw nulIn(name);
+    }
+  });
+}
+
+function nulIn(field: string): GatewayError {
+  return badRequest(nulRefusal(field), field);
+}
 
 /**
  * Validates a JSON body (or query) with its schema, once; the 400 names the first offending field

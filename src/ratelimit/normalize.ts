@@ -23,14 +23,18 @@ export const MAX_CAP = Number.MAX_SAFE_INTEGER;
 const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
 const WHITESPACE = /\s/;
 
+const NON_ASCII = /[^\u0000-\u007f]/;
+
 /**
  * Canonical user path: trimmed, leading `/`, empty segments dropped (`team//a/` →
  * `/team/a`), empty → `/`. `.`/`..` segments and `:` are refused rather than resolved,
- * because a path is an identity, not a filesystem location.
+ * because a path is an identity, not a filesystem location. Non-ASCII text is put in Unicode
+ * NFC, so `é` typed as one code point or as `e` plus an accent is the same path wherever it
+ * comes from (header, key binding, admin API, config).
  */
 export function normalizeUserPath(raw: unknown, field = 'user_path'): Result<string> {
   if (typeof raw !== 'string') return fail(`${field} must be a string`);
-  const trimmed = raw.trim();
+  const trimmed = NON_ASCII.test(raw) ? raw.trim().normalize('NFC') : raw.trim();
   if (CONTROL_CHARS.test(trimmed)) return fail(`${field} must not contain control characters`);
   if (trimmed.includes(':')) return fail(`${field} must not contain ':'`);
   const segments: string[] = [];

@@ -34,6 +34,8 @@ export class MemoryStore {
   /** Insertion order is the listing order (newest last). */
   readonly batches = new Map<string, BatchRecord>();
   migrated = false;
+  /** Called when a key is created or deleted through any handle. */
+  readonly keyWatchers = new Set<() => void>();
 }
 
 const byText = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
@@ -64,6 +66,7 @@ export class MemoryStorage implements Storage {
       if (existing.keyHash === key.keyHash) throw new Error('duplicate api key hash');
     }
     this.store.keys.set(key.id, clone(key));
+    this.keysChanged();
   }
 
   async listApiKeys(): Promise<ApiKeyRecord[]> {
@@ -73,7 +76,23 @@ export class MemoryStorage implements Storage {
   }
 
   async deleteApiKey(id: string): Promise<boolean> {
-    return this.store.keys.delete(id);
+    const deleted = this.store.keys.delete(id);
+    if (deleted) this.keysChanged();
+    return deleted;
+  }
+
+  async watchApiKeys(listener: () => void): Promise<() => Promise<void>> {
+    // A listener of its own, so one function watching twice is stopped twice.
+    const watcher = (): void => listener();
+    this.store.keyWatchers.add(watcher);
+    return async () => {
+      this.store.keyWatchers.delete(watcher);
+    };
+  }
+
+  /** Told after the write, as a database's notification arrives after its commit. */
+  private keysChanged(): void {
+    for (const watcher of this.store.keyWatchers) setImmediate(watcher);
   }
 
   async listRules(): Promise<RuleDefinition[]> {

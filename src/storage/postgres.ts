@@ -6,6 +6,7 @@
 
 import pg from 'pg';
 import type { PoolClient } from 'pg';
+import { ChannelListener } from './pg-listener.ts';
 import type { BudgetDefinition, BudgetKey } from '../budgets/types.ts';
 import { COUNTER_COLUMNS, COUNTER_REPLACE, USAGE_GROUP_KEY_SQL, counterKeyFromStored, escapeLike, planBudgetReseed, planConfigReseed, storedCounterKey, subtreePrefix } from './shared.ts';
 import { BATCH_COLUMNS, FILE_COLUMNS, batchFromRow, batchParams, fileFromRow, fileParams } from './object-rows.ts';
@@ -298,17 +299,23 @@ const UPSERT_BUDGET = `
     source = excluded.source,
     updated_at = excluded.updated_at`;
 
+/** Where changes to the managed keys are announced. */
+const API_KEYS_CHANNEL = 'floodgate_api_keys';
+
 export class PostgresStorage implements Storage {
   private readonly pool: pg.Pool;
+  private readonly url: string;
+  private readonly onError: (err: Error) => void;
   private closed = false;
 
   constructor(options: PostgresStorageOptions) {
+    this.url = options.url;
     this.pool = new pg.Pool({
       connectionString: options.url,
       max: options.maxConnections ?? 5,
     });
-    const onError = options.onError ?? (() => {});
-    this.pool.on('error', (err) => onError(err));
+    this.onError = options.onError ?? (() => {});
+    this.pool.on('error', (err) => this.onError(err));
   }
 
   async migrate(): Promise<void> {
@@ -351,9 +358,13 @@ export class PostgresStorage implements Storage {
     return Number(res.rows[0]?.n ?? 0);
   }
 
+  // Every change to the keys is announced on API_KEYS_CHANNEL in its own statement, so the
+  // announcement is sent exactly when the change commits (see watchApiKeys).
   async insertApiKey(key: ApiKeyRecord): Promise<void> {
     await this.pool.query(
-      'INSERT INTO api_keys (id, name, user_path, key_hash, created_at) VALUES ($1, $2, $3, $4, $5)',
+      `WITH inserted AS (
+         INSERT INTO api_keys (id, name, user_path, key_hash, created_at) VALUES ($1, $2, $3, $4, $5) RETURNING id
+       ) SELECT pg_notify('${API_KEYS_CHANNEL}', id) FROM inserted`,
       [key.id, key.name, key.userPath, key.keyHash, key.createdAt],
     );
   }
@@ -372,8 +383,18 @@ export class PostgresStorage implements Storage {
   }
 
   async deleteApiKey(id: string): Promise<boolean> {
-    const res = await this.pool.query('DELETE FROM api_keys WHERE id = $1', [id]);
+    const res = await this.pool.query(
+      `WITH deleted AS (DELETE FROM api_keys WHERE id = $1 RETURNING id) SELECT pg_notify('${API_KEYS_CHANNEL}', id) FROM deleted`,
+      [id],
+    );
     return (res.rowCount ?? 0) > 0;
+  }
+
+  /** LISTEN on the channel every key change is announced on, on a connection of its own. */
+  async watchApiKeys(listener: () => void): Promise<() => Promise<void>> {
+    const channel = new ChannelListener({ url: this.url, channel: API_KEYS_CHANNEL, onNotify: listener, onError: this.onError });
+    await channel.start();
+    return () => channel.stop();
   }
 
   async listRules(): Promise<RuleDefinition[]> {

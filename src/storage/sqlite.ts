@@ -291,6 +291,9 @@ const UPSERT_BUDGET = `
     source = excluded.source,
     updated_at = excluded.updated_at`;
 
+/** How often another process's changes are looked for (see watchApiKeys). */
+const SQLITE_WATCH_INTERVAL_MS = 1000;
+
 export class SqliteStorage implements Storage {
   private readonly db: Db;
   private stmts: Statements | undefined;
@@ -391,6 +394,25 @@ export class SqliteStorage implements Storage {
 
   async deleteApiKey(id: string): Promise<boolean> {
     return this.s().deleteKey.run(id).changes > 0;
+  }
+
+  /**
+   * SQLite has no notifications. `PRAGMA data_version` changes when another connection (another
+   * process sharing the file) has committed anything; it costs no I/O, so it is read every second
+   * and the listener called when it moved.
+   */
+  async watchApiKeys(listener: () => void): Promise<() => Promise<void>> {
+    const version = (): number => this.db.pragma('data_version', { simple: true }) as number;
+    let seen = version();
+    const timer = setInterval(() => {
+      if (!this.db.open) return;
+      const now = version();
+      if (now === seen) return;
+      seen = now;
+      listener();
+    }, SQLITE_WATCH_INTERVAL_MS);
+    timer.unref();
+    return async () => clearInterval(timer);
   }
 
   async listRules(): Promise<RuleDefinition[]> {

@@ -215,6 +215,13 @@ export interface Storage {
   listApiKeys(): Promise<ApiKeyRecord[]>;
   /** Returns false when no such key exists. */
   deleteApiKey(id: string): Promise<boolean>;
+  /**
+   * Calls `listener` soon after the managed keys change through another connection to the same
+   * storage (another replica), and whenever changes may have been missed (a lost connection, back
+   * again); it may be called for this connection's own changes too. Resolves once watching, with a
+   * function that stops it.
+   */
+  watchApiKeys(listener: () => void): Promise<() => Promise<void>>;
 
   listRules(): Promise<RuleDefinition[]>;
   /** Inserts or updates by key (scope, lower(subject), periodSeconds); keeps createdAt on update. */

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { KeyRing } from '../../src/auth/keys.ts';
+import { MemoryStorage, MemoryStore } from '../../src/storage/memory.ts';
 import { SqliteStorage } from '../../src/storage/sqlite.ts';
 import type { ApiKeyRecord } from '../../src/storage/types.ts';
 
@@ -94,6 +95,7 @@ describe('KeyRing', () => {
       },
       listApiKeys: async (): Promise<ApiKeyRecord[]> => [],
       deleteApiKey: async (): Promise<boolean> => false,
+      watchApiKeys: async () => async () => {},
     };
     const ring = await KeyRing.load(failing);
     await assert.rejects(ring.create({ name: 'x', userPath: null }), /disk full/);
@@ -107,5 +109,78 @@ describe('KeyRing', () => {
     await storage.close();
     await assert.rejects(ring.revoke(record.id));
     assert.equal(ring.lookup(secret)?.id, record.id);
+  });
+});
+
+describe('KeyRings sharing a storage', () => {
+  /** Polls until `check` holds (the rings follow each other asynchronously). */
+  async function until(check: () => boolean, what: string): Promise<void> {
+    const deadline = Date.now() + 2000;
+    while (!check()) {
+      assert.ok(Date.now() < deadline, `timed out waiting for ${what}`);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  }
+
+  it('follow each other: a key created through one is accepted by the other, a revoked one refused by both', async () => {
+    const store = new MemoryStore();
+    const [a, b] = await Promise.all([KeyRing.load(new MemoryStorage(store)), KeyRing.load(new MemoryStorage(store))]);
+    const errors: unknown[] = [];
+    // A periodic reload far off: only the storage's announcements can make this pass.
+    const stops = await Promise.all([a, b].map((ring) => ring.follow({ intervalMs: 3_600_000, onError: (err) => errors.push(err) })));
+    try {
+      const { secret, record } = await a.create({ name: 'shared', userPath: '/team' });
+      await until(() => b.lookup(secret)?.id === record.id, 'the other ring to accept the new key');
+      assert.deepEqual(b.list(), a.list());
+
+      assert.equal(await b.revoke(record.id), true);
+      assert.equal(b.lookup(secret), undefined, 'refused at once where it was revoked');
+      await until(() => a.lookup(secret) === undefined, 'the other ring to refuse the revoked key');
+      assert.deepEqual(a.list(), []);
+      assert.deepEqual(errors, []);
+    } finally {
+      await Promise.all(stops.map((stop) => stop()));
+    }
+  });
+
+  it('a reload racing a creation or a revocation never undoes it', async () => {
+    const store = new MemoryStore();
+    const own = new MemoryStorage(store);
+    const foreign = new MemoryStorage(store);
+    let announce = (): void => {};
+    // Reads take a while, as over a network; and, as with SQLite, only other connections' writes are announced.
+    const slow: Parameters<typeof KeyRing.load>[0] = {
+      insertApiKey: (key) => own.insertApiKey(key),
+      deleteApiKey: (id) => own.deleteApiKey(id),
+      listApiKeys: async () => {
+        const rows = await own.listApiKeys();
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        return rows;
+      },
+      watchApiKeys: async (listener) => {
+        announce = listener;
+        return async () => {};
+      },
+    };
+    const ring = await KeyRing.load(slow);
+    const stop = await ring.follow({ intervalMs: 3_600_000, onError: (err) => assert.fail(String(err)) });
+    const settle = () => new Promise((resolve) => setTimeout(resolve, 60));
+    try {
+      // Another replica writes; the reload its announcement starts reads storage before this ring's creation.
+      await foreign.insertApiKey({ id: 'foreign-1', name: 'f', userPath: null, keyHash: 'hash-1', createdAt: new Date() });
+      announce();
+      const created = await ring.create({ name: 'mine', userPath: null });
+      await settle();
+      assert.equal(ring.lookup(created.secret)?.id, created.record.id, 'the created key was dropped by a reload that read storage before it');
+      assert.deepEqual(ring.list().map((k) => k.id).sort(), ['foreign-1', created.record.id].sort());
+
+      await foreign.insertApiKey({ id: 'foreign-2', name: 'f', userPath: null, keyHash: 'hash-2', createdAt: new Date() });
+      announce();
+      await ring.revoke(created.record.id);
+      await settle();
+      assert.equal(ring.lookup(created.secret), undefined, 'the revoked key was brought back by a reload that read storage before the revocation');
+    } finally {
+      await stop();
+    }
   });
 });

@@ -57,6 +57,6 @@ providers:
     const { file } = writeConfig(yaml);
     const checked = checkConfigFile(file, {});
     assert.equal(checked.ok, false);
-    for (const e of expected) assert.ok(checked.lines.includes(`  error: ${e}`), `check-config names ${e}`);
+    for (const e of expected) assert.ok(checked.lines.some((line) => line.endsWith(`: ${e}`)), `check-config names ${e}, at its line: ${checked.lines.join(' | ')}`);
   });
 });

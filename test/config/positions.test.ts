@@ -32,7 +32,7 @@ providers:
   it('a value set by an environment variable is placed at the variable, not at the file\'s line', () => {
     const { error } = loadAsGiven('server:\n  shutdown_grace_seconds: 5\n  body_limit: lots\n', { SHUTDOWN_GRACE_SECONDS: 'soon' });
     assert.deepEqual(error?.errors, [
-      'floodgate.yaml:3:15: server.body_limit: must be a size in bytes: <n>, <n>kb or <n>mb (e.g. 10mb)',
+      'floodgate.yaml:3:15: server.body_limit: must be a size in bytes: <n>, <n>kb, <n>mb or <n>gb (e.g. 10mb)',
       'SHUTDOWN_GRACE_SECONDS: server.shutdown_grace_seconds: must be an integer 0..3600',
     ]);
   });

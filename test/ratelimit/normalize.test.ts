@@ -39,6 +39,11 @@ describe('user path normalisation', () => {
     assert.equal(error(normalizeUserPath(42)), 'user_path must be a string');
   });
 
+  it('puts non-ASCII paths in Unicode NFC, so both spellings of an accent are one path', () => {
+    assert.equal(value(normalizeUserPath('/cafe\u0301/b')), '/caf\u00e9/b');
+    assert.equal(value(normalizeUserPath(' /東京// ')), '/東京');
+  });
+
   it('allows dots inside a segment', () => {
     assert.equal(value(normalizeUserPath('/a.b/..c')), '/a.b/..c');
   });

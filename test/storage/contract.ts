@@ -195,6 +195,38 @@ export function storageContract(name: string, harness: Harness): void {
       });
     });
 
+    it('tells a watcher of the keys of a creation and a revocation made through another connection', async () => {
+      const store = await harness.freshStore();
+      const [writer, watcher] = [await store.open(), await store.open()];
+      let calls = 0;
+      const stop = await watcher.watchApiKeys(() => calls++);
+      const told = async (what: string): Promise<void> => {
+        const seen = calls;
+        const deadline = Date.now() + 3000;
+        while (calls === seen) {
+          assert.ok(Date.now() < deadline, `the watcher was not told of ${what}`);
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+      };
+      try {
+        const created = told('a creation');
+        await writer.insertApiKey(key('k1'));
+        await created;
+        const revoked = told('a revocation');
+        assert.equal(await writer.deleteApiKey('k1'), true);
+        await revoked;
+        await stop();
+        const after = calls;
+        await writer.insertApiKey(key('k2'));
+        await new Promise((resolve) => setTimeout(resolve, 1500));
+        assert.equal(calls, after, 'stopped watching');
+      } finally {
+        await stop();
+        await writer.close();
+        await watcher.close();
+      }
+    });
+
     it('rejects a duplicate key hash', async () => {
       await withStorage(harness, async (storage) => {
         await storage.insertApiKey(key('k1', { keyHash: 'same' }));

@@ -78,7 +78,8 @@ export async function freshSecond(client: Redis): Promise<number> {
 export interface OwnRedis {
   readonly url: string;
   readonly port: number;
-  start(): Promise<void>;
+  /** `args`: more redis-server options for this run (e.g. `['--databases', '2']`). */
+  start(args?: readonly string[]): Promise<void>;
   /** SIGKILL: the server is gone at once, as in a crash. */
   stop(): Promise<void>;
   /** SIGSTOP / SIGCONT: the server keeps its connections but answers nothing meanwhile (a hung Redis). */
@@ -86,15 +87,17 @@ export interface OwnRedis {
   resume(): void;
 }
 
-export async function ownRedis(): Promise<OwnRedis> {
+/** `password`: the server requires it (`requirepass`); `url` then carries it. */
+export async function ownRedis(options: { password?: string } = {}): Promise<OwnRedis> {
   const port = await freePort();
   let child: ChildProcess | undefined;
+  const auth = options.password === undefined ? [] : ['--requirepass', options.password];
   const own: OwnRedis = {
-    url: `redis://127.0.0.1:${port}`,
+    url: options.password === undefined ? `redis://127.0.0.1:${port}` : `redis://:${encodeURIComponent(options.password)}@127.0.0.1:${port}`,
     port,
-    async start() {
+    async start(args = []) {
       if (child !== undefined && child.exitCode === null) return;
-      child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+      child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...auth, ...args], { stdio: 'ignore' });
       const probe = new Redis(own.url, { lazyConnect: true, retryStrategy: () => null, protocol: 2 });
       probe.on('error', () => {});
       try {

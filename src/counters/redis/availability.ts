@@ -21,6 +21,8 @@ export interface AvailabilityOptions {
   fallback: string;
   /** Called when Redis answers again, before admissions go back to it. */
   onRecover?: () => void;
+  /** The failure as the log line tells it (with its known cause); default: as it is. */
+  explain?: (err: unknown) => unknown;
 }
 
 export class RedisAvailability {
@@ -41,7 +43,8 @@ export class RedisAvailability {
   down(err: unknown): void {
     if (!this.#up || this.#closed) return;
     this.#up = false;
-    const reason = err instanceof Error ? err.message : String(err);
+    const told = this.#options.explain?.(err) ?? err;
+    const reason = told instanceof Error ? told.message : String(told);
     this.#options.logger.warn({ err: reason }, `rate-limit counters: Redis unreachable (${reason}); ${this.#options.fallback} until it answers`);
     this.#schedule();
   }

@@ -32,6 +32,7 @@ import { RedisAvailability, type CountersLogger } from './availability.ts';
 import { ADD_TOKENS, ADMIT, READ, RELEASE, ScriptBatch, type BatchAnswer } from './batch.ts';
 import { within, type CountersClient } from './client.ts';
 import type { RedisNames } from './keys.ts';
+import type { RedisDiagnosis } from './diagnosis.ts';
 import { LeaseBook, RedisLease } from './leases.ts';
 
 export type RedisOnError = 'local' | 'allow' | 'deny';
@@ -49,6 +50,8 @@ export interface RedisCounterStoreOptions {
   logger: CountersLogger;
   /** Time between probes of a Redis that is down; default 500 ms. */
   probeIntervalMs?: number;
+  /** What is known of the connection's trouble (names the cause in the log; refuses a connection on the wrong database). */
+  diagnosis?: Pick<RedisDiagnosis, 'explain' | 'wrongDatabase'>;
 }
 
 /**
@@ -144,6 +147,7 @@ export class RedisCounterStore implements CounterStore {
   readonly #leases = new LeaseBook();
   readonly #batch: ScriptBatch;
   readonly #renewal: NodeJS.Timeout;
+  readonly #diagnosis: RedisCounterStoreOptions['diagnosis'];
 
   constructor(options: RedisCounterStoreOptions) {
     this.#client = options.client;
@@ -162,7 +166,9 @@ export class RedisCounterStore implements CounterStore {
       fallback: FALLBACK_DESCRIPTIONS[options.onError],
       // Local counts stood in for the shared ones during the outage only.
       onRecover: () => this.#local.resetAll(),
+      explain: (err) => options.diagnosis?.explain(err) ?? err,
     });
+    this.#diagnosis = options.diagnosis;
     // Three renewals per lease period: a lease survives two missed ones.
     this.#renewal = setInterval(() => this.#renew(), Math.max(100, Math.floor(this.#leaseMs / 3)));
     this.#renewal.unref();
@@ -416,6 +422,9 @@ export class RedisCounterStore implements CounterStore {
     const client = this.#client;
     if (client.status === 'wait' || client.status === 'end') await within(client.connect(), this.#timeoutMs);
     await within(client.ping(), this.#timeoutMs);
+    // The server answers, but on database 0: the counters must not go there.
+    const wrong = this.#diagnosis?.wrongDatabase();
+    if (wrong !== undefined) throw wrong;
   }
 }
 

@@ -6,6 +6,7 @@ import { checkBudget } from '../budget-admission.ts';
 import { admit } from '../dispatch.ts';
 import { badRequest } from '../../errors/gateway-error.ts';
 import { createBatchBody } from '../schemas/batches.ts';
+import { hasNul, NUL_REFUSAL } from '../schemas/checks.ts';
 import { parseBody } from '../validation.ts';
 
 /**
@@ -28,6 +29,7 @@ export function registerBatches(app: FastifyInstance, services: HttpServices): v
       if (purpose !== 'batch') throw badRequest('purpose: must be "batch" (the only purpose this gateway stores files for)', 'purpose');
       const file = form.get('file');
       if (!(file instanceof File)) throw badRequest('file: required form field (a file)', 'file');
+      if (hasNul(file.name)) throw badRequest(`file: the file name ${NUL_REFUSAL}`, 'file');
       const upload = { filename: file.name || 'upload.jsonl', purpose, content: Buffer.from(await file.arrayBuffer()), ...expiresAfter(form) };
       const stored = await batches.uploadFile(request.identity, upload, async () => {
         // An upload holds no concurrency slot.

@@ -1,10 +1,10 @@
 import { z } from 'zod';
 import { normalizeUserPath } from '../../ratelimit/index.ts';
-import { checked, valueOf } from './checks.ts';
+import { checked, hasNul, nulRefusal, valueOf } from './checks.ts';
 
 /** `POST /admin/api-keys`; `user_path` comes out normalised (null: the key is not bound to a path). */
 export const createApiKeyBody = z.strictObject({
-  name: z.string({ error: 'must be a string' }).trim().min(1, { error: 'must not be empty' }).max(200, { error: 'must be at most 200 characters' }),
+  name: z.string({ error: 'must be a string' }).trim().min(1, { error: 'must not be empty' }).max(200, { error: 'must be at most 200 characters' }).refine((name) => !hasNul(name), { error: nulRefusal('name') }),
   user_path: z
     .string({ error: 'must be a string' })
     .nullable()

@@ -1,6 +1,21 @@
 import { z } from 'zod';
 import type { Result } from '../../ratelimit/index.ts';
 
+/**
+ * NUL is never part of an id, a name or a path, and PostgreSQL can neither store nor compare a
+ * string holding one: every id and name the gateway stores or looks up is refused with it.
+ */
+export const NUL_REFUSAL = 'must not contain a NUL character (U+0000)';
+
+/** The refusal of a NUL in `field`, naming it as every 400 does. */
+export function nulRefusal(field: string): string {
+  return `${field}: ${NUL_REFUSAL}`;
+}
+
+export function hasNul(text: string): boolean {
+  return text.includes('\u0000');
+}
+
 /** A field a schema's transform refused; `checked` turns it into a zod issue at `path`. */
 class FieldIssue extends Error {
   readonly path: readonly PropertyKey[];
