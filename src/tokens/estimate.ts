@@ -94,9 +94,11 @@ export class RelayedStream {
 
   add(chunk: Buffer): void {
     this.#total += chunk.length;
-    if (this.#kept >= MAX_KEPT_BYTES) return;
-    this.#chunks.push(chunk);
-    this.#kept += chunk.length;
+    const room = MAX_KEPT_BYTES - this.#kept;
+    if (room <= 0) return;
+    const kept = chunk.length <= room ? chunk : chunk.subarray(0, room);
+    this.#chunks.push(kept);
+    this.#kept += kept.length;
   }
 
   /** Bytes relayed so far. */
