@@ -1,5 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import { AdmissionCore } from './admission/core.ts';
+import { WaitQueue } from './admission/queue.ts';
 import { KeyRing } from './auth/keys.ts';
 import { BudgetManager, loadStoredBudgets } from './admin/budgets.ts';
 import { RuleManager } from './admin/rate-limit-rules.ts';
@@ -9,7 +11,7 @@ import { openCounters, type Counters } from './counters/index.ts';
 import { RateLimiter } from './ratelimit/index.ts';
 import type { GatewayConfig } from './config/schema.ts';
 import type { HttpServices } from './http/context.ts';
-import { GatewayError } from './http/errors.ts';
+import { GatewayError } from './errors/gateway-error.ts';
 import { StartupError } from './errors/startup-error.ts';
 import { InFlightRequests } from './http/in-flight.ts';
 import { GatewayHealth } from './health/readiness.ts';
@@ -81,8 +83,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     const pricing = buildPriceTable(providerConfigs, config.pricing, logger);
     // Set once budgets have started; records made before that have no budget to count against.
     let budgets: BudgetTracker | undefined;
-    // Set with the other services, before the first request can record anything.
-    let metrics: GatewayMetrics | undefined;
+    // Set once the metrics exist, before the first request can record anything.
+    let usageMetrics: GatewayMetrics | undefined;
     const usage = new UsageRecorder(storage, {
       enabled: config.usage.enabled,
       onError: (err) => {
@@ -92,7 +94,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       price: (entry) => pricing.cost(entry),
       onRecord: (record) => budgets?.observe(record.userPath, record.timestampMs, record.costUsd),
       onSetAside: (record, reason) => {
-        metrics?.usageRecordFailed();
+        usageMetrics?.usageRecordFailed();
         // The whole record is logged: an operator can still insert it by hand.
         logger.error({ err: reason, requestId: record.requestId, record }, `usage record of request ${record.requestId ?? '(no id)'} set aside: the database cannot store it`);
       },
@@ -112,6 +114,17 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     if (tracker !== undefined) cleanup.unshift(() => tracker.close());
 
     const inFlight = new InFlightRequests();
+    const queue = limiter === undefined ? undefined : new WaitQueue({ maxDepth: config.rate_limits.queue.max_depth });
+    if (queue !== undefined) counters?.onSlotsReleased((keys) => queue.released(keys));
+    const metrics = new GatewayMetrics({
+      rules: limiter,
+      budgets: tracker,
+      queue,
+      version: GATEWAY_VERSION,
+      models: resolver.listModels(),
+      onRuleStatusError: (err) => logger.warn({ err }, 'metrics: reading the rate-limit rules failed'),
+    });
+    usageMetrics = metrics;
     const health = new GatewayHealth({
       counters: () => counters?.problem(),
       checkCounters: counters === undefined ? undefined : () => counters.check(),
@@ -135,12 +148,14 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
           maxFilesPerUserPath: config.files.max_files_per_user_path,
         },
         cacheShared: config.cache.response.shared,
+        patience: { defaultWaitMs: Math.round(config.rate_limits.queue.default_wait_seconds * 1000), maxWaitMs: Math.round(config.rate_limits.queue.max_wait_seconds * 1000) },
         logger,
       },
       resolver,
       keys,
       storage,
       usage,
+      admission: new AdmissionCore({ limiter, budgets: tracker, usage, metrics, queue, now }),
       limiter,
       rules,
       budgets,
@@ -149,13 +164,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         ? new ResponseCache({ ttlSeconds: config.cache.response.ttl_seconds, maxEntries: config.cache.response.max_entries, now })
         : undefined,
       inFlight,
-      metrics: (metrics = new GatewayMetrics({
-        rules: limiter,
-        budgets: tracker,
-        version: GATEWAY_VERSION,
-        models: resolver.listModels(),
-        onRuleStatusError: (err) => logger.warn({ err }, 'metrics: reading the rate-limit rules failed'),
-      })),
+      metrics,
       now,
       health,
     };
@@ -179,7 +188,11 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       server,
       url,
       port,
-      close: () => shutdown(server, inFlight, health, cleanup, shutdownGraceMs, logger),
+      close: () => {
+        // Waiting requests are answered their 429 at once: nothing they could wait for comes now.
+        queue?.close();
+        return shutdown(server, inFlight, health, cleanup, shutdownGraceMs, logger);
+      },
     };
   } catch (err) {
     await runAll(cleanup, logger);
@@ -211,7 +224,7 @@ async function startRateLimits(
     return { limiter: undefined, rules: undefined, counters: undefined, stopFollowing: () => {} };
   }
   const counters = await openCounters(config.rate_limits, logger, { storage, now });
-  const limiter = new RateLimiter({ clock: { now }, store: counters.store, enforceTokens: config.usage.enabled });
+  const limiter = new RateLimiter({ clock: { now }, store: counters.store, enforceTokens: config.usage.enabled, headroom: config.rate_limits.queue.headroom });
   let started: Awaited<ReturnType<typeof RuleManager.start>>;
   try {
     started = await RuleManager.start(storage, limiter, seeds, now);

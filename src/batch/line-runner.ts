@@ -1,5 +1,5 @@
 import type { Cancellation } from '../providers/cancellation.ts';
-import type { Target } from '../routing/resolver.ts';
+import type { Target } from '../routing/types.ts';
 import { readBody } from '../providers/results.ts';
 import type { Endpoint, Usage } from '../providers/types.ts';
 import type { BatchRecord } from '../storage/types.ts';

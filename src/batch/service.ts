@@ -3,10 +3,12 @@ import type { FastifyBaseLogger } from 'fastify';
 import { Cancellation } from '../providers/cancellation.ts';
 import { GatewayError, badRequest, notFound, unsupportedByProvider } from '../errors/gateway-error.ts';
 import type { BudgetTracker } from '../budgets/tracker.ts';
-import type { Resolver, Target } from '../routing/resolver.ts';
+import type { Resolver } from '../routing/resolver.ts';
+import type { Target } from '../routing/types.ts';
 import type { BatchRecord, Storage, StoredFile } from '../storage/types.ts';
 import type { UsageRecorder } from '../usage/recorder.ts';
 import { isRecord } from '../shared/json.ts';
+import { isUnder } from '../user-path/user-path.ts';
 import { BATCH_ENDPOINTS, parseBatchInput, type BatchLine } from './jsonl.ts';
 import { lineRequestId, outputLine, runLines, type LineOutcome, type LineRefusal } from './line-runner.ts';
 import { RemoteBatches } from './remote.ts';
@@ -57,14 +59,6 @@ const DAY_SECONDS = 86_400;
 /** How often expired files are removed from storage (reads never serve them, removed or not). */
 const SWEEP_INTERVAL_MS = 60_000;
 
-/** True when `path` is `caller` or below it (case-insensitive, like rule matching). */
-function isWithin(path: string, caller: string): boolean {
-  if (caller === '/') return true;
-  const p = path.toLowerCase();
-  const c = caller.toLowerCase();
-  return p === c || p.startsWith(`${c}/`);
-}
-
 /**
  * Files and batches. The gateway keeps uploaded files itself; a batch is run the way its provider's
  * batch ability says: forwarded to the provider's own Batches API (file uploaded, batch created, ids
@@ -107,7 +101,7 @@ export class BatchService {
   /** A file of the caller's subtree that has not expired; an expired one is removed. */
   async getFile(owner: Owner, id: string): Promise<StoredFile> {
     const file = await this.opts.storage.getFile(id);
-    if (file === undefined || !isWithin(file.userPath, owner.userPath)) throw notFound(`file "${id}" not found`, 'file_not_found');
+    if (file === undefined || !isUnder(file.userPath, owner.userPath)) throw notFound(`file "${id}" not found`, 'file_not_found');
     if (file.expiresAt !== null && file.expiresAt.getTime() <= this.opts.now()) {
       await this.opts.storage.deleteFile(id);
       throw notFound(`file "${id}" has expired (at ${file.expiresAt.toISOString()}) and was removed`, 'file_not_found');
@@ -199,7 +193,7 @@ export class BatchService {
 
   async getBatch(owner: Owner, id: string): Promise<BatchRecord> {
     const batch = await this.opts.storage.getBatch(id);
-    if (batch === undefined || !isWithin(batch.userPath, owner.userPath)) throw notFound(`batch "${id}" not found`, 'batch_not_found');
+    if (batch === undefined || !isUnder(batch.userPath, owner.userPath)) throw notFound(`batch "${id}" not found`, 'batch_not_found');
     return this.refresh(batch);
   }
 

@@ -6,7 +6,7 @@
  * Thursday), so it stays `604800s`.
  */
 import { MAX_PERIOD_SECONDS } from '../ratelimit/normalize.ts';
-import { fail, ok, type Result } from '../ratelimit/types.ts';
+import { fail, ok, type Result } from '../shared/result.ts';
 
 export const BUDGET_PERIOD_NAMES = ['day', 'week', 'month'] as const;
 export type BudgetPeriodName = (typeof BUDGET_PERIOD_NAMES)[number];

@@ -7,6 +7,7 @@
  * is added; their reads are batched into one `sumCost` call.
  */
 import { formatUsd, roundUsd } from '../shared/money.ts';
+import { forEachAncestor } from '../user-path/user-path.ts';
 import { periodWindow } from './periods.ts';
 import { budgetIdentity, type BudgetDefinition, type BudgetKey, type BudgetStatus } from './types.ts';
 
@@ -307,14 +308,10 @@ export class BudgetTracker {
   /** Calls `fn` for the budgets on `lowerPath` and each of its ancestors, root first. */
   #forGoverning(lowerPath: string, fn: (state: BudgetState) => void): void {
     if (this.#byPath.size === 0) return;
-    const visit = (path: string): void => {
+    forEachAncestor(lowerPath, (path) => {
       const bucket = this.#byPath.get(path);
       if (bucket !== undefined) for (const state of bucket) fn(state);
-    };
-    visit('/');
-    if (lowerPath === '/') return;
-    for (let slash = lowerPath.indexOf('/', 1); slash !== -1; slash = lowerPath.indexOf('/', slash + 1)) visit(lowerPath.slice(0, slash));
-    visit(lowerPath);
+    });
   }
 
   #statusOf(states: readonly BudgetState[]): BudgetStatus[] {

@@ -2,8 +2,9 @@
  * Plain data of the budgets feature, shared by storage, configuration, the admin API and the
  * tracker without pulling in the tracker itself.
  */
-import { normalizeUserPath } from '../ratelimit/normalize.ts';
-import { fail, ok, type Result, type RuleSource } from '../ratelimit/types.ts';
+import { normalizeUserPath } from '../user-path/user-path.ts';
+import type { RuleSource } from '../ratelimit/types.ts';
+import { fail, ok, type Result } from '../shared/result.ts';
 import { isBudgetPeriod } from './periods.ts';
 
 /** A spend cap in US dollars on a user path and its subtree, over one period. */

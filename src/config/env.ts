@@ -7,9 +7,11 @@
  */
 import type { Env } from './interpolate.ts';
 import { formatIssues } from './issues.ts';
-import { normalizeUserPath, validateProviderSubject } from '../ratelimit/normalize.ts';
+import { validateProviderSubject } from '../ratelimit/normalize.ts';
+import { normalizeUserPath } from '../user-path/user-path.ts';
 import type { z } from 'zod';
-import { budgetLimitsSchema, limitsSchema, parseBoolean, PER_CHILD_ONLY_USER_PATHS, type BudgetLimitConfig, type LimitConfig, type PeriodName } from './schema.ts';
+import { budgetLimitsSchema, limitsSchema, PER_CHILD_ONLY_USER_PATHS, type BudgetLimitConfig, type LimitConfig, type PeriodName } from './schema.ts';
+import { parseBoolean } from '../shared/config-fields.ts';
 
 type Kind = 'string' | 'boolean' | 'port' | 'storage_type' | 'header' | 'postgres_url' | 'rate_limits_backend' | 'redis_url' | 'redis_on_error' | 'milliseconds';
 
@@ -39,6 +41,8 @@ const ENV_OVERRIDES: readonly Override[] = [
   { variable: 'RATE_LIMITS_REDIS_PREFIX', path: ['rate_limits', 'redis', 'prefix'], kind: 'string' },
   { variable: 'RATE_LIMITS_REDIS_TIMEOUT_MS', path: ['rate_limits', 'redis', 'timeout_ms'], kind: 'milliseconds' },
   { variable: 'RATE_LIMITS_REDIS_ON_ERROR', path: ['rate_limits', 'redis', 'on_error'], kind: 'redis_on_error' },
+  // Validated by the schema, which names the key.
+  { variable: 'RATE_LIMITS_QUEUE_MAX_WAIT_SECONDS', path: ['rate_limits', 'queue', 'max_wait_seconds'], kind: 'string' },
 ];
 
 /** Parses a port: an integer 0..65535; undefined when malformed. */

@@ -1,5 +1,5 @@
 /**
- * The zod schema of floodgate.yaml (CONTRACT §2). Validation and defaulting happen in one pass so
+ * The zod schema of floodgate.yaml. Validation and defaulting happen in one pass so
  * the resolved config is fully populated and every consumer sees the same defaults.
  *
  * Values reach this schema after `${VAR}` interpolation, so numeric and boolean fields accept their
@@ -13,14 +13,13 @@ import { MAX_PRICE_PER_MTOK } from '../shared/money.ts';
 import { PROVIDER_TYPES, type ProviderConfig } from '../providers/registry.ts';
 import { DEFAULT_MAX_EVENT_BYTES } from '../providers/sse.ts';
 import { DEFAULT_MAX_RESPONSE_BYTES } from '../providers/upstream.ts';
-import { MAX_CAP, MAX_PERIOD_SECONDS, normalizeUserPath, validateModelSubject, validateProviderSubject } from '../ratelimit/normalize.ts';
-import { booleanSetting, coerceBool, coerceString, isAbsent, parseBoolean, str } from '../shared/config-fields.ts';
+import { MAX_CAP, MAX_PERIOD_SECONDS, validateModelSubject, validateProviderSubject } from '../ratelimit/normalize.ts';
+import { normalizeUserPath } from '../user-path/user-path.ts';
+import { booleanSetting, coerceBool, coerceString, isAbsent, str } from '../shared/config-fields.ts';
 import { providerNameError } from './normalize.ts';
 
 const DEFAULT_BODY_LIMIT = 10 * 1024 * 1024;
 const DEFAULT_USER_PATH_HEADER = 'X-Floodgate-User-Path';
-
-export { parseBoolean };
 
 const PERIOD_SECONDS = { minute: 60, hour: 3600, day: 86400, concurrent: 0 } as const;
 export type PeriodName = keyof typeof PERIOD_SECONDS;
@@ -60,6 +59,11 @@ function intSchema(min: number, max?: number) {
 const optInt = (min: number, max?: number) => z.preprocess(coerceInt, intSchema(min, max).optional());
 const defInt = (def: number, min: number, max?: number) =>
   z.preprocess(coerceInt, intSchema(min, max).default(def));
+/** A decimal number in [min, max]. */
+const defNumber = (def: number, min: number, max: number) => {
+  const msg = `must be a number from ${min} to ${max}`;
+  return z.preprocess(coerceNumber, z.number({ error: msg }).min(min, { error: msg }).max(max, { error: msg }).default(def));
+};
 const defBool = booleanSetting;
 
 const BYTE_SIZE_ERROR = 'must be a size in bytes: <n>, <n>kb, <n>mb or <n>gb (e.g. 10mb)';
@@ -338,7 +342,7 @@ function redisUrl(v: string, ctx: z.RefinementCtx): string {
 }
 
 /**
- * Where the counters of several replicas meet (CONTRACT §7). Every Redis key is the prefix in
+ * Where the counters of several replicas meet: gateways sharing one Redis and one prefix share every counter. Every Redis key is the prefix in
  * braces (a Redis Cluster hash tag) followed by the rule, so the braces may not appear in it.
  */
 const redisSchema = z.strictObject({
@@ -359,6 +363,25 @@ const redisSchema = z.strictObject({
   ),
 });
 
+/**
+ * Waiting for capacity instead of a 429 at once: how long a request waits by default (0: not at
+ * all) and at most, how many may wait in one gateway, and how much of each cap lower priorities
+ * leave to higher ones.
+ */
+const queueSchema = z.strictObject({
+  default_wait_seconds: defNumber(0, 0, 3600),
+  max_wait_seconds: defNumber(30, 0, 3600),
+  max_depth: defInt(10_000, 1, 10_000_000),
+  headroom: section(
+    z
+      .strictObject({
+        normal: defNumber(0, 0, 0.9),
+        low: defNumber(0, 0, 0.9),
+      })
+      .prefault({}),
+  ),
+});
+
 const rateLimitsSchema = z.strictObject({
   enabled: defBool(true),
   /** Where the counters live: this process's memory, or Redis shared by every replica. */
@@ -367,6 +390,7 @@ const rateLimitsSchema = z.strictObject({
     z.enum(['memory', 'redis'], { error: 'must be one of memory, redis' }).default('memory'),
   ),
   redis: section(redisSchema.prefault({})),
+  queue: section(queueSchema.prefault({})),
   /** Most children a per-child rule keeps counters for (idle ones are dropped first). */
   max_children: defInt(100_000, 1, 100_000_000),
   /** Save the in-memory request and token windows to storage, so a restart keeps them (memory backend). */

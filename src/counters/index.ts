@@ -16,6 +16,7 @@ import { createCountersClient, within } from './redis/client.ts';
 import { RedisDiagnosis } from './redis/diagnosis.ts';
 import { RedisNames } from './redis/keys.ts';
 import { RedisRuleChanges } from './redis/notifications.ts';
+import { RedisSlotReleases } from './redis/releases.ts';
 import { RedisCounterStore } from './redis/store.ts';
 
 export type { CountersLogger } from './redis/availability.ts';
@@ -28,6 +29,11 @@ export interface Counters {
   check(): Promise<void>;
   /** Rule changes between gateways sharing the counters; undefined for the memory store. */
   readonly ruleChanges: RedisRuleChanges | undefined;
+  /**
+   * Calls `listener` with the counter keys of concurrency slots given back, one key per slot: in
+   * this gateway, and in every gateway sharing the counters.
+   */
+  onSlotsReleased(listener: (keys: readonly string[]) => void): void;
   /** Call once the engine holds its rules: puts saved counters back (persist_counters) and starts saving. */
   start(): Promise<void>;
   close(): Promise<void>;
@@ -45,10 +51,12 @@ export async function openCounters(config: RateLimitsConfig, logger: CountersLog
   const maxChildren = config.max_children;
   if (config.backend === 'memory') {
     if (!config.persist_counters) {
-      return { store: new MemoryCounterStore({ maxChildren }), problem: () => undefined, check: async () => {}, ruleChanges: undefined, start: async () => {}, close: async () => {} };
+      const store = new MemoryCounterStore({ maxChildren });
+      return { store, problem: () => undefined, check: async () => {}, ruleChanges: undefined, onSlotsReleased: (listener) => store.onReleased(listener), start: async () => {}, close: async () => {} };
     }
     const persistence = new CounterPersistence({ storage: options.storage, now: options.now, logger, maxChildren });
-    return { store: persistence.store, problem: () => undefined, check: async () => {}, ruleChanges: undefined, start: () => persistence.start(), close: () => persistence.close() };
+    const store = persistence.store;
+    return { store, problem: () => undefined, check: async () => {}, ruleChanges: undefined, onSlotsReleased: (listener) => store.onReleased(listener), start: () => persistence.start(), close: () => persistence.close() };
   }
   if (config.persist_counters) {
     logger.info({}, 'rate_limits.persist_counters is ignored with the redis backend: counters in Redis survive a gateway restart on their own');
@@ -59,7 +67,9 @@ export async function openCounters(config: RateLimitsConfig, logger: CountersLog
   const connectMs = Math.max(timeoutMs, 1000);
   const database = client.options.db ?? 0;
   const diagnosis = new RedisDiagnosis(client, { host: client.options.host ?? '127.0.0.1', port: client.options.port ?? 6379, database, tls: client.options.tls !== undefined, connectTimeoutMs: connectMs });
-  const store = new RedisCounterStore({ client, names, leaseSeconds, timeoutMs, onError, logger, maxChildren, diagnosis });
+  // Set once the subscriber exists; no slot is released before the store answers its first admission.
+  let releases: RedisSlotReleases | undefined;
+  const store = new RedisCounterStore({ client, names, leaseSeconds, timeoutMs, onError, logger, maxChildren, diagnosis, announceReleased: (keys) => releases?.announce(keys) });
   try {
     await within(client.connect(), connectMs);
   } catch (err) {
@@ -81,20 +91,36 @@ export async function openCounters(config: RateLimitsConfig, logger: CountersLog
   // Subscriptions wait for their connection: this client may queue while Redis is away.
   const subscriber = client.duplicate({ enableOfflineQueue: true, maxRetriesPerRequest: null, commandTimeout: undefined, connectionName: 'floodgate-rule-changes' });
   subscriber.on('error', () => {});
-  const ruleChanges = new RedisRuleChanges({ publisher: client, subscriber, channel: names.channel, self: randomBytes(6).toString('base64url'), timeoutMs, logger });
+  const self = randomBytes(6).toString('base64url');
+  const ruleChanges = new RedisRuleChanges({ publisher: client, subscriber, channel: names.channel, self, timeoutMs, logger });
+  releases = new RedisSlotReleases({ publisher: client, subscriber, channel: names.releaseChannel, self, logger });
   await ruleChanges.start();
+  await subscribe(subscriber, names.releaseChannel, connectMs, logger);
   logger.info({ prefix, leaseSeconds, timeoutMs, onError }, 'rate-limit counters: shared in Redis');
   return {
     store,
     problem: () => (store.available ? undefined : diagnosis.describe()),
     check: () => store.check(),
     ruleChanges,
+    onSlotsReleased(listener) {
+      store.onReleased(listener);
+      releases?.onReleased(listener);
+    },
     start: async () => {},
     async close() {
       store.close();
       await Promise.all([quit(client, connectMs), quit(subscriber, connectMs)]);
     },
   };
+}
+
+/** Subscribes to a channel; resolves once subscribed or, if Redis does not answer, at once (the subscriber keeps trying). */
+async function subscribe(subscriber: Redis, channel: string, ms: number, logger: CountersLogger): Promise<void> {
+  try {
+    await within(subscriber.subscribe(channel), ms);
+  } catch (err) {
+    logger.warn({ err: String(err), channel }, 'could not subscribe yet; the subscriber keeps trying');
+  }
 }
 
 /** Closes a connection after its pending replies (releases sent at shutdown), or drops it if Redis is gone. */

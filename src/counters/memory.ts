@@ -288,6 +288,7 @@ export class MemoryCounterStore implements CounterStore {
   private generation = 0;
   /** The lease of the current generation, shared by every admission until the next reset. */
   private lease = new GenerationLease(0);
+  private readonly releaseListeners: Array<(keys: readonly string[]) => void> = [];
 
   constructor(options: MemoryCounterStoreOptions = {}) {
     this.maxChildren = options.maxChildren ?? DEFAULT_MAX_CHILDREN;
@@ -328,8 +329,13 @@ export class MemoryCounterStore implements CounterStore {
     return table.add(child, this.generation, nowSeconds);
   }
 
-  findChild(ownKey: string, _periodSeconds: number, child: string): CounterHandle | undefined {
-    return this.tables.get(ownKey)?.byChild.get(child);
+  findChild(ownKey: string, _periodSeconds: number, child: string, nowSeconds: number): CounterHandle | ChildrenFull | undefined {
+    const table = this.tables.get(ownKey);
+    if (table === undefined) return undefined;
+    const counter = table.byChild.get(child);
+    if (counter !== undefined) return counter;
+    // As childCounter() would decide, without dropping anything.
+    return table.byChild.size >= table.limit && !table.oldestIdle(nowSeconds) ? table.full(nowSeconds) : undefined;
   }
 
   readChildren(ownKey: string, periodSeconds: number, nowSeconds: number): ChildReading[] {
@@ -407,12 +413,19 @@ export class MemoryCounterStore implements CounterStore {
 
   release(rules: readonly CounterRule[], lease: SlotLease): void {
     const generation = (lease as GenerationLease).generation;
+    let released: string[] | undefined;
     for (let i = 0; i < rules.length; i++) {
       const counter = rules[i]!.counter as MemoryCounter;
       if (counter.resetGeneration <= generation && counter.inFlight > 0) {
         if (--counter.inFlight === 0 && counter.table !== undefined) counter.table.unpin(counter);
+        if (this.releaseListeners.length > 0) (released ??= []).push(counter.key);
       }
     }
+    if (released !== undefined) for (const listener of this.releaseListeners) listener(released);
+  }
+
+  onReleased(listener: (keys: readonly string[]) => void): void {
+    this.releaseListeners.push(listener);
   }
 
   addTokens(rules: readonly CounterRule[], tokens: number, nowSeconds: number): void {

@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
+import type { AdmissionCore } from '../admission/core.ts';
 import type { BudgetManager } from '../admin/budgets.ts';
 import type { RuleManager } from '../admin/rate-limit-rules.ts';
 import type { BudgetTracker } from '../budgets/tracker.ts';
@@ -7,11 +8,12 @@ import type { FileLimits } from '../batch/service.ts';
 import type { ResponseCache } from '../cache/response-cache.ts';
 import type { GatewayHealth } from '../health/readiness.ts';
 import type { GatewayMetrics } from '../metrics/index.ts';
-import type { RateLimiter } from '../ratelimit/index.ts';
+import type { Priority, RateLimiter } from '../ratelimit/index.ts';
 import type { Resolver } from '../routing/resolver.ts';
 import type { Storage } from '../storage/types.ts';
 import type { UsageRecorder } from '../usage/recorder.ts';
 import type { InFlightRequests } from './in-flight.ts';
+import type { PatienceOptions } from './patience.ts';
 
 /** What the HTTP layer needs from the rest of the gateway; built once in app.ts. */
 export interface HttpServices {
@@ -20,6 +22,8 @@ export interface HttpServices {
   keys: KeyRing;
   storage: Storage;
   usage: UsageRecorder;
+  /** The decision of every admitted request (rate limits, budgets, targets, failover) and its completion. */
+  admission: AdmissionCore;
   /** Absent when rate limits are disabled (RATE_LIMITS_ENABLED=false). */
   limiter: RateLimiter | undefined;
   rules: RuleManager | undefined;
@@ -48,6 +52,8 @@ export interface HttpOptions {
   files: FileLimits;
   /** Whether user paths share response-cache entries (`cache.response.shared`). */
   cacheShared: boolean;
+  /** How long requests may wait for capacity (rate_limits.queue). */
+  patience: PatienceOptions;
   logger: FastifyBaseLogger;
 }
 
@@ -67,6 +73,12 @@ export interface Identity {
   /** Managed key id, or null for the master key / open mode. */
   keyId: string | null;
   isMaster: boolean;
+  /** The highest priority the caller's managed key may ask for; undefined: any. */
+  maxPriority?: Priority | undefined;
+  /** The request's priority (X-Floodgate-Priority, capped by the key's max_priority); model routes only. */
+  priority?: Priority | undefined;
+  /** How long the request may wait for capacity, in ms (X-Floodgate-Max-Wait or the default, capped); model routes only. */
+  maxWaitMs?: number | undefined;
 }
 
 declare module 'fastify' {

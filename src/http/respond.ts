@@ -1,4 +1,3 @@
-import { once } from 'node:events';
 import type { ServerResponse } from 'node:http';
 import { PassThrough, Transform, type Readable } from 'node:stream';
 import type { FastifyReply } from 'fastify';
@@ -6,7 +5,8 @@ import { UpstreamUnavailableError, type ProviderResult } from '../providers/type
 import { readBody } from '../providers/results.ts';
 import type { RelayedStream } from '../tokens/estimate.ts';
 import { upstreamError } from '../errors/from-provider.ts';
-import { GatewayError, errorBody, type ErrorDialect } from './errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
+import { errorBody, type ErrorDialect } from './errors.ts';
 
 /**
  * Sends a provider's answer through fastify's reply, so every hook sees it: the answer's status
@@ -92,25 +92,4 @@ function streamError(err: unknown): GatewayError {
     message: `upstream stream failed: ${err instanceof Error ? err.message : String(err)}`,
     code: (err instanceof UpstreamUnavailableError ? err.code : undefined) ?? 'stream_interrupted',
   });
-}
-
-/**
- * Waits until a stream has its first bytes (or its end) before anything is sent, so a stream
- * that breaks at once can still fail over. Nothing is read: the stream is sent as it is.
- */
-export async function primeStream(body: Readable, provider: string): Promise<void> {
-  if (body.errored) throw streamFailure(body.errored, provider);
-  if (body.readableLength > 0) return;
-  try {
-    await once(body, 'readable');
-  } catch (err) {
-    throw streamFailure(err, provider);
-  }
-}
-
-function streamFailure(err: unknown, provider: string): GatewayError {
-  if (err instanceof GatewayError) return err;
-  const message = err instanceof Error ? err.message : String(err);
-  const status = err instanceof UpstreamUnavailableError ? err.status : 502;
-  return new GatewayError({ status, type: 'provider_error', message: `provider ${provider} stream failed before its first byte: ${message}`, code: 'upstream_unavailable' });
 }

@@ -3,15 +3,18 @@ import type { IncomingMessage } from 'node:http';
 import Fastify, { LogController, type FastifyError, type FastifyInstance } from 'fastify';
 import { registerAuth, registerWithAccess } from './auth.ts';
 import { registerJsonBody } from './json-body.ts';
+import { registerPatience } from './patience.ts';
 import { registerNulCheck } from './validation.ts';
 import { registerBatches } from './routes/batches.ts';
 import type { HttpServices } from './context.ts';
 import { CounterStoreUnavailableError } from '../ratelimit/index.ts';
-import { GatewayError, badRequest, dialectOf, sendError } from './errors.ts';
+import { GatewayError, badRequest } from '../errors/gateway-error.ts';
+import { dialectOf, sendError } from './errors.ts';
 import { registerAdminBudgets } from './routes/admin-budgets.ts';
 import { registerAdminExplain } from './routes/admin-explain.ts';
-import { rateLimitsUnavailable } from './rate-limit-headers.ts';
+import { rateLimitsUnavailable } from '../admission/refusals.ts';
 import { registerAdminKeys } from './routes/admin-keys.ts';
+import { registerAdminQueue } from './routes/admin-queue.ts';
 import { registerAdminRateLimits } from './routes/admin-rate-limits.ts';
 import { registerAdminUsage } from './routes/admin-usage.ts';
 import { registerDashboard } from './routes/dashboard.ts';
@@ -86,6 +89,7 @@ export function buildServer(services: HttpServices): FastifyInstance {
   registerNulCheck(app);
   registerWithAccess(app, 'public', (scope) => registerDashboard(scope));
   registerWithAccess(app, 'model', (scope) => {
+    registerPatience(scope, services.options.patience);
     registerModelEndpoints(scope, services);
     registerPassthrough(scope, services);
     registerRealtime(scope, services);
@@ -98,6 +102,7 @@ export function buildServer(services: HttpServices): FastifyInstance {
     registerMetrics(scope, services);
     registerAdminUsage(scope, services);
     registerAdminExplain(scope, services);
+    registerAdminQueue(scope, services);
     registerAdminBudgets(scope, services);
   });
 

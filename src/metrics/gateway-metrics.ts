@@ -3,7 +3,7 @@ import { Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { BudgetStatus } from '../budgets/types.ts';
 import type { CacheMode } from '../cache/response-cache.ts';
 import type { Usage } from '../providers/types.ts';
-import type { AdmissionResult, RuleStatus, Scope } from '../ratelimit/index.ts';
+import { PRIORITIES, type AdmissionResult, type Priority, type RuleStatus, type Scope } from '../ratelimit/index.ts';
 import type { ModelListing } from '../routing/resolver.ts';
 import { LabelledChildren } from './children.ts';
 import { TallyCounter, type Tally } from './tally.ts';
@@ -31,6 +31,8 @@ export interface GatewayMetricsOptions {
   readonly clock?: () => number;
   /** A scrape could not read the rule statuses (the gauges are left out of that scrape). */
   readonly onRuleStatusError?: (err: unknown) => void;
+  /** Requests waiting for capacity, by priority, read at scrape time; absent when waiting is off. */
+  readonly queue?: { depthOf(priority: Priority): number } | undefined;
 }
 
 /** The `endpoint` of a response no route matched (a 404): never the raw URL. */
@@ -43,6 +45,8 @@ export const NO_UPSTREAM_ANSWER = 'error';
 // Upstream latency of LLM calls runs from tens of milliseconds (embeddings, cached prompts) to
 // minutes (long completions, until headers on a stream arrive).
 const UPSTREAM_BUCKETS = [0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+// A wait for capacity lasts from a few milliseconds (a slot freed at once) to rate_limits.queue.max_wait_seconds.
+const QUEUE_WAIT_BUCKETS = [0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
 interface TokenChildren {
   readonly prompt: Tally;
@@ -77,6 +81,7 @@ export class GatewayMetrics {
   readonly #inFlight: Gauge<'scope' | 'subject'>;
   readonly #remaining: Gauge<'scope' | 'subject' | 'period' | 'kind'>;
   readonly #limit: Gauge<'scope' | 'subject' | 'period' | 'kind'>;
+  readonly #queueWait: Histogram<'outcome'>;
   readonly #budgetSpent: Gauge<'user_path' | 'period'>;
   readonly #budgetLimit: Gauge<'user_path' | 'period'>;
 
@@ -168,6 +173,24 @@ export class GatewayMetrics {
       registers,
     }).series({});
 
+    this.#queueWait = new Histogram({
+      name: 'floodgate_queue_wait_seconds',
+      help: 'How long requests waited for capacity, by how the wait ended: admitted, timed_out (answered its 429), cancelled (the client left) or full (refused a place: max_depth).',
+      labelNames: ['outcome'] as const,
+      buckets: QUEUE_WAIT_BUCKETS,
+      registers,
+    });
+    const queue = options.queue;
+    new Gauge({
+      name: 'floodgate_queue_depth',
+      help: 'Requests waiting for capacity in this gateway, by priority, read at scrape time.',
+      labelNames: ['priority'] as const,
+      registers,
+      collect() {
+        for (const priority of PRIORITIES) this.labels(priority).set(queue?.depthOf(priority) ?? 0);
+      },
+    });
+
     this.#inFlight = new Gauge({
       name: 'floodgate_rate_limit_in_flight',
       help: 'Requests holding a slot of each concurrent rule, read at scrape time.',
@@ -239,6 +262,11 @@ export class GatewayMetrics {
     if (provider === undefined) return;
     this.#admitted.provider.inc();
     if (model !== undefined) this.#admitted.model.inc();
+  }
+
+  /** A request that waited for capacity: how its wait ended and how long it lasted. */
+  queueWait(outcome: 'admitted' | 'timed_out' | 'cancelled' | 'full', seconds: number): void {
+    this.#queueWait.labels(outcome).observe(seconds);
   }
 
   /** A completed request's tokens, charged to the provider and model that executed it. */

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { booleanSetting, coerceString, str, urlSetting } from '../shared/config-fields.ts';
 import { OPENAI_PATHS, OpenAIProvider, type Credentials, type OpenAIEndpoint } from './openai.ts';
-import { checkMessagesParams } from './translate/anthropic-request.ts';
+import type { Json } from './translate/json.ts';
+import { messagesToChat, type ChatTarget } from './translate/messages-to-chat.ts';
 import { unsupportedPolicy, type UnsupportedPolicy } from './translate/unsupported.ts';
 import type { BatchAbility, ProviderCall, ProviderContext, ProviderResult, ProviderSettings } from './types.ts';
 import { defineProviderType, UpstreamUnavailableError } from './types.ts';
@@ -35,6 +36,8 @@ const azureFields = {
 };
 
 export type AzureSettings = ProviderSettings<typeof azureFields>;
+
+const AZURE_CHAT: ChatTarget = { topK: false, reasoningEffort: true };
 
 /**
  * `type: azure`: Azure OpenAI. `base_url` is the resource (`https://<resource>.openai.azure.com`);
@@ -91,10 +94,14 @@ class AzureProvider extends OpenAIProvider {
   }
 
   override async call(call: ProviderCall): Promise<ProviderResult> {
-    if (call.endpoint === 'messages') checkMessagesParams(call.json ?? {}, this.policy);
     // The Responses API is not below a deployment: the deployment is named in the body.
     if (call.endpoint === 'responses') return super.call({ ...call, json: { ...call.json, model: this.deploymentOf(call.model) }, jsonBytes: undefined });
     return super.call(call);
+  }
+
+  /** Messages → chat with Azure's unsupported policy: Azure's chat has reasoning effort, no `top_k`. */
+  protected override messagesToChat(msg: Json): Json {
+    return messagesToChat(msg, this.policy, AZURE_CHAT);
   }
 
   protected override endpointPath(endpoint: OpenAIEndpoint, model: string): string {

@@ -7,17 +7,17 @@ import { z } from 'zod';
 import { booleanSetting, coerceString, optionalUrlSetting, str } from '../shared/config-fields.ts';
 import type { Cancellation } from './cancellation.ts';
 import { buffered, JSON_HEADERS, jsonResult, SSE_HEADERS, unsupportedEndpoint } from './results.ts';
-import { formatSse } from './sse.ts';
-import { checkMessagesParams, messagesToChatRequest } from './translate/anthropic-request.ts';
-import { chatToMessagesResponse, errorToAnthropic } from './translate/anthropic-response.ts';
-import { ChatToMessagesStream } from './translate/anthropic-stream.ts';
+import { asOpenAIError, chatDialect, openaiErrorBody, type ChatDialect } from './translate/chat-dialect.ts';
 import { chatToConverse, converseToChat, converseUsage, ConverseToChatStream } from './translate/converse.ts';
-import { arr, obj } from './translate/json.ts';
+import { embeddingsResponse, readEmbeddingsRequest, type Embeddings } from './translate/embeddings.ts';
+import { arr, num } from './translate/json.ts';
 import type { Json } from './translate/json.ts';
+import type { ChatTarget } from './translate/messages-to-chat.ts';
 import { unsupportedPolicy, type UnsupportedPolicy } from './translate/unsupported.ts';
-import type { PassthroughCall, Provider, ProviderCall, ProviderContext, ProviderResult, ProviderSettings, Usage } from './types.ts';
+import type { PassthroughCall, Provider, ProviderCall, ProviderContext, ProviderResult, ProviderSettings } from './types.ts';
 import { defineProviderType, UnsupportedParameterError, UpstreamUnavailableError } from './types.ts';
 import { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_TIMEOUT_MS } from './upstream.ts';
+import { normalizeUsage } from './usage.ts';
 
 const optionalText = () => z.preprocess(coerceString, str().optional());
 
@@ -53,6 +53,9 @@ export const bedrockProviderType = defineProviderType({
   // Bedrock's models are priced under the AWS provider of the price table.
   pricesProvider: 'aws',
 });
+
+/** What `chatToConverse` takes of a translated Messages request: neither `top_k` nor a reasoning effort. */
+const CONVERSE_CHAT: ChatTarget = { topK: false, reasoningEffort: false };
 
 /** Titan text embedding models: one text a call (`inputText`), `dimensions` on v2. */
 const TITAN_EMBED = /^(?:[a-z]{2}\.)?amazon\.titan-embed-text-v(\d)/;
@@ -139,12 +142,11 @@ class BedrockProvider implements Provider {
   }
 
   async call(call: ProviderCall): Promise<ProviderResult> {
-    switch (call.endpoint) {
-      case 'chat': return this.chat(call);
-      case 'messages': return this.messages(call);
-      case 'embeddings': return this.embeddings(call);
-      default: return unsupportedEndpoint(this.name, this.type, call.endpoint);
-    }
+    const json = call.json ?? {};
+    if (call.endpoint === 'embeddings') return this.embeddings(call);
+    const dialect = chatDialect({ ...call, json }, this.policy, CONVERSE_CHAT);
+    if (dialect === undefined) return unsupportedEndpoint(this.name, this.type, call.endpoint);
+    return this.converse(call, dialect);
   }
 
   /** Bedrock signs each request for its operation; there is no generic upstream to forward to. */
@@ -161,60 +163,34 @@ class BedrockProvider implements Provider {
     await this.client.destroy();
   }
 
-  private async chat(call: ProviderCall): Promise<ProviderResult> {
-    const json = call.json ?? {};
-    const input = { modelId: call.model, ...chatToConverse(json, this.policy) };
+  /**
+   * Chat, Anthropic Messages and Responses: the dialect's chat request → Converse
+   * (`converse-stream` when streamed), the answer back as a chat completion (or chat chunks,
+   * event by event) in the client's dialect.
+   */
+  private async converse(call: ProviderCall, dialect: ChatDialect): Promise<ProviderResult> {
+    const input = { modelId: call.model, ...chatToConverse(dialect.chat, this.policy) };
     if (!call.stream) {
-      return this.attempt(call.cancel, 'openai', async (signal) => {
+      return this.attempt(call.cancel, dialect, async (signal) => {
         const res = await this.client.converse(input, signal);
-        return jsonResult(200, converseToChat(res, { id: chatId(res.$metadata.requestId), model: call.model }), converseUsage(res.usage));
+        const completion = converseToChat(res, { id: chatId(res.$metadata.requestId), model: call.model });
+        return jsonResult(200, dialect.answer(completion), converseUsage(res.usage));
       });
     }
-    const includeUsage = obj(json.stream_options)?.include_usage === true;
-    return this.attempt(call.cancel, 'openai', async (signal, abort) => {
+    return this.attempt(call.cancel, dialect, async (signal, abort) => {
       const res = await this.client.converseStream(input, signal);
-      const translator = new ConverseToChatStream({ id: chatId(res.$metadata.requestId), model: call.model, includeUsage });
+      const translator = new ConverseToChatStream({ id: chatId(res.$metadata.requestId), model: call.model });
+      const sink = dialect.sink();
       const body = this.sse(res.stream, call.cancel, abort, function* (event) {
         if (event === 'end') {
-          if (!translator.done) return;
-          for (const chunk of translator.end()) yield formatSse(JSON.stringify(chunk));
-          yield 'data: [DONE]\n\n';
+          if (!translator.complete) return;
+          for (const chunk of translator.end()) yield sink.push(chunk);
+          yield sink.finish();
           return;
         }
-        for (const chunk of translator.push(event)) yield formatSse(JSON.stringify(chunk));
+        for (const chunk of translator.push(event)) yield sink.push(chunk);
       });
       return { status: 200, headers: { ...SSE_HEADERS }, body, usage: () => translator.usage() };
-    });
-  }
-
-  /** Anthropic Messages: translated to chat (the same translation as for chat upstreams), then to Converse. */
-  private async messages(call: ProviderCall): Promise<ProviderResult> {
-    const json = call.json ?? {};
-    checkMessagesParams(json, this.policy);
-    const chat = messagesToChatRequest({ ...json, model: call.model, stream: call.stream });
-    const input = { modelId: call.model, ...chatToConverse(chat, this.policy) };
-    if (!call.stream) {
-      return this.attempt(call.cancel, 'anthropic', async (signal) => {
-        const res = await this.client.converse(input, signal);
-        const answer = converseToChat(res, { id: messageId(res.$metadata.requestId), model: call.model });
-        return jsonResult(200, chatToMessagesResponse(answer), converseUsage(res.usage));
-      });
-    }
-    return this.attempt(call.cancel, 'anthropic', async (signal, abort) => {
-      const res = await this.client.converseStream(input, signal);
-      // The chat chunks carry the usage to the Anthropic translation, which puts it in message_delta.
-      const chunks = new ConverseToChatStream({ id: messageId(res.$metadata.requestId), model: call.model, includeUsage: true });
-      const translator = new ChatToMessagesStream({ model: call.model });
-      const body = this.sse(res.stream, call.cancel, abort, function* (event) {
-        if (event === 'end') {
-          if (!chunks.done) return;
-          for (const chunk of chunks.end()) yield translator.push(chunk);
-          yield translator.finish();
-          return;
-        }
-        for (const chunk of chunks.push(event)) yield translator.push(chunk);
-      });
-      return { status: 200, headers: { ...SSE_HEADERS }, body, usage: () => chunks.usage() };
     });
   }
 
@@ -229,37 +205,23 @@ class BedrockProvider implements Provider {
         },
       });
     }
-    for (const [key, value] of Object.entries(json)) {
-      if (value === undefined || value === null || ['model', 'input', 'encoding_format', 'user'].includes(key)) continue;
-      if (key === 'dimensions' && titan[1] !== '1') continue;
-      this.policy.unsupported(key);
-    }
-    const inputs = typeof json.input === 'string' ? [json.input] : arr(json.input);
-    if (inputs.length === 0 || !inputs.every((t): t is string => typeof t === 'string')) {
-      throw new UnsupportedParameterError('input', `input: provider ${this.name} (type bedrock) embeds text: a string or a list of strings`);
-    }
-    const dimensions = typeof json.dimensions === 'number' && titan[1] !== '1' ? json.dimensions : undefined;
-    const base64 = json.encoding_format === 'base64';
-    return this.attempt(call.cancel, 'openai', async (signal) => {
-      const vectors: Array<{ embedding: number[]; tokens: number }> = [];
-      for (let i = 0; i < inputs.length; i += EMBED_CONCURRENCY) {
-        const batch = inputs.slice(i, i + EMBED_CONCURRENCY).map(async (text) => {
-          const body = JSON.stringify({ inputText: text, ...(dimensions !== undefined ? { dimensions } : {}) });
+    // Titan v1 vectors have a fixed size; v2 takes `dimensions`.
+    const input = readEmbeddingsRequest(json, this.policy, { dimensions: titan[1] !== '1' });
+    return this.attempt(call.cancel, { error: asOpenAIError }, async (signal) => {
+      const answers: Array<{ vector: number[]; tokens: number | undefined }> = [];
+      for (let i = 0; i < input.texts.length; i += EMBED_CONCURRENCY) {
+        const batch = input.texts.slice(i, i + EMBED_CONCURRENCY).map(async (text) => {
+          const body = JSON.stringify({ inputText: text, ...(input.dimensions !== undefined ? { dimensions: input.dimensions } : {}) });
           const res = await this.client.invoke({ modelId: call.model, contentType: 'application/json', accept: 'application/json', body: Buffer.from(body) }, signal);
           const parsed = JSON.parse(Buffer.from(res.body ?? new Uint8Array()).toString('utf8')) as Json;
-          const embedding = arr(parsed.embedding).filter((x): x is number => typeof x === 'number');
-          return { embedding, tokens: typeof parsed.inputTextTokenCount === 'number' ? parsed.inputTextTokenCount : 0 };
+          return { vector: arr(parsed.embedding).filter((x): x is number => typeof x === 'number'), tokens: num(parsed.inputTextTokenCount) };
         });
-        vectors.push(...(await Promise.all(batch)));
+        answers.push(...(await Promise.all(batch)));
       }
-      const prompt = vectors.reduce((s, v) => s + v.tokens, 0);
-      const usage: Usage = { promptTokens: prompt, completionTokens: 0, totalTokens: prompt };
-      return jsonResult(200, {
-        object: 'list',
-        data: vectors.map((v, index) => ({ object: 'embedding', index, embedding: base64 ? Buffer.from(new Float32Array(v.embedding).buffer).toString('base64') : v.embedding })),
-        model: call.model,
-        usage: { prompt_tokens: prompt, total_tokens: prompt },
-      }, usage);
+      const counted = answers.every((a) => a.tokens !== undefined);
+      const result: Embeddings = { vectors: answers.map((a) => a.vector), promptTokens: counted ? answers.reduce((n, a) => n + a.tokens!, 0) : undefined };
+      const answer = embeddingsResponse(call.model, input, result);
+      return jsonResult(200, answer, normalizeUsage(answer.usage));
     });
   }
 
@@ -270,7 +232,7 @@ class BedrockProvider implements Provider {
    */
   private async attempt(
     cancel: Cancellation,
-    dialect: 'openai' | 'anthropic',
+    dialect: Pick<ChatDialect, 'error'>,
     run: (signal: AbortSignal, abort: () => void) => Promise<ProviderResult>,
   ): Promise<ProviderResult> {
     const controller = new AbortController();
@@ -337,19 +299,8 @@ function chatId(requestId: string | undefined): string {
   return `chatcmpl-${requestId ?? Date.now().toString(36)}`;
 }
 
-function messageId(requestId: string | undefined): string {
-  return `msg_${requestId ?? Date.now().toString(36)}`;
-}
-
 /** A Bedrock error answer in the endpoint's dialect; `code` is the exception's name (e.g. `ThrottlingException`). */
-function errorResult(err: ServiceError, status: number, dialect: 'openai' | 'anthropic'): ProviderResult {
-  const openai = Buffer.from(JSON.stringify({
-    error: { message: err.message || `Bedrock answered ${status}`, type: errorType(status), param: null, code: err.name },
-  }));
-  return buffered(status, { ...JSON_HEADERS }, dialect === 'openai' ? openai : errorToAnthropic(openai, status));
-}
-
-function errorType(status: number): string {
-  if (status === 429) return 'rate_limit_error';
-  return status >= 500 ? 'api_error' : 'invalid_request_error';
+function errorResult(err: ServiceError, status: number, dialect: Pick<ChatDialect, 'error'>): ProviderResult {
+  const openai = openaiErrorBody(status, err.message || `Bedrock answered ${status}`, err.name);
+  return buffered(status, { ...JSON_HEADERS }, dialect.error(openai, status));
 }

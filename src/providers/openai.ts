@@ -7,6 +7,7 @@ import { messagesToChatRequest } from './translate/anthropic-request.ts';
 import { chatToMessagesResponse, errorToAnthropic } from './translate/anthropic-response.ts';
 import { ChatToMessagesStream, chatToMessagesTransform } from './translate/anthropic-stream.ts';
 import { parseJsonObject } from './translate/json.ts';
+import type { Json } from './translate/json.ts';
 import { buffered, jsonResult, JSON_HEADERS, passthroughRequestHeaders, passthroughResult, SSE_HEADERS } from './results.ts';
 import type { BatchAbility, Endpoint, PassthroughCall, Provider, ProviderCall, ProviderResult, RealtimeAbility } from './types.ts';
 import { defineProviderType, UpstreamUnavailableError, type HttpProviderSettings } from './types.ts';
@@ -165,9 +166,14 @@ export class OpenAIProvider implements Provider {
     return { status: res.status, headers, body: relay(res.body, mapError), usage: () => undefined };
   }
 
+  /** The chat request an Anthropic Messages request becomes (`azure` adds its unsupported policy). */
+  protected messagesToChat(msg: Json): Json {
+    return messagesToChatRequest(msg);
+  }
+
   /** Anthropic Messages request served by a chat completions upstream. */
   private async messages(call: ProviderCall): Promise<ProviderResult> {
-    const chat = messagesToChatRequest({ ...call.json, model: call.model, stream: call.stream });
+    const chat = this.messagesToChat({ ...call.json, model: call.model, stream: call.stream });
     const res = await this.client.request({
       method: 'POST', path: this.endpointPath('chat', call.model), headers: await this.headers('application/json'), body: JSON.stringify(chat), cancel: call.cancel,
     });

@@ -1,16 +1,20 @@
 import { anthropicProviderType } from './anthropic.ts';
 import { azureProviderType } from './azure.ts';
 import { bedrockProviderType } from './bedrock.ts';
+import { geminiProviderType } from './gemini.ts';
 import { mockProviderType } from './mock.ts';
 import { openaiProviderType } from './openai.ts';
 import { SILENT_CONTEXT, type Provider, type ProviderContext, type ProviderSettings, type ProviderType } from './types.ts';
+import { vertexProviderType } from './vertex.ts';
 
 /**
  * Every provider type the gateway knows, in the order `check-config` and error messages name them.
  * A new type is one module exporting its `ProviderType` plus its entry here: the config schema,
  * the type names and the factory below all follow from this list.
  */
-export const PROVIDER_TYPES = [openaiProviderType, anthropicProviderType, azureProviderType, bedrockProviderType, mockProviderType] as const;
+export const PROVIDER_TYPES = [
+  openaiProviderType, anthropicProviderType, azureProviderType, bedrockProviderType, geminiProviderType, vertexProviderType, mockProviderType,
+] as const;
 
 type Entry = (typeof PROVIDER_TYPES)[number];
 

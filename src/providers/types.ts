@@ -98,28 +98,41 @@ export class UpstreamUnavailableError extends Error {
 }
 
 /**
- * A request the provider type cannot carry out as asked, found before anything was sent (a
- * parameter it cannot honour, content it cannot take): the client's 400 `invalid_request_error`,
- * naming the parameter. Never a reason to fail over: the request, not the provider, is at fault.
+ * Why a request cannot be carried out as asked: `unsupported_parameter`, the provider type has no
+ * such parameter (or the translation cannot carry it); `invalid_value`, it has the parameter but
+ * cannot take this value (an image by link where only bytes go, a role it has no word for).
+ */
+export type UnsupportedCode = 'unsupported_parameter' | 'invalid_value';
+
+/**
+ * A request the provider type cannot carry out as asked, found before anything was sent: the
+ * client's 400 `invalid_request_error` naming the parameter, with `code` saying whether the
+ * parameter itself or its value is the problem. Never a reason to fail over: the request, not the
+ * provider, is at fault. Thrown by translations directly (a value) or through the
+ * `drop_unsupported` policy of `translate/unsupported.ts` (a parameter).
  */
 export class UnsupportedParameterError extends Error {
   /** Where the parameter is in the request body, e.g. `logprobs` or `messages[1].content[0].image_url`. */
   readonly param: string;
-  readonly code = 'unsupported_parameter';
-  constructor(param: string, message: string) {
+  readonly code: UnsupportedCode;
+  constructor(message: string, param: string, code: UnsupportedCode = 'unsupported_parameter') {
     super(message);
     this.name = 'UnsupportedParameterError';
     this.param = param;
+    this.code = code;
   }
 }
 
-/** What an instance gets from the gateway besides its settings. */
+/** What the gateway gives every provider instance besides its settings. */
 export interface ProviderContext {
-  /** The gateway's log, for what an operator should see once (a parameter dropped under `drop_unsupported`). */
+  /**
+   * The gateway's log at warning level, for what an operator should see once (a parameter
+   * dropped under `drop_unsupported`): structured fields (pino's first argument) and a message.
+   */
   warn(fields: Record<string, unknown>, message: string): void;
 }
 
-/** A context that logs nothing (tests, and providers made outside the gateway). */
+/** A context that logs nothing (tests, and instances made outside a gateway). */
 export const SILENT_CONTEXT: ProviderContext = { warn: () => {} };
 
 export interface Provider {
@@ -201,6 +214,7 @@ export type ProviderSettings<Fields extends z.ZodRawShape> = CommonProviderSetti
 export interface ProviderType<Name extends string = string, Fields extends z.ZodRawShape = z.ZodRawShape> {
   readonly type: Name;
   readonly configFields: Fields;
+  /** `context` is given by the registry; an instance made without one logs nothing. */
   create(name: string, settings: ProviderSettings<Fields>, context?: ProviderContext): Provider;
   /**
    * Checks across fields the zod fields alone cannot express (one of two keys required, both or

@@ -7,7 +7,8 @@
  */
 import type { RateLimitHeaderData } from './headers.ts';
 import { successHeaders } from './headers.ts';
-import { buildRule, normalizeUserPath } from './normalize.ts';
+import { directChild, normalizeUserPath } from '../user-path/user-path.ts';
+import { buildRule } from './normalize.ts';
 import { RuleIndex } from './rule-index.ts';
 import type { BreachedLimit } from './rules.ts';
 import { canonicalKey, compareRules, CompiledRule, counterKeyOf, ruleKeyString } from './rules.ts';
@@ -15,7 +16,7 @@ import type { RuleStatus, UserPathUsage } from './status.ts';
 import { ruleStatus, userPathUsage } from './status.ts';
 import type { AdmitOutcome, ChildReading, ChildrenFull, CounterHandle, CounterReading, CounterRow, CounterStore, MaybePromise, SlotLease } from './store.ts';
 import { concurrencyRow, CounterStoreUnavailableError, windowedRow } from './store.ts';
-import type { Clock, RuleDefinition, RuleKey } from './types.ts';
+import type { Clock, Headroom, Priority, RuleDefinition, RuleKey } from './types.ts';
 import { retryAfterSeconds, windowStart } from './window.ts';
 
 /** What a request is: any of its user path, the provider instance called and the model executed. */
@@ -34,6 +35,8 @@ export interface AdmitOptions {
    * windows but takes (and checks) no concurrency slot.
    */
   readonly holdSlot?: boolean;
+  /** Default `high`: the whole of every cap. A lower priority meets its share of each (see Headroom). */
+  readonly priority?: Priority;
 }
 
 export interface RateLimiterOptions {
@@ -43,6 +46,8 @@ export interface RateLimiterOptions {
   readonly store: CounterStore;
   /** Enforce token caps at admission. False when usage tracking is off (token rules are then inert). Default true. */
   readonly enforceTokens?: boolean;
+  /** The part of each cap kept free of lower priorities; none when absent. */
+  readonly headroom?: Headroom;
 }
 
 /** An admitted request. Call release() once the response is fully sent or the client is gone. */
@@ -68,6 +73,14 @@ export interface AdmissionRefusal {
   readonly breach: BreachedLimit;
   /** Seconds until a retry would be admitted with no other traffic (>= 1). */
   readonly retryAfterSeconds: number;
+  /**
+   * The moment, in whole seconds of the counters' clock, when capacity can have freed (the
+   * breached window's estimate drops below its cap; for concurrency, a second on, though a release
+   * may come sooner); Infinity when this request's priority is never admitted by the rule.
+   */
+  readonly retryAtSeconds: number;
+  /** The breached counter's key: slot releases name it. */
+  readonly counterKey: string;
   /** The exact client message (same as breach.message). */
   readonly message: string;
   /** For a request/token breach: that dimension's triple with remaining 0 and reset = Retry-After. */
@@ -107,9 +120,18 @@ class MatchPlan {
   /** The slots split for a failover attempt's end: provider and model ones go back first. */
   readonly userSlots: readonly CompiledRule[];
   readonly targetSlots: readonly CompiledRule[];
+  /**
+   * A per-child rule of this plan had no room for the path's child: the rule is left out, and an
+   * admission is refused with this. A set with one is never cached.
+   */
+  readonly blocked: FoundBreach | undefined;
+  /** A rule whose cap this plan's priority has no share of: it refuses every admission. */
+  readonly closed: CompiledRule | undefined;
 
-  constructor(rules: readonly CompiledRule[]) {
+  constructor(rules: readonly CompiledRule[], blocked: FoundBreach | undefined) {
     this.rules = rules;
+    this.blocked = blocked;
+    this.closed = rules.find((rule) => rule.closed);
     this.slots = rules.filter((rule) => rule.concurrent);
     this.userSlots = this.slots.filter((rule) => rule.scope === 'user_path');
     this.targetSlots = this.slots.filter((rule) => rule.scope !== 'user_path');
@@ -123,17 +145,15 @@ class MatchPlan {
 class MatchSet extends MatchPlan {
   /** Same without concurrency rules (holdSlot: false). */
   readonly withoutSlots: MatchPlan;
+  /** The plans of lower priorities (normal with and without slots, low with and without), made on first use. */
+  private shares: Array<MatchPlan | undefined> | undefined;
+  private readonly blockedChildren: BlockedChildren;
   readonly tokenRules: readonly CompiledRule[];
   /**
    * The child counters of per-child rules among the rules, each admission checks they are still
    * kept; undefined when there are none (nothing more to read for most sets).
    */
   readonly children: readonly CompiledRule[] | undefined;
-  /**
-   * A per-child rule had no room for the path's child: the rule is left out, and an admission is
-   * refused with this. Such a set is never cached.
-   */
-  readonly blocked: FoundBreach | undefined;
   /** The provider and model this set was resolved for (its user path is its key in the cache). */
   readonly provider: string | undefined;
   readonly model: string | undefined;
@@ -143,15 +163,24 @@ class MatchSet extends MatchPlan {
    */
   others: Map<string, Map<string, MatchSet>> | undefined;
 
-  constructor(rules: readonly CompiledRule[], provider: string | undefined, model: string | undefined, blocked?: FoundBreach) {
-    super(rules);
+  constructor(rules: readonly CompiledRule[], provider: string | undefined, model: string | undefined, blocked: BlockedChildren = NOT_BLOCKED) {
+    super(rules, blocked.any);
     this.provider = provider;
     this.model = model;
-    this.withoutSlots = this.slots.length === 0 ? this : new MatchPlan(rules.filter((rule) => !rule.concurrent));
+    this.blockedChildren = blocked;
+    this.withoutSlots = this.slots.length === 0 && blocked.any === blocked.windowed ? this : new MatchPlan(rules.filter((rule) => !rule.concurrent), blocked.windowed);
     this.tokenRules = rules.filter((rule) => rule.configuredMaxTokens > 0);
     const children = rules.filter((rule) => rule.parent !== undefined);
     this.children = children.length > 0 ? children : undefined;
-    this.blocked = blocked;
+  }
+
+  /** The plan of an admission of `priority`, with or without slots. */
+  planFor(withSlots: boolean, priority: Priority | undefined, headroom: Headroom | undefined): MatchPlan {
+    const whole = withSlots ? this : this.withoutSlots;
+    if (priority === undefined || priority === 'high' || headroom === undefined || headroom[priority] === 0) return whole;
+    const at = (priority === 'normal' ? 0 : 2) + (withSlots ? 0 : 1);
+    const shares = (this.shares ??= [undefined, undefined, undefined, undefined]);
+    return (shares[at] ??= new MatchPlan(whole.rules.map((rule) => rule.forPriority(priority, headroom)), withSlots ? this.blockedChildren.any : this.blockedChildren.windowed));
   }
 }
 
@@ -210,9 +239,24 @@ class HeldTicket implements AdmissionTicket {
   }
 }
 
+/**
+ * The per-child rules of a set with no room for the path's child: the first of them, and the
+ * first windowed one (an admission without slots does not count concurrency rules).
+ */
+interface BlockedChildren {
+  readonly any: FoundBreach | undefined;
+  readonly windowed: FoundBreach | undefined;
+}
+
+const NOT_BLOCKED: BlockedChildren = { any: undefined, windowed: undefined };
+
 interface FoundBreach {
   readonly breach: BreachedLimit;
   readonly retryAfterSeconds: number;
+  /** When capacity can have freed, in the store's seconds; Infinity when it never will for this request. */
+  readonly retryAtSeconds: number;
+  /** The breached counter (a concurrency rule's slots are released under it). */
+  readonly counterKey: string;
   readonly userPathBreached: boolean;
 }
 
@@ -220,6 +264,7 @@ export class RateLimiter {
   private readonly clock: Clock;
   private readonly store: CounterStore;
   private readonly enforceTokens: boolean;
+  private readonly headroom: Headroom | undefined;
   private readonly index = new RuleIndex();
   /**
    * Resolved match sets by user path (NONE for an absent one), then provider and model (see
@@ -241,6 +286,7 @@ export class RateLimiter {
     this.clock = options.clock ?? { now: Date.now };
     this.store = options.store;
     this.enforceTokens = options.enforceTokens ?? true;
+    this.headroom = options.headroom;
   }
 
   get ruleCount(): number {
@@ -265,14 +311,16 @@ export class RateLimiter {
   admit(target: AdmissionTarget, options?: AdmitOptions): MaybePromise<AdmissionResult> {
     if (this.index.size === 0) return NO_OP_TICKET;
     const now = this.nowSeconds();
+    const withSlots = options === undefined || options.holdSlot !== false;
     let set = this.matchSet(target.userPath, target.provider, target.model, now);
     if (set.children !== undefined) {
-      const live = this.liveChildren(set, target, now);
+      const live = this.liveChildren(set, target, now, withSlots);
       if (!(live instanceof MatchSet)) return refusalOf(live);
       set = live;
     }
-    if (set.blocked !== undefined) return refusalOf(set.blocked);
-    const plan = options !== undefined && options.holdSlot === false ? set.withoutSlots : set;
+    const plan = set.planFor(withSlots, options?.priority, this.headroom);
+    if (plan.blocked !== undefined) return refusalOf(plan.blocked);
+    if (plan.closed !== undefined) return refusalOf(closedBreach(plan.closed, now));
     if (plan.rules.length === 0) return NO_OP_TICKET;
     const outcome = this.store.tryAdmit(plan.rules, now);
     if (outcome instanceof Promise) return outcome.then((answer) => this.decide(plan, answer));
@@ -296,10 +344,18 @@ export class RateLimiter {
       if (target.model !== undefined) this.index.collectModel(lowerProvider, target.model.toLowerCase(), rules);
     }
     const checked = options !== undefined && options.holdSlot === false ? rules.filter((rule) => !rule.concurrent) : rules;
-    const shown = checked.map((rule) => (lowerPath !== undefined && rule.scope === 'user_path' ? this.counterShownFor(rule, lowerPath) : { rule, counted: true }));
+    const now = this.nowSeconds();
+    const shown = checked.map((rule) => (lowerPath !== undefined && rule.scope === 'user_path' ? this.counterShownFor(rule, lowerPath, now) : { rule, counted: true }));
     return this.readShown(shown, ({ nowSeconds, rows }) => {
       const counted = shown.map((entry) => entry.rule);
-      const found = this.findBreach(counted, rows, nowSeconds);
+      const judged = counted.map((rule) => rule.forPriority(options?.priority ?? 'high', this.headroom));
+      // A per-child rule with no room for the child, or a cap the priority has no share of, refuses
+      // before any counter is read, as in admit().
+      const blocked = shown.find((entry) => entry.full !== undefined);
+      const closed = judged.find((rule) => rule.closed);
+      const found = blocked !== undefined
+        ? childrenFull(blocked.rule.parent ?? blocked.rule, blocked.rule.child!, blocked.full!, nowSeconds)
+        : closed !== undefined ? closedBreach(closed, nowSeconds) : this.findBreach(judged, rows, nowSeconds);
       return { rules: counted.map((rule, i) => ruleStatus(rule, rows[i]!)), refusal: found === undefined ? undefined : refusalOf(found) };
     });
   }
@@ -316,7 +372,7 @@ export class RateLimiter {
     let set = this.matchSet(userPath, target.provider, target.model, now);
     if (set.children !== undefined) {
       // A child with no room left is not charged: its counter was dropped, nothing reads it.
-      const live = this.liveChildren(set, { userPath, provider: target.provider, model: target.model }, now);
+      const live = this.liveChildren(set, { userPath, provider: target.provider, model: target.model }, now, true);
       if (live instanceof MatchSet) set = live;
     }
     if (set.tokenRules.length === 0) return;
@@ -422,7 +478,7 @@ export class RateLimiter {
     const lowerPath = normalizedLowerPath(userPath);
     const rules: CompiledRule[] = [];
     this.index.collectUserPath(lowerPath, rules);
-    const shown = rules.map((rule) => this.counterShownFor(rule, lowerPath));
+    const shown = rules.map((rule) => this.counterShownFor(rule, lowerPath, this.nowSeconds()));
     return this.readShown(shown, ({ nowSeconds, rows }) => shown.map((rule, i) => userPathUsage(rule.rule, rows[i]!, nowSeconds, this.enforceTokens)));
   }
 
@@ -445,11 +501,12 @@ export class RateLimiter {
    * For a read: the counter `rule` keeps for `lowerPath`: a per-child rule above the path shows
    * its child's, which is `counted` only when the store keeps one (else it reads as zero).
    */
-  private counterShownFor(rule: CompiledRule, lowerPath: string): ShownCounter {
-    const child = rule.perChild ? childSegment(rule.lowerSubject, lowerPath) : undefined;
+  private counterShownFor(rule: CompiledRule, lowerPath: string, now: number): ShownCounter {
+    const child = rule.perChild ? directChild(rule.lowerSubject, lowerPath) : undefined;
     if (child === undefined) return { rule, counted: true };
-    const counter = this.store.findChild(rule.counter.key, rule.periodSeconds, child);
-    return { rule: this.forChild(rule, child, counter ?? rule.counter), counted: counter !== undefined };
+    const found = this.store.findChild(rule.counter.key, rule.periodSeconds, child, now);
+    if (found === undefined || isFull(found)) return { rule: this.forChild(rule, child, rule.counter), counted: false, full: found };
+    return { rule: this.forChild(rule, child, found), counted: true };
   }
 
   /** Reads the counted ones; a child the store keeps nothing for reads as an empty window. */
@@ -515,16 +572,18 @@ export class RateLimiter {
   /**
    * Keeps a set's child counters current: one store call per child counter, which answers the
    * counter the set holds while the store keeps it. A child dropped since (it went idle) has a new
-   * counter: the set is resolved again. A child that cannot be counted gives its breach.
+   * counter: the set is resolved again. A child that cannot be counted gives its breach. Without
+   * slots, concurrency rules are not counted, so their children are left as they are.
    */
-  private liveChildren(set: MatchSet, target: AdmissionTarget, now: number): MatchSet | FoundBreach {
+  private liveChildren(set: MatchSet, target: AdmissionTarget, now: number, withSlots: boolean): MatchSet | FoundBreach {
     const children = set.children!;
     for (let i = 0; i < children.length; i++) {
       const rule = children[i]!;
+      if (!withSlots && rule.concurrent) continue;
       const parent = rule.parent!;
       const counter = this.store.childCounter(parent.counter.key, parent.periodSeconds, rule.child!, now, rule.counter);
       if (counter === rule.counter) continue;
-      if (isFull(counter)) return childrenFull(parent, rule.child!, counter);
+      if (isFull(counter)) return childrenFull(parent, rule.child!, counter, now);
       return this.resolveMatchSet(target.userPath, target.provider, target.model, now);
     }
     return set;
@@ -539,7 +598,7 @@ export class RateLimiter {
 
   private resolveMatchSet(userPath: string | undefined, provider: string | undefined, model: string | undefined, now: number): MatchSet {
     const rules: CompiledRule[] = [];
-    let blocked: FoundBreach | undefined;
+    let blocked: BlockedChildren | undefined;
     if (userPath !== undefined) {
       const lowerPath = normalizedLowerPath(userPath);
       this.index.collectUserPath(lowerPath, rules);
@@ -585,21 +644,24 @@ export class RateLimiter {
    * the path's child under it. A child that cannot be counted (no room) leaves its rule out and
    * gives the breach of the set.
    */
-  private resolveChildren(rules: CompiledRule[], lowerPath: string, now: number): FoundBreach | undefined {
-    let blocked: FoundBreach | undefined;
+  private resolveChildren(rules: CompiledRule[], lowerPath: string, now: number): BlockedChildren | undefined {
+    let any: FoundBreach | undefined;
+    let windowed: FoundBreach | undefined;
     for (let i = 0; i < rules.length; i++) {
       const rule = rules[i]!;
-      const child = rule.perChild ? childSegment(rule.lowerSubject, lowerPath) : undefined;
+      const child = rule.perChild ? directChild(rule.lowerSubject, lowerPath) : undefined;
       if (child === undefined) continue;
       const counter = this.store.childCounter(rule.counter.key, rule.periodSeconds, child, now, undefined);
       if (isFull(counter)) {
-        blocked ??= childrenFull(rule, child, counter);
+        const breach = childrenFull(rule, child, counter, now);
+        any ??= breach;
+        if (!rule.concurrent) windowed ??= breach;
         rules.splice(i--, 1);
       } else {
         rules[i] = this.forChild(rule, child, counter);
       }
     }
-    return blocked;
+    return any === undefined ? undefined : { any, windowed };
   }
 
   private refusal(rules: readonly CompiledRule[], rows: readonly CounterRow[], now: number): AdmissionRefusal {
@@ -614,6 +676,7 @@ export class RateLimiter {
   /** Every breached limit in the rows; the one with the longest Retry-After wins (first on a tie). */
   private findBreach(rules: readonly CompiledRule[], rows: readonly CounterRow[], now: number): FoundBreach | undefined {
     let worst: BreachedLimit | undefined;
+    let worstRule: CompiledRule | undefined;
     let worstRetry = 0;
     let userPathBreached = false;
     for (let i = 0; i < rules.length; i++) {
@@ -624,6 +687,7 @@ export class RateLimiter {
           userPathBreached ||= rule.scope === 'user_path';
           if (1 > worstRetry) {
             worst = rule.requestBreach;
+            worstRule = rule;
             worstRetry = 1;
           }
         }
@@ -639,6 +703,7 @@ export class RateLimiter {
           const retry = retryAfterSeconds(previous, current, rule.maxRequests, period, elapsed);
           if (retry > worstRetry) {
             worst = rule.requestBreach;
+            worstRule = rule;
             worstRetry = retry;
           }
         }
@@ -651,12 +716,14 @@ export class RateLimiter {
           const retry = retryAfterSeconds(previous, current, rule.maxTokens, period, elapsed);
           if (retry > worstRetry) {
             worst = rule.tokenBreach;
+            worstRule = rule;
             worstRetry = retry;
           }
         }
       }
     }
-    return worst === undefined ? undefined : { breach: worst, retryAfterSeconds: worstRetry, userPathBreached };
+    if (worst === undefined) return undefined;
+    return { breach: worst, retryAfterSeconds: worstRetry, retryAtSeconds: now + worstRetry, counterKey: worstRule!.counter.key, userPathBreached };
   }
 }
 
@@ -664,25 +731,25 @@ export class RateLimiter {
 interface ShownCounter {
   readonly rule: CompiledRule;
   readonly counted: boolean;
+  /** The store has no room for the child's counter: admit() would refuse the request for it. */
+  readonly full?: ChildrenFull | undefined;
 }
 
 function isFull(answer: CounterHandle | ChildrenFull): answer is ChildrenFull {
   return (answer as ChildrenFull).full === true;
 }
 
-function childrenFull(rule: CompiledRule, child: string, full: ChildrenFull): FoundBreach {
-  return { breach: rule.childrenBreach(child, full.limit), retryAfterSeconds: full.retryAfterSeconds, userPathBreached: true };
+function childrenFull(rule: CompiledRule, child: string, full: ChildrenFull, now: number): FoundBreach {
+  return { breach: rule.childrenBreach(child, full.limit), retryAfterSeconds: full.retryAfterSeconds, retryAtSeconds: now + full.retryAfterSeconds, counterKey: rule.counter.key, userPathBreached: true };
 }
 
 /**
- * The direct child of `lowerSubject` that `lowerPath` lies in (`alice` for `/team/alice/x` under
- * `/team`); undefined for the subject's own path. The path is one the subject governs.
+ * A rule whose cap a lower priority has no share of: it never admits that priority. Retry-After
+ * is the rule's period (1 for concurrency), when its counters can at least have moved on.
  */
-function childSegment(lowerSubject: string, lowerPath: string): string | undefined {
-  if (lowerPath.length === lowerSubject.length) return undefined;
-  const start = lowerSubject === '/' ? 1 : lowerSubject.length + 1;
-  const end = lowerPath.indexOf('/', start);
-  return end === -1 ? lowerPath.slice(start) : lowerPath.slice(start, end);
+function closedBreach(rule: CompiledRule, now: number): FoundBreach {
+  const breach = (rule.maxRequests === 0 && rule.requestBreach !== undefined ? rule.requestBreach : rule.tokenBreach)!;
+  return { breach, retryAfterSeconds: Math.max(1, rule.periodSeconds), retryAtSeconds: Infinity, counterKey: rule.counter.key, userPathBreached: rule.scope === 'user_path' };
 }
 
 /** The row of a counter that holds nothing, at `now`. */
@@ -691,11 +758,11 @@ function emptyRow(rule: CompiledRule, now: number): CounterRow {
 }
 
 function refusalOf(found: FoundBreach): AdmissionRefusal {
-  const { breach, retryAfterSeconds: retryAfter, userPathBreached } = found;
+  const { breach, retryAfterSeconds: retryAfter, retryAtSeconds, counterKey, userPathBreached } = found;
   const triple = { limit: breach.cap, remaining: 0, reset: retryAfter };
   const headers: RateLimitHeaderData | undefined =
     breach.kind === 'requests' ? { requests: triple } : breach.kind === 'tokens' ? { tokens: triple } : undefined;
-  return { ok: false, breach, retryAfterSeconds: retryAfter, message: breach.message, headers, userPathBreached };
+  return { ok: false, breach, retryAfterSeconds: retryAfter, retryAtSeconds, counterKey, message: breach.message, headers, userPathBreached };
 }
 
 /** `value` once `done` has happened: at once when it already has. */

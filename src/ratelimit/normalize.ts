@@ -3,6 +3,7 @@
  * API. Every function returns a Result whose error names the offending field, so each
  * caller can surface it unchanged (400 message, config error, ...).
  */
+import { normalizeUserPath } from '../user-path/user-path.ts';
 import { fail, ok, SCOPES } from './types.ts';
 import type { Result, RuleDefinition, RuleSource, Scope } from './types.ts';
 
@@ -22,29 +23,6 @@ export const MAX_CAP = Number.MAX_SAFE_INTEGER;
 // strings collide with the engine's internal key separators, so they are refused.
 const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
 const WHITESPACE = /\s/;
-
-const NON_ASCII = /[^\u0000-\u007f]/;
-
-/**
- * Canonical user path: trimmed, leading `/`, empty segments dropped (`team//a/` →
- * `/team/a`), empty → `/`. `.`/`..` segments and `:` are refused rather than resolved,
- * because a path is an identity, not a filesystem location. Non-ASCII text is put in Unicode
- * NFC, so `é` typed as one code point or as `e` plus an accent is the same path wherever it
- * comes from (header, key binding, admin API, config).
- */
-export function normalizeUserPath(raw: unknown, field = 'user_path'): Result<string> {
-  if (typeof raw !== 'string') return fail(`${field} must be a string`);
-  const trimmed = NON_ASCII.test(raw) ? raw.trim().normalize('NFC') : raw.trim();
-  if (CONTROL_CHARS.test(trimmed)) return fail(`${field} must not contain control characters`);
-  if (trimmed.includes(':')) return fail(`${field} must not contain ':'`);
-  const segments: string[] = [];
-  for (const segment of trimmed.split('/')) {
-    if (segment === '') continue;
-    if (segment === '.' || segment === '..') return fail(`${field} must not contain '.' or '..' segments`);
-    segments.push(segment);
-  }
-  return ok('/' + segments.join('/'));
-}
 
 /** A provider instance name: non-empty, no `/`, no whitespace (surrounding whitespace is trimmed). */
 export function validateProviderSubject(raw: unknown, field = 'subject'): Result<string> {

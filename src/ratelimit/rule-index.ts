@@ -4,6 +4,7 @@
  */
 import type { CompiledRule } from './rules.ts';
 import type { Scope } from './types.ts';
+import { forEachAncestor } from '../user-path/user-path.ts';
 
 type Buckets = Map<string, CompiledRule[]>;
 
@@ -77,14 +78,7 @@ export class RuleIndex {
    */
   collectUserPath(lowerPath: string, out: CompiledRule[]): void {
     if (this.userPaths.size === 0) return;
-    appendAll(this.userPaths.get('/'), out);
-    if (lowerPath === '/') return;
-    let slash = lowerPath.indexOf('/', 1);
-    while (slash !== -1) {
-      appendAll(this.userPaths.get(lowerPath.slice(0, slash)), out);
-      slash = lowerPath.indexOf('/', slash + 1);
-    }
-    appendAll(this.userPaths.get(lowerPath), out);
+    forEachAncestor(lowerPath, (path) => appendAll(this.userPaths.get(path), out));
   }
 
   collectProvider(lowerProvider: string, out: CompiledRule[]): void {

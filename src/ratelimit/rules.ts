@@ -3,9 +3,10 @@
  * plain numbers, counter handle) is computed once when a rule is written, never per request;
  * a rule's breach record and message once, at its first refusal.
  */
-import { normalizeUserPath, periodLabel } from './normalize.ts';
+import { normalizeUserPath } from '../user-path/user-path.ts';
+import { periodLabel } from './normalize.ts';
 import type { CounterHandle, CounterRule } from './store.ts';
-import type { LimitKind, RuleDefinition, RuleKey, Scope } from './types.ts';
+import type { Headroom, LimitKind, Priority, RuleDefinition, RuleKey, Scope } from './types.ts';
 
 /** A refused limit, as reported to the client and the logs. */
 export interface BreachedLimit {
@@ -16,6 +17,7 @@ export interface BreachedLimit {
   /** `minute`, `hour`, `day`, `concurrent` or `<n>s`. */
   readonly label: string;
   readonly kind: LimitKind;
+  /** The cap that was reached: a lower priority's share of the rule's cap (see Headroom). */
   readonly cap: number;
   /** The exact client-facing message, e.g. `rate limit exceeded for /team: minute request limit of 10 reached`. */
   readonly message: string;
@@ -101,11 +103,28 @@ export class CompiledRule implements CounterRule {
   readonly configuredMaxTokens: number;
   readonly counter: CounterHandle;
   readonly label: string;
+  /** Set on a lower priority's view of the rule: its priority, and the fraction of each cap kept from it. */
+  readonly share: { readonly priority: Priority; readonly fraction: number } | undefined;
+  /**
+   * A cap whose share for this priority rounds down to nothing: the rule never admits the
+   * priority. (A store reads a cap of 0 as no cap, so the engine refuses before asking it.)
+   */
+  readonly closed: boolean;
+  private readonly enforceTokens: boolean;
+  /** This rule as each lower priority sees it, made on first use (see `forPriority`). */
+  private shares: [CompiledRule | undefined, CompiledRule | undefined] | undefined;
   /** Built at the rule's first refusal, then kept: most rules never refuse (see requestBreach). */
   private requestBreachRecord: BreachedLimit | undefined;
   private tokenBreachRecord: BreachedLimit | undefined;
 
-  constructor(definition: RuleDefinition, key: string, counter: CounterHandle, enforceTokens: boolean, parent?: { rule: CompiledRule; child: string }) {
+  constructor(
+    definition: RuleDefinition,
+    key: string,
+    counter: CounterHandle,
+    enforceTokens: boolean,
+    parent?: { rule: CompiledRule; child: string },
+    share?: { readonly priority: Priority; readonly fraction: number },
+  ) {
     this.key = key;
     this.definition = definition;
     this.scope = definition.scope;
@@ -116,25 +135,46 @@ export class CompiledRule implements CounterRule {
     this.counterOwner = parent === undefined ? definition.subject : childPath(definition.subject, parent.child);
     this.periodSeconds = definition.periodSeconds;
     this.concurrent = definition.periodSeconds === 0;
-    this.maxRequests = definition.maxRequests ?? 0;
     this.configuredMaxTokens = this.concurrent ? 0 : (definition.maxTokens ?? 0);
-    this.maxTokens = enforceTokens ? this.configuredMaxTokens : 0;
+    const requestCap = definition.maxRequests ?? 0;
+    const tokenCap = enforceTokens ? this.configuredMaxTokens : 0;
+    this.enforceTokens = enforceTokens;
+    this.share = share;
+    this.maxRequests = shareOf(requestCap, share);
+    this.maxTokens = shareOf(tokenCap, share);
+    this.closed = (requestCap > 0 && this.maxRequests === 0) || (tokenCap > 0 && this.maxTokens === 0);
     this.counter = counter;
     this.label = periodLabel(this.periodSeconds);
   }
 
+  /**
+   * This rule as a request of `priority` meets it: on the same counter, with that priority's share
+   * of each cap; the rule itself for a priority that may use the whole cap.
+   */
+  forPriority(priority: Priority, headroom: Headroom | undefined): CompiledRule {
+    if (priority === 'high' || headroom === undefined) return this;
+    const fraction = headroom[priority];
+    if (fraction === 0) return this;
+    const at = priority === 'normal' ? 0 : 1;
+    const shares = (this.shares ??= [undefined, undefined]);
+    const parent = this.parent === undefined ? undefined : { rule: this.parent, child: this.child! };
+    return (shares[at] ??= new CompiledRule(this.definition, this.key, this.counter, this.enforceTokens, parent, { priority, fraction }));
+  }
+
   /** The refusal of this rule's request (or concurrency) cap; undefined without one. */
   get requestBreach(): BreachedLimit | undefined {
-    if (this.maxRequests === 0) return undefined;
+    const cap = this.definition.maxRequests ?? 0;
+    if (cap === 0) return undefined;
     return (this.requestBreachRecord ??= this.concurrent
-      ? this.breach('concurrent', this.maxRequests, `concurrent request limit of ${this.maxRequests} reached`)
-      : this.breach('requests', this.maxRequests, `${this.label} request limit of ${this.maxRequests} reached`));
+      ? this.breach('concurrent', this.maxRequests, `concurrent request limit of ${cap} reached`)
+      : this.breach('requests', this.maxRequests, `${this.label} request limit of ${cap} reached`));
   }
 
   /** The refusal of this rule's token cap; undefined without one. */
   get tokenBreach(): BreachedLimit | undefined {
     if (this.configuredMaxTokens === 0) return undefined;
-    return (this.tokenBreachRecord ??= this.breach('tokens', this.configuredMaxTokens, `${this.label} token limit of ${this.configuredMaxTokens} reached`));
+    const cap = this.share === undefined ? this.configuredMaxTokens : this.maxTokens;
+    return (this.tokenBreachRecord ??= this.breach('tokens', cap, `${this.label} token limit of ${this.configuredMaxTokens} reached`));
   }
 
   /** A per-child rule's refusal of a new child it has no room to count (see LimitKind). */
@@ -159,9 +199,17 @@ export class CompiledRule implements CounterRule {
       label: this.label,
       kind,
       cap,
-      message: `rate limit exceeded for ${messageSubject(this.scope, subject)}: ${what}`,
+      message: `rate limit exceeded for ${messageSubject(this.scope, subject)}: ${what}${this.share === undefined ? '' : ` for ${this.share.priority} priority`}`,
     };
   }
+}
+
+/** A lower priority's share of a cap (0 = no cap stays 0). */
+function shareOf(cap: number, share: { readonly fraction: number } | undefined): number {
+  if (share === undefined || cap === 0) return cap;
+  // In millionths, exactly: (1 - 0.9) * 10 is 0.9999999999999998 in floating point.
+  const keptPerMillion = BigInt(Math.round((1 - share.fraction) * 1_000_000));
+  return Number((BigInt(cap) * keptPerMillion) / 1_000_000n);
 }
 
 /** The path of a child of `subject` (a normalised user path). */

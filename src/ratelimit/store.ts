@@ -127,8 +127,12 @@ export interface CounterStore {
    * children may answer a new handle for a child it dropped.
    */
   childCounter(ownKey: string, periodSeconds: number, child: string, nowSeconds: number, held: CounterHandle | undefined): CounterHandle | ChildrenFull;
-  /** The counter of a child to read, without creating or touching it; undefined when the store keeps none. */
-  findChild(ownKey: string, periodSeconds: number, child: string): CounterHandle | undefined;
+  /**
+   * The counter of a child to read, without creating or touching it; undefined when the store
+   * keeps none yet; when it keeps none and `childCounter` would refuse to make one now (no room),
+   * why not.
+   */
+  findChild(ownKey: string, periodSeconds: number, child: string, nowSeconds: number): CounterHandle | ChildrenFull | undefined;
   /**
    * The children of the per-child rule `ownKey` whose counters hold anything that still matters
    * now (a count in a window the sliding estimate weighs, or a slot in flight), read without
@@ -158,6 +162,11 @@ export interface CounterStore {
   tryAdmit(rules: readonly CounterRule[], nowSeconds: number): MaybePromise<AdmitOutcome>;
   /** Give back the slots `lease` holds on these (concurrency) rules; ignored where the counter was reset since. */
   release(rules: readonly CounterRule[], lease: SlotLease): void;
+  /**
+   * Calls `listener` with the counter keys of slots given back through this store, one key per
+   * slot (requests waiting for capacity are woken by it).
+   */
+  onReleased(listener: (keys: readonly string[]) => void): void;
   /** Add tokens to each rule's current token window. Never rejects. */
   addTokens(rules: readonly CounterRule[], tokens: number, nowSeconds: number): MaybePromise<void>;
   /** The rules' counters, without changing anything observable. Never rejects. */

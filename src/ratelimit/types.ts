@@ -18,6 +18,21 @@ export type LimitKind = 'requests' | 'tokens' | 'concurrent' | 'children';
 
 export const SCOPES: readonly Scope[] = ['user_path', 'provider', 'model'];
 
+/** How urgent a request is. `high` may use every cap whole; lower ones only their share (headroom). */
+export type Priority = 'high' | 'normal' | 'low';
+
+export const PRIORITIES: readonly Priority[] = ['high', 'normal', 'low'];
+
+/**
+ * The part of every cap kept free of each lower priority: a request of that priority is admitted
+ * by a rule only while, after counting it, the rule stays within floor((1 - fraction) * cap).
+ * Fractions from 0 (the whole cap) to 0.9.
+ */
+export interface Headroom {
+  readonly normal: number;
+  readonly low: number;
+}
+
 /**
  * A rate-limit rule as stored and shown. Subjects are stored with the spelling of their
  * latest write; matching and identity are case-insensitive.
@@ -50,16 +65,7 @@ export interface RuleKey {
   readonly periodSeconds: number;
 }
 
-/** Either a value or a human-readable error that names the offending field. */
-export type Result<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: string };
-
-export function ok<T>(value: T): Result<T> {
-  return { ok: true, value };
-}
-
-export function fail<T = never>(error: string): Result<T> {
-  return { ok: false, error };
-}
+export { fail, ok, type Result } from '../shared/result.ts';
 
 /** Wall clock in milliseconds since the Unix epoch. The engine floors it to whole seconds. */
 export interface Clock {

@@ -6,7 +6,8 @@
 import { budgetIdentity, type BudgetDefinition, type BudgetKey } from '../budgets/types.ts';
 import { ruleIdentity } from '../ratelimit/rules.ts';
 import type { RuleDefinition, RuleKey } from '../ratelimit/types.ts';
-import { compareBudgets, planBudgetReseed, planConfigReseed, subtreePrefix, usageGroupKey } from './shared.ts';
+import { isUnder, subtreeMatch } from '../user-path/user-path.ts';
+import { compareBudgets, planBudgetReseed, planConfigReseed, usageGroupKey } from './shared.ts';
 import type {
   ApiKeyRecord,
   BatchListQuery,
@@ -233,13 +234,12 @@ export class MemoryStorage implements Storage {
 
   /** The records of the query's subtree and time window. */
   private *selectUsage(query: UsageQuery): Iterable<UsageRecord> {
-    const prefix = subtreePrefix(query.userPathPrefix)?.toLowerCase() ?? null;
+    const prefix = subtreeMatch(query.userPathPrefix)?.exact ?? '/';
     const from = query.from.getTime();
     const to = query.to.getTime();
     for (const r of this.store.usage) {
       if (r.timestampMs < from || r.timestampMs >= to) continue;
-      const path = r.userPath.toLowerCase();
-      if (prefix !== null && path !== prefix && !path.startsWith(`${prefix}/`)) continue;
+      if (!isUnder(r.userPath, prefix)) continue;
       yield r;
     }
   }
@@ -296,7 +296,7 @@ export class MemoryStorage implements Storage {
   }
 
   async listBatches(query: BatchListQuery): Promise<BatchRecord[]> {
-    const prefix = subtreePrefix(query.userPathPrefix)?.toLowerCase() ?? null;
+    const prefix = subtreeMatch(query.userPathPrefix)?.exact ?? '/';
     const all = [...this.store.batches.values()].reverse();
     let start = 0;
     if (query.after !== undefined) {
@@ -305,8 +305,7 @@ export class MemoryStorage implements Storage {
     }
     const out: BatchRecord[] = [];
     for (const b of all.slice(start)) {
-      const path = b.userPath.toLowerCase();
-      if (prefix !== null && path !== prefix && !path.startsWith(`${prefix}/`)) continue;
+      if (!isUnder(b.userPath, prefix)) continue;
       out.push(copyBatch(b));
       if (out.length >= query.limit) break;
     }

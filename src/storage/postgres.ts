@@ -8,7 +8,8 @@ import pg from 'pg';
 import type { PoolClient } from 'pg';
 import { ChannelListener } from './pg-listener.ts';
 import type { BudgetDefinition, BudgetKey } from '../budgets/types.ts';
-import { COUNTER_COLUMNS, COUNTER_REPLACE, USAGE_GROUP_KEY_SQL, counterKeyFromStored, escapeLike, planBudgetReseed, planConfigReseed, storedCounterKey, subtreePrefix } from './shared.ts';
+import { subtreeMatch } from '../user-path/user-path.ts';
+import { COUNTER_COLUMNS, COUNTER_REPLACE, USAGE_GROUP_KEY_SQL, counterKeyFromStored, planBudgetReseed, planConfigReseed, storedCounterKey } from './shared.ts';
 import { BATCH_COLUMNS, FILE_COLUMNS, batchFromRow, batchParams, fileFromRow, fileParams } from './object-rows.ts';
 import type { BatchRow, FileRow } from './object-rows.ts';
 import type { RuleDefinition, RuleKey, Scope } from '../ratelimit/types.ts';
@@ -504,9 +505,9 @@ export class PostgresStorage implements Storage {
   }
 
   async summarizeUsage(query: UsageQuery): Promise<UsageSummaryRow[]> {
-    const prefix = subtreePrefix(query.userPathPrefix);
+    const subtree = subtreeMatch(query.userPathPrefix);
     const res =
-      prefix === null
+      subtree === undefined
         ? await this.pool.query<SummaryRow>(
             `${SUMMARY_SELECT} WHERE ts >= $1 AND ts < $2
              GROUP BY provider, model ORDER BY provider COLLATE "C", model COLLATE "C"`,
@@ -518,7 +519,7 @@ export class PostgresStorage implements Storage {
              WHERE (lower(user_path) = lower($1) OR user_path ILIKE $2 ESCAPE '\\')
                AND ts >= $3 AND ts < $4
              GROUP BY provider, model ORDER BY provider COLLATE "C", model COLLATE "C"`,
-            [prefix, `${escapeLike(prefix)}/%`, query.from, query.to],
+            [subtree.exact, subtree.below, query.from, query.to],
           );
     return res.rows.map((row) => ({
       provider: row.provider,
@@ -558,10 +559,10 @@ export class PostgresStorage implements Storage {
 
   async sumCost(queries: readonly UsageQuery[]): Promise<number[]> {
     if (queries.length === 0) return [];
-    const prefixes = queries.map((q) => subtreePrefix(q.userPathPrefix));
+    const subtrees = queries.map((q) => subtreeMatch(q.userPathPrefix));
     const res = await this.pool.query<{ cost: number }>(SUM_COST, [
-      prefixes,
-      prefixes.map((p) => (p === null ? null : `${escapeLike(p)}/%`)),
+      subtrees.map((s) => s?.exact ?? null),
+      subtrees.map((s) => s?.below ?? null),
       queries.map((q) => q.from),
       queries.map((q) => q.to),
     ]);
@@ -640,11 +641,11 @@ export class PostgresStorage implements Storage {
   }
 
   async listBatches(query: BatchListQuery): Promise<BatchRecord[]> {
-    const prefix = subtreePrefix(query.userPathPrefix);
+    const subtree = subtreeMatch(query.userPathPrefix);
     const where: string[] = [];
     const params: unknown[] = [];
-    if (prefix !== null) {
-      params.push(prefix, `${escapeLike(prefix)}/%`);
+    if (subtree !== undefined) {
+      params.push(subtree.exact, subtree.below);
       where.push(`(lower(user_path) = lower($${params.length - 1}) OR user_path ILIKE $${params.length} ESCAPE '\\')`);
     }
     if (query.after !== undefined) {

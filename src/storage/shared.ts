@@ -8,23 +8,6 @@ import { ruleIdentity } from '../ratelimit/rules.ts';
 import type { RuleDefinition, RuleKey } from '../ratelimit/types.ts';
 import type { UsageGroupBy } from './types.ts';
 
-/** Escape character used in every LIKE pattern we build (declared with `ESCAPE '\'`). */
-const LIKE_ESCAPE = '\\';
-
-/** Escapes LIKE metacharacters so a user path is matched literally (`_` and `%` are legal in paths). */
-export function escapeLike(value: string): string {
-  return value.replace(/[\\%_]/g, (ch) => LIKE_ESCAPE + ch);
-}
-
-/**
- * Reduces a user-path prefix to the form used for subtree matching, or null when it covers
- * every path. A trailing slash is dropped so `/a/` behaves as `/a` rather than matching nothing.
- */
-export function subtreePrefix(prefix: string): string | null {
-  const trimmed = prefix.trim().replace(/\/+$/, '');
-  return trimmed === '' ? null : trimmed;
-}
-
 /**
  * The SQL expression of a usage group's key in `usage_records`. A fixed whitelist: the group
  * names the caller passes never reach the SQL text.

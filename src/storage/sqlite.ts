@@ -11,7 +11,8 @@ import Database from 'better-sqlite3';
 import type { Database as Db, Statement } from 'better-sqlite3';
 import type { RuleDefinition, RuleKey, Scope } from '../ratelimit/types.ts';
 import type { BudgetDefinition, BudgetKey } from '../budgets/types.ts';
-import { COUNTER_COLUMNS, COUNTER_REPLACE, USAGE_GROUP_KEY_SQL, counterKeyFromStored, escapeLike, planBudgetReseed, planConfigReseed, storedCounterKey, subtreePrefix } from './shared.ts';
+import { subtreeMatch } from '../user-path/user-path.ts';
+import { COUNTER_COLUMNS, COUNTER_REPLACE, USAGE_GROUP_KEY_SQL, counterKeyFromStored, planBudgetReseed, planConfigReseed, storedCounterKey } from './shared.ts';
 import { BATCH_COLUMNS, FILE_COLUMNS, batchFromRow, batchParams, fileFromRow, fileParams } from './object-rows.ts';
 import type { BatchRow, FileRow } from './object-rows.ts';
 import type {
@@ -468,13 +469,13 @@ export class SqliteStorage implements Storage {
   }
 
   async summarizeUsage(query: UsageQuery): Promise<UsageSummaryRow[]> {
-    const prefix = subtreePrefix(query.userPathPrefix);
+    const subtree = subtreeMatch(query.userPathPrefix);
     const from = query.from.getTime();
     const to = query.to.getTime();
     const rows =
-      prefix === null
+      subtree === undefined
         ? this.s().summarizeAll.all(from, to)
-        : this.s().summarizeSubtree.all(prefix, `${escapeLike(prefix)}/%`, from, to);
+        : this.s().summarizeSubtree.all(subtree.exact, subtree.below, from, to);
     return rows.map((row) => ({
       provider: row.provider,
       model: row.model,
@@ -511,13 +512,13 @@ export class SqliteStorage implements Storage {
 
   async sumCost(queries: readonly UsageQuery[]): Promise<number[]> {
     const all = this.cachedStmt('SELECT COALESCE(SUM(cost_usd), 0) AS cost FROM usage_records WHERE ts >= ? AND ts < ?');
-    const subtree = this.cachedStmt(`SELECT COALESCE(SUM(cost_usd), 0) AS cost FROM usage_records WHERE ts >= ? AND ts < ? AND ${SUBTREE}`);
+    const underPath = this.cachedStmt(`SELECT COALESCE(SUM(cost_usd), 0) AS cost FROM usage_records WHERE ts >= ? AND ts < ? AND ${SUBTREE}`);
     // One read transaction: every sum sees the same snapshot.
     return this.db.transaction(() =>
       queries.map((query) => {
-        const prefix = subtreePrefix(query.userPathPrefix);
+        const subtree = subtreeMatch(query.userPathPrefix);
         const window = [query.from.getTime(), query.to.getTime()];
-        const row = (prefix === null ? all.get(...window) : subtree.get(...window, prefix, `${escapeLike(prefix)}/%`)) as { cost: number };
+        const row = (subtree === undefined ? all.get(...window) : underPath.get(...window, subtree.exact, subtree.below)) as { cost: number };
         return row.cost;
       }),
     )();
@@ -589,12 +590,12 @@ export class SqliteStorage implements Storage {
   }
 
   async listBatches(query: BatchListQuery): Promise<BatchRecord[]> {
-    const prefix = subtreePrefix(query.userPathPrefix);
+    const subtree = subtreeMatch(query.userPathPrefix);
     const where: string[] = [];
     const params: unknown[] = [];
-    if (prefix !== null) {
+    if (subtree !== undefined) {
       where.push(SUBTREE);
-      params.push(prefix, `${escapeLike(prefix)}/%`);
+      params.push(subtree.exact, subtree.below);
     }
     if (query.after !== undefined) {
       // An unknown cursor pages from nothing rather than from the start.

@@ -21,6 +21,7 @@ describe('config schema: defaults', () => {
         enabled: true,
         backend: 'memory',
         redis: { url: 'redis://127.0.0.1:6379', prefix: 'floodgate:', lease_seconds: 30, timeout_ms: 250, on_error: 'local' },
+        queue: { default_wait_seconds: 0, max_wait_seconds: 30, max_depth: 10000, headroom: { normal: 0, low: 0 } },
         max_children: 100000,
         persist_counters: false,
         user_paths: [],
@@ -259,15 +260,15 @@ rate_limits:
 providers:
   "open ai": { type: mock }
   a: { type: openai }
-  b: { type: gemini }
+  b: { type: palm }
   c: {}
   d: { type: openai, base_url: "ftp://x" }
 `,
       [
         'providers["open ai"]: invalid provider name "open ai": use letters, digits, ".", "_" and "-" (no "/" or whitespace), starting with a letter or digit',
         'providers.a.base_url: required',
-        'providers.b.type: must be one of openai, anthropic, azure, bedrock, mock',
-        'providers.c.type: required (one of openai, anthropic, azure, bedrock, mock)',
+        'providers.b.type: must be one of openai, anthropic, azure, bedrock, gemini, vertex, mock',
+        'providers.c.type: required (one of openai, anthropic, azure, bedrock, gemini, vertex, mock)',
         'providers.d.base_url: must be an http(s) URL (got "ftp://x")',
       ],
     );

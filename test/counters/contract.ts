@@ -212,8 +212,8 @@ export function counterStoreContract(name: string, open: () => Promise<StoreUnde
         { child: 'alice', row: windowed(now, LONG, 2) },
         { child: 'bob', row: windowed(now, LONG, 1, 7) },
       ]);
-      const seen = store.findChild(own, LONG, 'alice');
-      assert.ok(seen !== undefined);
+      const seen = store.findChild(own, LONG, 'alice', now);
+      assert.ok(seen !== undefined && !('full' in seen));
       assert.deepEqual((await read(store, [{ ...alice, counter: seen }])).rows.map((row) => row.requestsCurrent), [2]);
 
       await store.reset(own);

@@ -76,7 +76,7 @@ describe('connection timeouts', () => {
   it('closes idle connections and slow-loris headers with a 408 after headers_timeout_seconds, serving others meanwhile', async () => {
     const idle = await Promise.all(Array.from({ length: 10 }, () => open(gw.url)));
     const slow = await Promise.all(Array.from({ length: 10 }, () => open(gw.url)));
-    const headerLines = ['GET /health HTTP/1.1\r\n', 'Host: x\r\n', ...Array.from({ length: 1000 }, (_, i) => `X-Slow-${i}: y\r\n`)];
+    const headerLines = ['GET /health HTTP/1.1\r\n', 'Host: localhost\r\n', ...Array.from({ length: 1000 }, (_, i) => `X-Slow-${i}: y\r\n`)];
     const stops = slow.map((c) => trickle(c.socket, headerLines, 150));
     try {
       // The server keeps answering while they wait.
@@ -95,7 +95,7 @@ describe('connection timeouts', () => {
     up.reset();
     const c = await open(gw.url);
     const body = JSON.stringify({ model: 'up/gpt-x', messages: [{ role: 'user', content: 'hello' }] });
-    c.socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`);
+    c.socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`);
     const stop = trickle(c.socket, [...body], 200);
     try {
       const ms = await within(c.closed, 5000, 'a request with a slow body');
@@ -110,7 +110,7 @@ describe('connection timeouts', () => {
 
   it('closes an idle keep-alive connection after keep_alive_timeout_seconds', async () => {
     const c = await open(gw.url);
-    c.socket.write('GET /health HTTP/1.1\r\nHost: x\r\n\r\n');
+    c.socket.write('GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n');
     const ms = await within(c.closed, 4000, 'an idle keep-alive connection');
     assert.match(c.received(), /^HTTP\/1\.1 200 /);
     assert.ok(ms >= 900, `closed after ${Math.round(ms)} ms`);
@@ -178,7 +178,7 @@ describe('max_connections', () => {
       assert.equal(extra.received(), '');
       assert.ok(ms < 1000);
       // The held ones still work.
-      held[0]!.socket.write('GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+      held[0]!.socket.write('GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n');
       await within(held[0]!.closed, 2000, 'a request on a held connection');
       assert.match(held[0]!.received(), /^HTTP\/1\.1 200 /);
       const res = await fetch(`${gw.url}/health`, { headers: { connection: 'close' } });

@@ -158,7 +158,7 @@ describe('native providers: azure and bedrock through the official clients', () 
     assert.ok(br.usage.prompt_tokens > 0);
   });
 
-  it('a parameter Bedrock cannot honour is a 400 invalid_request_error naming it, for both dialects', async () => {
+  it('a parameter Bedrock cannot honour is a 400 invalid_request_error naming it, in every dialect', async () => {
     await assert.rejects(
       openai.chat.completions.create({ model: `br/${CLAUDE}`, messages: [{ role: 'user', content: 'x' }], logprobs: true }),
       (err: unknown) => {
@@ -167,21 +167,66 @@ describe('native providers: azure and bedrock through the official clients', () 
         assert.equal(err.type, 'invalid_request_error');
         assert.equal(err.param, 'logprobs');
         assert.equal(err.code, 'unsupported_parameter');
-        assert.match(err.message, /logprobs is not supported by provider br \(type bedrock\)/);
+        assert.match(err.message, /provider br \(type bedrock\) does not support logprobs: .*drop_unsupported/);
         return true;
       },
     );
     const res = await gw.request('POST', '/v1/messages', { body: { model: `br/${CLAUDE}`, max_tokens: 10, top_k: 3, messages: [{ role: 'user', content: 'x' }] } });
     assert.equal(res.status, 400);
     assert.deepEqual(res.json(), { type: 'error', error: { type: 'invalid_request_error', message: res.json().error.message } });
-    assert.match(res.json().error.message, /top_k is not supported by provider br/);
+    assert.match(res.json().error.message, /provider br \(type bedrock\) does not support top_k/);
     const image = await gw.request('POST', '/v1/chat/completions', { body: { model: `br/${CLAUDE}`, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://example.com/a.png' } }] }] } });
     assert.equal(image.status, 400);
     assert.equal(image.json().error.param, 'messages[0].content[0].image_url');
+    assert.equal(image.json().error.code, 'invalid_value', 'the parameter exists; its value (a link) is what Bedrock cannot take');
     assert.equal(bedrock.calls.length, 0, 'nothing was sent upstream');
-    const responses = await gw.request('POST', '/v1/responses', { body: { model: `br/${CLAUDE}`, input: 'x' } });
+    const responses = await gw.request('POST', '/v1/responses', { body: { model: `br/${CLAUDE}`, input: 'x', previous_response_id: 'resp_1' } });
     assert.equal(responses.status, 400);
-    assert.match(responses.json().error.message, /does not support the responses endpoint/);
+    assert.deepEqual([responses.json().error.type, responses.json().error.param, responses.json().error.code], ['invalid_request_error', 'previous_response_id', 'unsupported_parameter']);
+    assert.match(responses.json().error.message, /provider br \(type bedrock\) does not support previous_response_id/);
+    assert.equal(bedrock.calls.length, 0, 'nothing was sent upstream');
+  });
+
+  it('openai client responses on bedrock: plain, streamed and a tool round trip, through Converse', async () => {
+    const model = `br/${CLAUDE}`;
+    const res = await openai.responses.create({ model, instructions: 'be brief', input: 'responses hello', max_output_tokens: 64 });
+    assert.equal(res.object, 'response');
+    assert.equal(res.status, 'completed');
+    assert.equal(res.output_text, 'responses hello');
+    assert.ok(res.usage && res.usage.input_tokens > 0 && res.usage.output_tokens > 0);
+    assert.equal(res.usage.total_tokens, res.usage.input_tokens + res.usage.output_tokens);
+    assert.equal(bedrock.calls[0]?.operation, 'converse');
+    assert.deepEqual(bedrock.calls[0]?.body?.system, [{ text: 'be brief' }]);
+    assert.deepEqual(bedrock.calls[0]?.body?.inferenceConfig, { maxTokens: 64 });
+
+    const stream = await openai.responses.create({ model, input: 'streamed responses here', stream: true });
+    const types: string[] = [];
+    let deltas = '';
+    let completed: OpenAI.Responses.Response | undefined;
+    for await (const ev of stream) {
+      types.push(ev.type);
+      if (ev.type === 'response.output_text.delta') deltas += ev.delta;
+      if (ev.type === 'response.completed') completed = ev.response;
+    }
+    assert.equal(bedrock.calls[1]?.operation, 'converse-stream');
+    assert.equal(deltas, 'streamed responses here');
+    assert.deepEqual([types[0], types[1], types.at(-1)], ['response.created', 'response.in_progress', 'response.completed']);
+    assert.ok(types.filter((t) => t === 'response.output_text.delta').length >= 3, 'delta by delta, as Converse sends them');
+    const item = completed?.output[0];
+    assert.ok(item?.type === 'message' && item.content[0]?.type === 'output_text');
+    assert.equal(item.content[0].text, 'streamed responses here', 'the whole text in the closing event');
+    assert.ok((completed?.usage?.input_tokens ?? 0) > 0 && (completed?.usage?.output_tokens ?? 0) > 0, 'the usage of the metadata event');
+
+    const tools = [{ type: 'function' as const, name: 'get_weather', parameters: WEATHER.function.parameters, strict: false }];
+    const called = await openai.responses.create({ model, input: 'use the tool for Oslo', tools });
+    const fc = called.output.find((o) => o.type === 'function_call');
+    assert.ok(fc && fc.type === 'function_call');
+    assert.deepEqual([fc.name, JSON.parse(fc.arguments)], ['get_weather', { query: 'use the tool for Oslo' }]);
+    const done = await openai.responses.create({
+      model, tools,
+      input: [{ role: 'user', content: 'use the tool for Oslo' }, fc, { type: 'function_call_output', call_id: fc.call_id, output: 'snow' }],
+    });
+    assert.equal(done.output_text, 'tool said: snow');
   });
 
   it('a throttled Bedrock model fails over to the Azure deployment', async () => {

@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import type { FastifyInstance } from 'fastify';
+import { AdmissionCore } from '../../src/admission/core.ts';
 import pino from 'pino';
 import { KeyRing } from '../../src/auth/keys.ts';
 import type { HttpServices } from '../../src/http/context.ts';
@@ -109,9 +110,11 @@ async function startServer(lines: Array<Record<string, unknown>>): Promise<{ app
   const storage = new MemoryStorage();
   const mock = mockProviderType.create('mock', {});
   const usage = new UsageRecorder(storage);
+  const metrics = new GatewayMetrics({ models: [] });
   const services: HttpServices = {
     options: {
       masterKey: undefined, userPathHeader: USER_PATH, bodyLimitBytes: 1024 * 1024, cacheShared: false, logger,
+      patience: { defaultWaitMs: 0, maxWaitMs: 0 },
       connections: { headersTimeoutMs: 30_000, requestTimeoutMs: 300_000, keepAliveTimeoutMs: 72_000, maxConnections: 10_000 },
       files: { ttlSeconds: 86_400, maxBytesPerUserPath: 1024 ** 3, maxFilesPerUserPath: 1000 },
     },
@@ -119,6 +122,7 @@ async function startServer(lines: Array<Record<string, unknown>>): Promise<{ app
     keys: await KeyRing.load(storage),
     storage,
     usage,
+    admission: new AdmissionCore({ limiter: undefined, budgets: undefined, usage, metrics, now: Date.now }),
     limiter: undefined,
     rules: undefined,
     cache: undefined,
@@ -126,7 +130,7 @@ async function startServer(lines: Array<Record<string, unknown>>): Promise<{ app
     now: Date.now,
     budgets: undefined,
     budgetManager: undefined,
-    metrics: new GatewayMetrics({ models: [] }),
+    metrics,
     health: new GatewayHealth({ counters: () => undefined, refusedWithoutCounters: false, pingStorage: () => storage.ping() }),
   };
   const app = buildServer(services);

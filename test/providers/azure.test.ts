@@ -113,6 +113,26 @@ test('messages are translated to chat on the deployment and back, plain and stre
   assert.equal(streamed.usage()?.completionTokens, 2);
 });
 
+test('messages: output_config goes as response_format and reasoning_effort; a document block is refused before anything is sent', async () => {
+  const r = await provider.call({
+    endpoint: 'messages', model: 'gpt-4o', stream: false, cancel: never(),
+    json: { model: 'gpt-4o', max_tokens: 50, messages: [{ role: 'user', content: 'x' }], output_config: { effort: 'low', format: { type: 'json_schema', schema: { type: 'object' } } } },
+  });
+  assert.equal(r.status, 200, (await bodyOf(r)).toString());
+  const sent = fake.calls[0]?.body as Record<string, unknown>;
+  assert.equal(sent.reasoning_effort, 'low');
+  assert.deepEqual(sent.response_format, { type: 'json_schema', json_schema: { name: 'output', schema: { type: 'object' } } });
+  fake.reset();
+  await assert.rejects(
+    provider.call({
+      endpoint: 'messages', model: 'gpt-4o', stream: false, cancel: never(),
+      json: { model: 'gpt-4o', max_tokens: 50, messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'text', media_type: 'text/plain', data: 'doc' } }] }] },
+    }),
+    (err: unknown) => err instanceof UnsupportedParameterError && err.param === 'messages[0].content[0].type',
+  );
+  assert.equal(fake.calls.length, 0, 'nothing was sent');
+});
+
 test('a Messages parameter chat cannot carry is a 400 naming it, or dropped and logged once with drop_unsupported', async () => {
   const call = (): ProviderCall => ({
     endpoint: 'messages', model: 'gpt-4o', stream: false, cancel: never(),
@@ -121,7 +141,7 @@ test('a Messages parameter chat cannot carry is a 400 naming it, or dropped and 
   await assert.rejects(provider.call(call()), (err: unknown) => {
     assert.ok(err instanceof UnsupportedParameterError);
     assert.equal(err.param, 'top_k');
-    assert.match(err.message, /top_k is not supported by provider az \(type azure\)/);
+    assert.match(err.message, /^provider az \(type azure\) does not support top_k: .*providers\.az\.drop_unsupported: true/);
     return true;
   });
   assert.equal(fake.calls.length, 0, 'nothing was sent');

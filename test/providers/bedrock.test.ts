@@ -194,7 +194,7 @@ test('a parameter Converse cannot honour is a 400 naming it; neutral values pass
     await assert.rejects(provider.call(chat({ [param]: value })), (err: unknown) => {
       assert.ok(err instanceof UnsupportedParameterError, String(err));
       assert.equal(err.param, param);
-      assert.match(err.message, new RegExp(`^${param} is not supported by provider br \\(type bedrock\\)`));
+      assert.match(err.message, new RegExp(`^provider br \\(type bedrock\\) does not support ${param}\\b.*providers\\.br\\.drop_unsupported: true`));
       return true;
     });
   }
@@ -241,6 +241,29 @@ test('messages (Anthropic) through Converse and back, plain and streamed, tools 
   assert.ok(delta.usage.input_tokens > 0 && delta.usage.output_tokens > 0);
   assert.equal(events.at(-1)?.event, 'message_stop');
   assert.deepEqual(streamed.usage(), { promptTokens: delta.usage.input_tokens, completionTokens: delta.usage.output_tokens, totalTokens: delta.usage.input_tokens + delta.usage.output_tokens });
+});
+
+test('messages: output_config\'s JSON schema reaches Converse as structured output; what cannot be carried is refused before anything is sent', async () => {
+  const r = await provider.call({
+    endpoint: 'messages', model: MODEL, stream: false, cancel: never(),
+    json: { model: MODEL, max_tokens: 20, messages: [{ role: 'user', content: 'hi' }], output_config: { format: { type: 'json_schema', schema: { type: 'object' } } } },
+  });
+  assert.equal(r.status, 200, (await bodyOf(r)).toString());
+  assert.deepEqual(fake.calls[0]?.body?.outputConfig, { textFormat: { type: 'json_schema', structure: { jsonSchema: { schema: '{"type":"object"}', name: 'output' } } } });
+  fake.reset();
+  const cases: Array<[Record<string, unknown>, string]> = [
+    [{ top_k: 5 }, 'top_k'],
+    [{ output_config: { effort: 'high' } }, 'output_config.effort'],
+    [{ messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: 'JVBE' } }] }] }, 'messages[0].content[0].type'],
+  ];
+  for (const [extra, param] of cases) {
+    await assert.rejects(
+      provider.call({ endpoint: 'messages', model: MODEL, stream: false, cancel: never(), json: { model: MODEL, max_tokens: 20, messages: [{ role: 'user', content: 'hi' }], ...extra } }),
+      (err: unknown) => err instanceof UnsupportedParameterError && err.param === param && /^provider br \(type bedrock\) does not support /.test(err.message),
+      param,
+    );
+  }
+  assert.equal(fake.calls.length, 0, 'nothing was sent');
 });
 
 test('ThrottlingException is a 429 result; other exceptions keep their status, in the endpoint\'s dialect', async () => {
@@ -304,8 +327,54 @@ test('embeddings through InvokeModel for Titan, one call a text; base64 on reque
   assert.match(JSON.parse((await bodyOf(refused)).toString()).error.message, /Titan text embedding models/);
 });
 
+test('embeddings Titan cannot take are refused before anything is sent: token arrays, a size for v1, an unknown format', async () => {
+  fake.reset();
+  const embed = (model: string, json: Record<string, unknown>): Promise<unknown> =>
+    provider.call({ endpoint: 'embeddings', model, stream: false, cancel: never(), json: { model, ...json } });
+  const cases: Array<[string, Record<string, unknown>, string, string]> = [
+    [EMBED, { input: ['ok', [1, 2]] }, 'input[1]', 'invalid_value'],
+    [EMBED, { input: [] }, 'input', 'invalid_value'],
+    [EMBED, { input: 'x', encoding_format: 'int8' }, 'encoding_format', 'invalid_value'],
+    [EMBED, { input: 'x', task_type: 'query' }, 'task_type', 'unsupported_parameter'],
+    ['amazon.titan-embed-text-v1', { input: 'x', dimensions: 256 }, 'dimensions', 'unsupported_parameter'],
+  ];
+  for (const [model, json, param, code] of cases) {
+    await assert.rejects(embed(model, json), (err: unknown) => err instanceof UnsupportedParameterError && err.param === param && err.code === code, param);
+  }
+  assert.equal(fake.calls.length, 0);
+});
+
+test('responses through Converse and back, plain and streamed; a broken stream stays incomplete', async () => {
+  const request = { model: MODEL, instructions: 'sys', input: 'hi responses', max_output_tokens: 50 };
+  const plain = await provider.call({ endpoint: 'responses', model: MODEL, stream: false, cancel: never(), json: request });
+  const res = await jsonOf(plain);
+  assert.equal(res.object, 'response');
+  assert.equal(res.status, 'completed');
+  assert.deepEqual((res.output as Array<{ content: unknown }>)[0]?.content, [{ type: 'output_text', text: 'hi responses', annotations: [], logprobs: [] }]);
+  assert.deepEqual(res.usage, { input_tokens: 4, input_tokens_details: { cached_tokens: 0 }, output_tokens: 3, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 7 });
+  assert.deepEqual(plain.usage(), { promptTokens: 4, completionTokens: 3, totalTokens: 7 });
+  assert.deepEqual(fake.calls[0]?.body, { messages: [{ role: 'user', content: [{ text: 'hi responses' }] }], system: [{ text: 'sys' }], inferenceConfig: { maxTokens: 50 } });
+
+  const streamed = await provider.call({ endpoint: 'responses', model: MODEL, stream: true, cancel: never(), json: { ...request, stream: true } });
+  const events = sseEvents((await bodyOf(streamed)).toString());
+  assert.equal(events[0]?.event, 'response.created');
+  assert.equal(events.filter((e) => e.event === 'response.output_text.delta').map((e) => e.data.delta).join(''), 'hi responses');
+  const last = events.at(-1)!;
+  assert.equal(last.event, 'response.completed');
+  assert.equal(((last.data.response as { usage: unknown }).usage as { total_tokens: number }).total_tokens, 7);
+  assert.deepEqual(streamed.usage(), { promptTokens: 4, completionTokens: 3, totalTokens: 7 });
+
+  fake.breakStreamNext(2, 'modelStreamErrorException');
+  const broken = await provider.call({ endpoint: 'responses', model: MODEL, stream: true, cancel: never(), json: { ...request, stream: true } });
+  let text = '';
+  await assert.rejects(async () => {
+    for await (const chunk of streamOf(broken)) text += chunk.toString();
+  }, UpstreamUnavailableError);
+  assert.doesNotMatch(text, /response\.completed/, 'no closing event for a broken stream');
+});
+
 test('endpoints Converse does not serve are 400 unsupported_endpoint; passthrough too', async () => {
-  for (const endpoint of ['responses', 'speech', 'transcriptions'] as const) {
+  for (const endpoint of ['speech', 'transcriptions'] as const) {
     const r = await provider.call({ endpoint, model: MODEL, stream: false, cancel: never(), json: { model: MODEL } });
     assert.equal(r.status, 400);
     assert.equal(JSON.parse((await bodyOf(r)).toString()).error.code, 'unsupported_endpoint');

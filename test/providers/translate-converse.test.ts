@@ -4,6 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { ChatSseWriter } from '../../src/providers/translate/chat-sse.ts';
 import { chatToConverse, converseStopToFinish, converseToChat, converseUsage, ConverseToChatStream } from '../../src/providers/translate/converse.ts';
 import { finishToAnthropicStop } from '../../src/providers/translate/anthropic-response.ts';
 import { unsupportedPolicy } from '../../src/providers/translate/unsupported.ts';
@@ -138,7 +139,7 @@ describe('Converse → chat', () => {
     });
   });
 
-  it('stream events → chunks: role, text, tool call start and argument deltas, finish, usage only when asked', () => {
+  it('stream events → chunks: role, text, tool call start and argument deltas, finish, then the usage; as chat SSE the usage only when asked', () => {
     const events = [
       { messageStart: { role: 'assistant' as const } },
       { contentBlockDelta: { contentBlockIndex: 0, delta: { text: 'hi' } } },
@@ -149,10 +150,11 @@ describe('Converse → chat', () => {
       { messageStop: { stopReason: 'tool_use' as const } },
       { metadata: { usage: { inputTokens: 2, outputTokens: 3, totalTokens: 5 }, metrics: { latencyMs: 1 } } },
     ];
+    const usageChunk = { id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [], usage: { prompt_tokens: 2, completion_tokens: 3, total_tokens: 5 } };
     for (const includeUsage of [false, true]) {
-      const t = new ConverseToChatStream({ id: 'c', model: 'm', includeUsage, created: 1 });
+      const t = new ConverseToChatStream({ id: 'c', model: 'm', created: 1 });
       const chunks = events.flatMap((e) => t.push(e));
-      assert.ok(t.done);
+      assert.ok(t.complete);
       const deltas = chunks.map((c) => (c.choices as Array<{ delta: unknown; finish_reason: unknown }>)[0]);
       assert.deepEqual(deltas.map((d) => d?.delta), [
         { role: 'assistant', content: '' },
@@ -164,8 +166,20 @@ describe('Converse → chat', () => {
       ]);
       assert.equal(deltas.at(-1)?.finish_reason, 'tool_calls');
       assert.deepEqual(t.usage(), { promptTokens: 2, completionTokens: 3, totalTokens: 5 });
-      assert.deepEqual(t.end(), includeUsage ? [{ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [], usage: { prompt_tokens: 2, completion_tokens: 3, total_tokens: 5 } }] : []);
-      assert.equal(chunks.every((c) => c.usage === null), includeUsage);
+      assert.deepEqual(t.end(), [usageChunk]);
+      const writer = new ChatSseWriter({ includeUsage });
+      const sse = [...chunks, ...t.end()].map((c) => writer.push(c)).join('') + writer.finish();
+      const written = sse.split('\n\n').filter((l) => l.startsWith('data: ') && l !== 'data: [DONE]').map((l) => JSON.parse(l.slice(6)) as Record<string, unknown>);
+      assert.ok(sse.endsWith('data: [DONE]\n\n'));
+      assert.deepEqual(written, includeUsage ? [...chunks.map((c) => ({ ...c, usage: null })), usageChunk] : chunks);
     }
+  });
+
+  it('a stream that never stopped is not complete and ends with nothing', () => {
+    const t = new ConverseToChatStream({ id: 'c', model: 'm', created: 1 });
+    t.push({ messageStart: { role: 'assistant' } });
+    t.push({ contentBlockDelta: { contentBlockIndex: 0, delta: { text: 'par' } } });
+    assert.equal(t.complete, false);
+    assert.deepEqual(t.end(), []);
   });
 });

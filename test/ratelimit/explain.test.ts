@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { AdmissionTarget, RateLimiter } from '../../src/ratelimit/index.ts';
+import { MemoryCounterStore } from '../../src/counters/memory.ts';
+import { RateLimiter, type AdmissionTarget } from '../../src/ratelimit/index.ts';
 import { admitted, immediate, rule, setup, T0 } from './helpers.ts';
 
 /** explain() and then admit() on the same target, at the same instant: the dry run must predict the real decision. */
@@ -67,5 +68,14 @@ describe('explain: a dry run of admission', () => {
   it('admits with no rules at all', async () => {
     const { limiter } = setup([]);
     assert.deepEqual(await limiter.explain({ userPath: '/a', provider: 'p', model: 'm' }), { rules: [], refusal: undefined });
+  });
+  it('predicts the refusal of a per-child rule that keeps as many active children as it may', async () => {
+    const limiter = new RateLimiter({ clock: { now: () => T0 * 1000 }, store: new MemoryCounterStore({ maxChildren: 2 }) });
+    limiter.replaceRules([{ ...rule('user_path', '/team', 60, { maxRequests: 5 }), perChild: true }]);
+    admitted(limiter.admit({ userPath: '/team/a' }));
+    admitted(limiter.admit({ userPath: '/team/b' }));
+    const { preview, result } = await explainThenAdmit(limiter, { userPath: '/team/c' });
+    assert.equal(result.ok, false);
+    assert.equal(preview.refusal?.message, 'rate limit exceeded for /team/c: the minute limit of /team already counts 2 active children (rate_limits.max_children)');
   });
 });

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { normalizeUserPath } from '../../src/user-path/user-path.ts';
 import {
   buildRule,
-  normalizeUserPath,
   parsePeriod,
   periodLabel,
   resolvePeriod,

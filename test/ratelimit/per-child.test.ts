@@ -225,6 +225,16 @@ describe('per-child rules within max_children', () => {
     admitted(limiter.admit({ userPath: '/team/a' })).release();
   });
 
+  it('does not refuse an admission without slots (a batch submission) for a concurrency rule with every child busy', () => {
+    const { limiter } = setup([perChild('/team', 0, { maxRequests: 1 }), rule('user_path', '/team', 60, { maxRequests: 5 })], { maxChildren: 2 });
+    admitted(limiter.admit({ userPath: '/team/a' }));
+    admitted(limiter.admit({ userPath: '/team/b' }));
+    assert.equal(refused(limiter.admit({ userPath: '/team/c' })).breach.kind, 'children');
+    const submission = admitted(limiter.admit({ userPath: '/team/c' }, { holdSlot: false }));
+    assert.equal(submission.holdsSlots, false);
+    assert.equal(refused(limiter.admit({ userPath: '/team/c' })).breach.kind, 'children', 'the concurrency rule still refuses requests that take a slot');
+  });
+
   it('counts a child whose cached counter was dropped on its new counter, once', () => {
     const { limiter, clock } = setup([perChild('/team', 60, { maxRequests: 2 })], { maxChildren: 1 });
     burst(limiter, '/team/a/x', 2);

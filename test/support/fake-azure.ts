@@ -6,11 +6,11 @@
  * (fake-upstream.ts), as the deployment's model, so its knobs (forced errors, latency, streams)
  * work here too. Realtime sessions at `/openai/realtime?api-version=&deployment=`.
  */
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { request } from 'undici';
 import { attachFakeRealtime, type FakeRealtime } from './fake-upstream-rtb.ts';
 import { startFakeUpstream, type FakeUpstream } from './fake-upstream.ts';
+import { startLoopbackServer } from './loopback-server.ts';
 
 export interface FakeAzureOptions {
   /** Deployment name → the model it runs. */
@@ -109,19 +109,16 @@ export async function startFakeAzure(options: FakeAzureOptions): Promise<FakeAzu
     res.end();
   };
 
-  const server = createServer((req, res) => {
-    handle(req, res).catch(() => res.destroy());
-  });
-  const realtime = attachFakeRealtime(server, (req) => {
+  const http = await startLoopbackServer(handle);
+  const realtime = attachFakeRealtime(http.server, (req) => {
     const url = new URL(req.url ?? '/', 'http://x');
     return url.pathname === '/openai/realtime'
       && url.searchParams.get('api-version') === (options.realtimeApiVersion ?? options.apiVersion)
       && options.deployments[url.searchParams.get('deployment') ?? ''] !== undefined
       && authorized(req.headers);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    url: http.url,
     calls,
     inner,
     realtime,
@@ -130,8 +127,7 @@ export async function startFakeAzure(options: FakeAzureOptions): Promise<FakeAzu
       inner.reset();
     },
     close: async () => {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await http.close();
       await inner.close();
     },
   };

@@ -11,13 +11,13 @@
  * (@smithy/eventstream-codec). InvokeModel serves Titan text embeddings.
  */
 import { createHash } from 'node:crypto';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EventStreamCodec } from '@smithy/eventstream-codec';
 import { Hash } from '@smithy/hash-node';
 import { SignatureV4 } from '@smithy/signature-v4';
 import { fromUtf8, toUtf8 } from '@smithy/util-utf8';
+import { startLoopbackServer } from './loopback-server.ts';
 
 export interface AwsCredentials {
   accessKeyId: string;
@@ -352,12 +352,9 @@ export async function startFakeBedrock(options: FakeBedrockOptions): Promise<Fak
     }
   };
 
-  const server = createServer((req, res) => {
-    handle(req, res).catch(() => res.destroy());
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const http = await startLoopbackServer(handle);
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    url: http.url,
     calls,
     failNext: (n, failure) => {
       for (let i = 0; i < n; i++) failures.push(failure);
@@ -377,9 +374,6 @@ export async function startFakeBedrock(options: FakeBedrockOptions): Promise<Fak
       cacheRead = 0;
       chunkDelayMs = 0;
     },
-    close: async () => {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
+    close: http.close,
   };
 }

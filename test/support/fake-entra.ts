@@ -6,10 +6,9 @@
  * issues opaque tokens that the fake Azure upstream accepts.
  */
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:https';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import tls from 'node:tls';
+import { startLoopbackServer } from './loopback-server.ts';
 
 const TLS_DIR = join(import.meta.dirname, 'tls');
 const CERT = readFileSync(join(TLS_DIR, 'localhost.crt'), 'utf8');
@@ -48,7 +47,7 @@ export async function startFakeEntra(options: FakeEntraOptions): Promise<FakeEnt
   const tokenRequests: Array<Record<string, string>> = [];
   let expiresIn = options.expiresIn ?? 3600;
   let base = '';
-  const server = createServer({ cert: CERT, key: KEY }, (req, res) => {
+  const https = await startLoopbackServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
@@ -85,18 +84,14 @@ export async function startFakeEntra(options: FakeEntraOptions): Promise<FakeEnt
       }
       json(404, { error: 'not_found', error_description: `no route ${req.method} ${url.pathname}` });
     });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  base = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  }, { tls: { cert: CERT, key: KEY } });
+  base = https.url;
   return {
     url: base,
     issued,
     tokenRequests,
     setExpiresIn: (seconds) => { expiresIn = seconds; },
     isValid: (token) => issued.includes(token),
-    close: async () => {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
+    close: https.close,
   };
 }

@@ -9,16 +9,20 @@
  *   {floodgate:}rl:user_path:/team:60:/     a per-child rule's counter for /team itself
  *   {floodgate:}rl:user_path:/team:60:/bob  its counter for the child /team/bob (and all below it)
  *   floodgate:events                        the pub/sub channel of rule changes and resets
+ *   floodgate:released                      the pub/sub channel of concurrency slots given back
  */
 export class RedisNames {
   /** `{prefix}`: the hash tag every counter key starts with. */
   readonly tag: string;
   /** The pub/sub channel the gateways sharing this prefix talk on. */
   readonly channel: string;
+  /** The pub/sub channel of slots given back (busy; kept apart so rule followers never parse it). */
+  readonly releaseChannel: string;
 
   constructor(prefix: string) {
     this.tag = `{${prefix}}`;
     this.channel = `${prefix}events`;
+    this.releaseChannel = `${prefix}released`;
   }
 
   /**

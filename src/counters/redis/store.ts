@@ -1,5 +1,5 @@
 /**
- * Counters in Redis, shared by every gateway that uses the same Redis and prefix (CONTRACT §7).
+ * Counters in Redis, shared by every gateway that uses the same Redis and prefix: a cap of 50 admits 50 in all, however many replicas serve the traffic.
  *
  * One round trip per admission (one script run over every matching rule) and one per completed
  * request for its tokens; releases and the lease renewal are off the request path. The operations
@@ -52,6 +52,8 @@ export interface RedisCounterStoreOptions {
   probeIntervalMs?: number;
   /** What is known of the connection's trouble (names the cause in the log; refuses a connection on the wrong database). */
   diagnosis?: Pick<RedisDiagnosis, 'explain' | 'wrongDatabase'>;
+  /** Tells the other gateways sharing the counters of slots given back here (see RedisSlotReleases). */
+  announceReleased?: (keys: readonly string[]) => void;
 }
 
 /**
@@ -148,6 +150,8 @@ export class RedisCounterStore implements CounterStore {
   readonly #batch: ScriptBatch;
   readonly #renewal: NodeJS.Timeout;
   readonly #diagnosis: RedisCounterStoreOptions['diagnosis'];
+  readonly #releaseListeners: Array<(keys: readonly string[]) => void> = [];
+  readonly #announceReleased: ((keys: readonly string[]) => void) | undefined;
 
   constructor(options: RedisCounterStoreOptions) {
     this.#client = options.client;
@@ -157,6 +161,7 @@ export class RedisCounterStore implements CounterStore {
     this.#onError = options.onError;
     this.#logger = options.logger;
     this.#local = new MemoryCounterStore({ maxChildren: options.maxChildren });
+    this.#announceReleased = options.announceReleased;
     const client = options.client;
     this.#batch = new ScriptBatch((keys, numbers, leases) => client.floodgateBatchBuffer(keys.length, keys, numbers, leases), options.timeoutMs);
     this.#availability = new RedisAvailability({
@@ -214,7 +219,7 @@ export class RedisCounterStore implements CounterStore {
     return held ?? this.#childHandle(ownKey, periodSeconds, child);
   }
 
-  findChild(ownKey: string, periodSeconds: number, child: string): CounterHandle | undefined {
+  findChild(ownKey: string, periodSeconds: number, child: string, _nowSeconds: number): CounterHandle | ChildrenFull | undefined {
     return this.#childHandle(ownKey, periodSeconds, child);
   }
 
@@ -278,12 +283,29 @@ export class RedisCounterStore implements CounterStore {
     if (lease instanceof LocalLease) {
       // The local counters the slots were taken on: a child's is the one it found then.
       this.#local.release(this.#plan(rules).local, lease.inner);
+      this.#released(rules, false);
       return;
     }
-    const keys = this.#leases.giveBack(lease as RedisLease, this.#plan(rules).keyNames);
+    const plan = this.#plan(rules);
+    const keys = this.#leases.giveBack(lease as RedisLease, plan.keyNames);
     // While Redis is down the lease cannot be removed; it expires on its own.
     if (keys.length === 0 || !this.#availability.up) return;
-    this.#batch.add(RELEASE, keys, Number.NaN, undefined, (lease as RedisLease).id, 0).catch((err: unknown) => this.#availability.down(err));
+    const given = keys.length === rules.length ? rules : rules.filter((_, i) => keys.includes(plan.keyNames[i]!));
+    this.#batch.add(RELEASE, keys, Number.NaN, undefined, (lease as RedisLease).id, 0).then(
+      () => this.#released(given, true),
+      (err: unknown) => this.#availability.down(err),
+    );
+  }
+
+  onReleased(listener: (keys: readonly string[]) => void): void {
+    this.#releaseListeners.push(listener);
+  }
+
+  /** Slots are back (in Redis once the release landed, for every gateway to see): whoever waits for them is told. */
+  #released(rules: readonly CounterRule[], shared: boolean): void {
+    const keys = rules.map((rule) => rule.counter.key);
+    for (const listener of this.#releaseListeners) listener(keys);
+    if (shared) this.#announceReleased?.(keys);
   }
 
   addTokens(rules: readonly CounterRule[], tokens: number, nowSeconds: number): MaybePromise<void> {

@@ -7,12 +7,12 @@ import { z } from 'zod';
 import type { ErrorType } from '../../errors/gateway-error.ts';
 import type { BudgetStatus } from '../../budgets/types.ts';
 import type { RuleStatus, UserPathUsage } from '../../ratelimit/index.ts';
-import { SCOPES } from '../../ratelimit/index.ts';
+import { PRIORITIES, SCOPES } from '../../ratelimit/index.ts';
 import { EXPLAIN_ENDPOINTS } from '../schemas/admin-explain.ts';
 
 const ERROR_TYPES = ['provider_error', 'rate_limit_error', 'invalid_request_error', 'authentication_error', 'not_found_error'] as const satisfies readonly ErrorType[];
 
-/** The gateway error record (CONTRACT §4). */
+/** The gateway error record: what every error answer carries. */
 export const errorRecord = z.object({
   type: z.enum(ERROR_TYPES),
   message: z.string().meta({ description: 'What went wrong; a validation message names the field.' }),
@@ -26,7 +26,7 @@ export const anthropicErrorBody = z
 
 const timestamp = z.string().meta({ description: 'RFC 3339 UTC, e.g. 2025-01-01T00:00:00Z.' });
 
-/** One rule with its live counters (CONTRACT §5, §6). */
+/** One rule with its live counters; every counter field is present on every rule (0 where it does not apply). */
 export const ruleStatusRecord = z.object({
   scope: z.enum(SCOPES),
   subject: z.string(),
@@ -53,7 +53,7 @@ export const rateLimitList = z.object({
   server_time: z.string().meta({ description: 'RFC 3339 UTC with milliseconds.' }),
 });
 
-/** One budget with its spend in the current period (CONTRACT §10). */
+/** One budget with its spend in the current period. */
 export const budgetStatusRecord = z.object({
   user_path: z.string().meta({ description: 'The budget covers this path and everything below it.' }),
   source: z.enum(['manual', 'config']),
@@ -226,7 +226,14 @@ export const explanation = z.object({
   model: z.string(),
   user_path: z.string(),
   endpoint: z.enum(EXPLAIN_ENDPOINTS),
+  priority: z.enum(PRIORITIES),
   decision: z.enum(['admitted', 'refused']),
+  wait: z
+    .object({
+      would_wait: z.boolean().meta({ description: 'A refused request with this wait (max_wait, else the default) would wait for capacity rather than get its 429 at once.' }),
+      at_most_seconds: z.number().meta({ description: 'How long it would wait at most (its whole wait); 0 when it would not wait.' }),
+    })
+    .meta({ description: 'Waiting for capacity (docs/rate-limits.md, "Waiting for capacity").' }),
   target: z.object({ provider: z.string(), model: z.string() }).optional().meta({ description: 'Where an admitted request would be sent.' }),
   targets: z.array(
     z.object({
@@ -240,6 +247,14 @@ export const explanation = z.object({
   rules: z.array(ruleStatusRecord).meta({ description: 'Every rule that would apply, with its live counters.' }),
   budgets: z.array(budgetStatusRecord).meta({ description: 'The budgets governing the user path, with their spend (checked after the rules).' }),
   breach: breachRecord.optional().meta({ description: 'The refusal a request would get (a reached budget is a user_path breach).' }),
+});
+
+export const queueStatus = z.object({
+  waiting: z.int().meta({ description: 'Requests waiting for capacity in this gateway.' }),
+  by_priority: z.object({ high: z.int(), normal: z.int(), low: z.int() }),
+  rules: z
+    .array(z.object({ scope: z.enum(SCOPES), subject: z.string(), period_label: z.string(), waiting: z.int() }))
+    .meta({ description: 'The rules requests wait on (a request refused on several targets waits on each of their rules).' }),
 });
 
 export const fileObject = z.object({

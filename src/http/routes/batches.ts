@@ -2,11 +2,9 @@ import type { FastifyInstance } from 'fastify';
 import { BatchService } from '../../batch/service.ts';
 import { batchObject, deletedFileObject, fileObject } from '../../batch/wire.ts';
 import type { HttpServices } from '../context.ts';
-import { checkBudget } from '../budget-admission.ts';
-import { admit } from '../dispatch.ts';
 import { badRequest } from '../../errors/gateway-error.ts';
-import { createBatchBody } from '../schemas/batches.ts';
-import { hasNul, NUL_REFUSAL } from '../schemas/checks.ts';
+import { createBatchBody, listBatchesQuery, uploadFileForm } from '../schemas/batches.ts';
+import { closedBy } from '../dispatch.ts';
 import { parseBody } from '../validation.ts';
 
 /**
@@ -25,15 +23,17 @@ export function registerBatches(app: FastifyInstance, services: HttpServices): v
     scope.addContentTypeParser('multipart/form-data', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
     scope.post('/v1/files', async (request, reply) => {
       const form = await parseForm(Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0), request.headers['content-type']);
-      const purpose = form.get('purpose');
-      if (purpose !== 'batch') throw badRequest('purpose: must be "batch" (the only purpose this gateway stores files for)', 'purpose');
-      const file = form.get('file');
-      if (!(file instanceof File)) throw badRequest('file: required form field (a file)', 'file');
-      if (hasNul(file.name)) throw badRequest(`file: the file name ${NUL_REFUSAL}`, 'file');
-      const upload = { filename: file.name || 'upload.jsonl', purpose, content: Buffer.from(await file.arrayBuffer()), ...expiresAfter(form) };
+      const fields = parseBody(uploadFileForm, Object.fromEntries(form.entries()));
+      const file = fields.file;
+      const upload = {
+        filename: file.name || 'upload.jsonl',
+        purpose: fields.purpose,
+        content: Buffer.from(await file.arrayBuffer()),
+        ...(fields['expires_after[seconds]'] !== undefined && { expiresAfterSeconds: fields['expires_after[seconds]'] }),
+      };
       const stored = await batches.uploadFile(request.identity, upload, async () => {
-        // An upload holds no concurrency slot.
-        const headers = await admit(services, { userPath: request.identity.userPath });
+        // An upload holds no concurrency slot, and costs nothing a budget counts.
+        const headers = await services.admission.admitOne(request.identity, {}, { cancel: closedBy(reply), budgets: false });
         if (headers) reply.headers(headers);
       });
       return reply.code(200).send(fileObject(stored));
@@ -63,9 +63,8 @@ export function registerBatches(app: FastifyInstance, services: HttpServices): v
       request.identity,
       { inputFileId: body.input_file_id, endpoint: body.endpoint, completionWindow: body.completion_window, metadata: body.metadata ?? null },
       async () => {
-        // A submission holds no concurrency slot.
-        const headers = await admit(services, { userPath: request.identity.userPath });
-        checkBudget(services, request.identity.userPath);
+        // A submission holds no concurrency slot; it stops waiting for capacity when its client leaves.
+        const headers = await services.admission.admitOne(request.identity, {}, { cancel: closedBy(reply) });
         if (headers) reply.headers(headers);
       },
     );
@@ -73,10 +72,7 @@ export function registerBatches(app: FastifyInstance, services: HttpServices): v
   });
 
   app.get('/v1/batches', async (request) => {
-    const query = request.query as Record<string, unknown>;
-    const after = typeof query.after === 'string' && query.after !== '' ? query.after : undefined;
-    const limit = query.limit === undefined ? 20 : Number(query.limit);
-    if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw badRequest('limit: must be an integer from 1 to 100', 'limit');
+    const { after, limit } = parseBody(listBatchesQuery, request.query);
     const page = await batches.listBatches(request.identity, after, limit);
     const data = page.data.map(batchObject);
     return { object: 'list', data, first_id: page.data[0]?.id ?? null, last_id: page.data.at(-1)?.id ?? null, has_more: page.hasMore };
@@ -91,16 +87,6 @@ export function registerBatches(app: FastifyInstance, services: HttpServices): v
     const { id } = request.params as { id: string };
     return batchObject(await batches.cancelBatch(request.identity, id));
   });
-}
-
-/** OpenAI's `expires_after[anchor]` (only `created_at`) and `expires_after[seconds]` form fields. */
-function expiresAfter(form: FormData): { expiresAfterSeconds?: number } {
-  const anchor = form.get('expires_after[anchor]');
-  const seconds = form.get('expires_after[seconds]');
-  if (anchor === null && seconds === null) return {};
-  if (anchor !== 'created_at') throw badRequest('expires_after[anchor]: must be "created_at"', 'expires_after');
-  if (typeof seconds !== 'string' || !/^\d+$/.test(seconds.trim())) throw badRequest('expires_after[seconds]: required, a whole number of seconds', 'expires_after');
-  return { expiresAfterSeconds: Number(seconds.trim()) };
 }
 
 async function parseForm(raw: Buffer, contentType: string | undefined): Promise<FormData> {

@@ -1,9 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import type { HttpServices } from '../context.ts';
-import { accountCompleted } from '../accounting.ts';
-import { checkBudget } from '../budget-admission.ts';
-import { ResponseEnd, admit, asGatewayError } from '../dispatch.ts';
-import { GatewayError, badRequest, notFound } from '../errors.ts';
+import { asGatewayError } from '../../errors/from-provider.ts';
+import { ResponseEnd } from '../dispatch.ts';
+import { GatewayError, badRequest, notFound } from '../../errors/gateway-error.ts';
 import { forwardedPath } from '../passthrough-path.ts';
 import { tooDeep } from '../json-body.ts';
 import { MAX_JSON_DEPTH, isRecord, nestsDeeperThan } from '../../shared/json.ts';
@@ -40,9 +39,7 @@ export function registerPassthrough(app: FastifyInstance, services: HttpServices
       const body = Buffer.isBuffer(request.body) ? request.body : undefined;
       const { model, json } = await readModel(body, request.headers['content-type']);
       const end = new ResponseEnd(reply.raw);
-      let headers = admit(services, { userPath: request.identity.userPath, provider: provider.name, model }, end);
-      if (headers instanceof Promise) headers = await headers;
-      checkBudget(services, request.identity.userPath);
+      const headers = await services.admission.admitOne(request.identity, { provider: provider.name, model }, { lifetime: end });
       const untrack = services.inFlight.track(end);
       try {
         const startedAt = services.now();
@@ -66,7 +63,7 @@ export function registerPassthrough(app: FastifyInstance, services: HttpServices
         // Without a model in the request (a GET, a body without one), the answer's names it.
         const executed = model ?? result.model?.() ?? '';
         const { usage, estimated } = await chargedUsage({ model: executed, request: json, reported: result.usage(), relayed, cut: end.cancel.cancelled || broken });
-        accountCompleted(services, request.identity, {
+        services.admission.complete(request.identity, {
           provider: provider.name,
           model: executed,
           endpoint: 'passthrough',

@@ -3,20 +3,21 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { upstreamError } from '../../errors/from-provider.ts';
 import { GatewayError, badRequest, notFound, unsupportedByProvider } from '../../errors/gateway-error.ts';
 import { RealtimeConnectError } from '../../providers/realtime-socket.ts';
+import type { Lifetime } from '../../admission/core.ts';
+import { Cancellation } from '../../providers/cancellation.ts';
 import type { RealtimeAbility, RealtimeUpstream } from '../../providers/types.ts';
-import type { AdmissionRefusal, AdmissionTicket } from '../../ratelimit/index.ts';
+import type { AdmissionTicket } from '../../ratelimit/index.ts';
 import { bridge } from '../../realtime/bridge.ts';
-import type { Route, Target } from '../../routing/resolver.ts';
-import { accountCompleted } from '../accounting.ts';
-import { checkBudget } from '../budget-admission.ts';
+import type { Target } from '../../routing/types.ts';
 import type { HttpServices } from '../context.ts';
-import { rateLimitedError } from '../rate-limit-headers.ts';
+import { realtimeQuery } from '../schemas/realtime.ts';
+import { parseBody } from '../validation.ts';
 
 /** A session admitted and connected upstream in preHandler, waiting for its client socket. */
 interface Prepared {
   target: Target;
   upstream: RealtimeUpstream;
-  release: () => void;
+  lifetime: SessionLifetime;
   startedAt: number;
 }
 
@@ -75,14 +76,14 @@ export function registerRealtime(app: FastifyInstance, services: HttpServices): 
         services.metrics.responded(request.routeOptions.url, 101);
         bridge(socket, session.upstream, {
           now: services.now,
-          onEnd: session.release,
+          onEnd: () => session.lifetime.end(),
           onUsage: (usage, startedAt) => {
-            accountCompleted(services, request.identity, {
+            services.admission.complete(request.identity, {
               provider: target.provider.name, model: target.model, endpoint: 'realtime', usage, status: 200, startedAt, cached: false, requestId: request.id,
             });
           },
           // Budgets are checked before each response of the session, not only when it opens.
-          refusal: () => services.budgets?.check(request.identity.userPath)?.message,
+          refusal: () => services.admission.budgets?.check(request.identity.userPath)?.message,
         });
       },
     });
@@ -90,49 +91,43 @@ export function registerRealtime(app: FastifyInstance, services: HttpServices): 
 }
 
 async function prepare(request: FastifyRequest, services: HttpServices): Promise<Prepared> {
-  const model = (request.query as Record<string, unknown>).model;
-  if (typeof model !== 'string' || model.trim() === '') throw badRequest('model: required query parameter (GET /v1/realtime?model=...)', 'model');
-  const route = services.resolver.resolve(model.trim());
+  const { model } = parseBody(realtimeQuery, request.query);
+  const route = services.resolver.resolve(model);
   if (!route) throw notFound(`model "${model}" not found`, 'model_not_found');
   // Every target an alias may pick must serve realtime, so that a refusal does not depend on the turn.
   for (const target of route.primary) realtimeOf(target);
-  const { target, ticket } = await admitSession(route, request.identity.userPath, services);
-  let released = false;
-  const release = (): void => {
-    if (released) return;
-    released = true;
-    ticket?.release();
-  };
+  const lifetime = new SessionLifetime();
   // The TCP socket outlives every path (refused, upgraded, dropped): its close frees the slots
   // even if the WebSocket handler never runs.
-  request.raw.socket.once('close', release);
+  request.raw.socket.once('close', () => lifetime.end());
   try {
-    checkBudget(services, request.identity.userPath);
+    const { target } = await services.admission.admitSession(request.identity, route, lifetime);
     const upstream = await openUpstream(target);
-    return { target, upstream, release, startedAt: services.now() };
+    return { target, upstream, lifetime, startedAt: services.now() };
   } catch (err) {
-    release();
+    lifetime.end();
     throw err;
   }
 }
 
-/**
- * One request and one concurrency slot for the whole session, checked against user-path,
- * provider and model rules. An alias's saturated targets are skipped like on other endpoints.
- */
-async function admitSession(route: Route, userPath: string, services: HttpServices): Promise<{ target: Target; ticket: AdmissionTicket | undefined }> {
-  const limiter = services.limiter;
-  if (limiter === undefined) return { target: route.first, ticket: undefined };
-  let refusal: AdmissionRefusal | undefined;
-  for (const target of route.primary) {
-    let admission = limiter.admit({ userPath, provider: target.provider.name, model: target.model });
-    if (admission instanceof Promise) admission = await admission;
-    services.metrics.admission(admission, userPath, target.provider.name, target.model);
-    if (admission.ok) return { target, ticket: admission };
-    if (admission.userPathBreached) throw rateLimitedError(admission);
-    refusal ??= admission;
+/** A session's slot, held from its admission until either side closes. */
+class SessionLifetime implements Lifetime {
+  readonly cancel = new Cancellation();
+  #held: AdmissionTicket | undefined;
+  #ended = false;
+
+  hold(ticket: AdmissionTicket): void {
+    if (this.#ended) ticket.release();
+    else this.#held = ticket;
   }
-  throw rateLimitedError(refusal!);
+
+  /** Idempotent. A session still waiting for capacity leaves the queue. */
+  end(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.cancel.cancel();
+    this.#held?.release();
+  }
 }
 
 function realtimeOf(target: Target): RealtimeAbility {

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { roundUsd } from '../../shared/money.ts';
 import type { HttpServices } from '../context.ts';
-import { badRequest } from '../errors.ts';
+import { badRequest } from '../../errors/gateway-error.ts';
 import { usageQuery } from '../schemas/usage.ts';
 import { parseBody } from '../validation.ts';
 

@@ -1,12 +1,12 @@
 /**
- * Bodies of the budget admin API (CONTRACT §10), with the conventions of the rate-limit admin
+ * Bodies of the budget admin API (`/admin/budgets`), with the conventions of the rate-limit admin
  * bodies: zod gives the shapes, the budgets module says what a path, a period and a cap mean.
  */
 import { z } from 'zod';
 import type { BudgetWrite } from '../../admin/budgets.ts';
 import { parseBudgetPeriod } from '../../budgets/periods.ts';
 import { parseMaxUsd, type BudgetKey } from '../../budgets/types.ts';
-import { normalizeUserPath } from '../../ratelimit/index.ts';
+import { normalizeUserPath } from '../../user-path/user-path.ts';
 import { checked, valueOf } from './checks.ts';
 
 const userPath = z

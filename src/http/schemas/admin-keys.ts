@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { normalizeUserPath } from '../../ratelimit/index.ts';
+import { normalizeUserPath } from '../../user-path/user-path.ts';
 import { checked, hasNul, nulRefusal, valueOf } from './checks.ts';
 
 /** `POST /admin/api-keys`; `user_path` comes out normalised (null: the key is not bound to a path). */

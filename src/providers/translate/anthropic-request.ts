@@ -1,7 +1,6 @@
 import { arr, copyKeys, obj, parseJsonObject, str } from './json.ts';
 import { isRecord } from '../../shared/json.ts';
 import type { Json } from './json.ts';
-import type { UnsupportedPolicy } from './unsupported.ts';
 
 /** Anthropic requires max_tokens; OpenAI callers often omit it. */
 const DEFAULT_MAX_TOKENS = 4096;
@@ -214,20 +213,3 @@ export function messagesToChatRequest(msg: Json): Json {
   return out;
 }
 
-/** The Messages request keys `messagesToChatRequest` carries over into the chat dialect. */
-const CARRIED_MESSAGES_KEYS = new Set([
-  'model', 'messages', 'system', 'max_tokens', 'temperature', 'top_p', 'stop_sequences', 'stream', 'tools', 'tool_choice', 'metadata',
-]);
-
-/**
- * Hands every Messages parameter the chat translation cannot carry (`top_k`, `thinking`, ...) to
- * the provider's unsupported-parameter policy. A null value, or thinking that is disabled, asks
- * for nothing and passes.
- */
-export function checkMessagesParams(msg: Json, policy: UnsupportedPolicy): void {
-  for (const [key, value] of Object.entries(msg)) {
-    if (value === undefined || value === null || CARRIED_MESSAGES_KEYS.has(key)) continue;
-    if (key === 'thinking' && obj(value)?.type === 'disabled') continue;
-    policy.unsupported(key, 'the Anthropic request is translated to chat completions, which have no such parameter');
-  }
-}

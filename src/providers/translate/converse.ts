@@ -140,10 +140,10 @@ function userContent(content: unknown, where: string, policy: UnsupportedPolicy)
 function imageBlock(url: string, param: string): ContentBlock {
   const m = /^data:([^;,]+);base64,(.*)$/s.exec(url);
   if (!m) {
-    throw new UnsupportedParameterError(param, `${param}: Bedrock takes images as bytes; send the image as a data URL (data:image/png;base64,...), not a link`);
+    throw new UnsupportedParameterError(`${param}: Bedrock takes images as bytes; send the image as a data URL (data:image/png;base64,...), not a link`, param, 'invalid_value');
   }
   const format = IMAGE_FORMATS[m[1]!.toLowerCase()];
-  if (format === undefined) throw new UnsupportedParameterError(param, `${param}: Bedrock takes png, jpeg, gif or webp images, not ${m[1]}`);
+  if (format === undefined) throw new UnsupportedParameterError(`${param}: Bedrock takes png, jpeg, gif or webp images, not ${m[1]}`, param, 'invalid_value');
   return { image: { format, source: { bytes: Buffer.from(m[2]!, 'base64') } } };
 }
 
@@ -240,28 +240,29 @@ export function converseToChat(res: ConverseResponse, opts: { id: string; model:
 }
 
 /**
- * `converse-stream` events → chat completion chunks, event by event. `done` once the message
- * stopped: the closing chunks (`end()`) are only written then, so a stream broken off upstream
- * stays visibly incomplete. The usage arrives in the last event (`metadata`), after the stop.
+ * `converse-stream` events → chat completion chunks, event by event; the chunks then go to a
+ * `ChatChunkSink` of the client's dialect (chat SSE, Anthropic Messages, Responses). `complete`
+ * once the message stopped: the closing chunk (`end()`) is only written then, so a stream broken
+ * off upstream stays visibly incomplete. The usage arrives in the last event (`metadata`), after
+ * the stop, and goes out in that closing usage-only chunk.
  */
 export class ConverseToChatStream {
   private readonly id: string;
   private readonly model: string;
   private readonly created: number;
-  private readonly includeUsage: boolean;
   /** Converse content block index → the chat tool call index. */
   private readonly toolIndex = new Map<number, number>();
   private stopped = false;
   private seen: Usage | undefined;
 
-  constructor(opts: { id: string; model: string; includeUsage: boolean; created?: number }) {
+  constructor(opts: { id: string; model: string; created?: number }) {
     this.id = opts.id;
     this.model = opts.model;
-    this.includeUsage = opts.includeUsage;
     this.created = opts.created ?? nowSeconds();
   }
 
-  get done(): boolean {
+  /** True once the message stopped (a finish reason was sent). */
+  get complete(): boolean {
     return this.stopped;
   }
 
@@ -299,18 +300,16 @@ export class ConverseToChatStream {
     return [];
   }
 
-  /** The usage chunk (when asked for and known); the caller then writes `[DONE]`. */
+  /** The closing usage-only chunk of a finished answer (the sink decides whether the client sees it). */
   end(): Json[] {
-    if (!this.includeUsage || this.seen === undefined) return [];
+    if (!this.stopped || this.seen === undefined) return [];
     return [{ id: this.id, object: 'chat.completion.chunk', created: this.created, model: this.model, choices: [], usage: chatUsage(this.seen) }];
   }
 
   private chunk(delta: Json, finish: string | null): Json {
-    const c: Json = {
+    return {
       id: this.id, object: 'chat.completion.chunk', created: this.created, model: this.model,
       choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
     };
-    if (this.includeUsage) c.usage = null;
-    return c;
   }
 }

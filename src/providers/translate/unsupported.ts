@@ -2,13 +2,14 @@ import { SILENT_CONTEXT, UnsupportedParameterError, type ProviderContext } from 
 
 /**
  * What a translation does with a request parameter its provider type cannot honour
- * (`providers.<name>.drop_unsupported`): refuse the request with a 400 naming the parameter
- * (the default), or leave the parameter out and say so in the log, once per parameter name.
+ * (`providers.<name>.drop_unsupported`): a 400 naming the parameter (the default), never a silent
+ * drop; with `drop_unsupported: true` the parameter is left out and its name logged once.
  */
 export interface UnsupportedPolicy {
   /**
-   * `param` cannot be honoured: throws `UnsupportedParameterError`, or returns (the caller then
-   * leaves it out) when unsupported parameters are dropped. `why` completes the message.
+   * `param` cannot be honoured: throws `UnsupportedParameterError` (code `unsupported_parameter`),
+   * or, with `drop_unsupported`, returns so the caller leaves the parameter out. `why` completes
+   * the message ("... does not support logprobs: <why>").
    */
   unsupported(param: string, why?: string): void;
 }
@@ -17,21 +18,33 @@ export interface UnsupportedPolicyOptions {
   /** The provider instance and its type, for the message. */
   provider: string;
   type: string;
-  /** `drop_unsupported`. */
+  /** `providers.<name>.drop_unsupported`. */
   drop: boolean;
+  /** Where the one line per dropped parameter name goes; none: nowhere. */
   context?: ProviderContext | undefined;
 }
 
-export function unsupportedPolicy(opts: UnsupportedPolicyOptions): UnsupportedPolicy {
-  const context = opts.context ?? SILENT_CONTEXT;
+/** One policy per provider instance: it remembers which parameter names it already logged. */
+export function unsupportedPolicy(options: UnsupportedPolicyOptions): UnsupportedPolicy {
+  const context = options.context ?? SILENT_CONTEXT;
   const logged = new Set<string>();
   return {
     unsupported(param, why) {
-      const message = `${param} is not supported by provider ${opts.provider} (type ${opts.type})${why ? `: ${why}` : ''}`;
-      if (!opts.drop) throw new UnsupportedParameterError(param, message);
-      if (logged.has(param)) return;
-      logged.add(param);
-      context.warn({ provider: opts.provider, param }, `${message}; dropped (drop_unsupported), logged once`);
+      const reason = why === undefined ? '' : `: ${why}`;
+      if (!options.drop) {
+        throw new UnsupportedParameterError(
+          `provider ${options.provider} (type ${options.type}) does not support ${param}${reason}; remove it, or set providers.${options.provider}.drop_unsupported: true to have it dropped`,
+          param,
+        );
+      }
+      // Array positions are not part of the name: `tools[3].type` is logged once as `tools[].type`.
+      const name = param.replace(/\[\d+\]/g, '[]');
+      if (logged.has(name)) return;
+      logged.add(name);
+      context.warn(
+        { provider: options.provider, param: name },
+        `provider ${options.provider} (type ${options.type}): dropping unsupported parameter ${name}${reason} (drop_unsupported is on; logged once)`,
+      );
     },
   };
 }

@@ -1,0 +1,520 @@
+/**
+ * The one decision of the gateway: may this request go now, to which target, at what cost. Every
+ * route that admits against rate limits and budgets asks here (model endpoints, passthrough,
+ * realtime sessions, batch submissions), and the explain dry run walks the same way. It knows
+ * nothing of HTTP: routes hand it the caller, the route and a function that calls one target, and
+ * send what it answers.
+ */
+import type { BudgetTracker } from '../budgets/tracker.ts';
+import { upstreamError } from '../errors/from-provider.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
+import type { Cancellation } from '../providers/cancellation.ts';
+import { readBody } from '../providers/results.ts';
+import type { ProviderResult, Usage } from '../providers/types.ts';
+import type { BudgetStatus } from '../budgets/types.ts';
+import type { AdmissionRefusal, AdmissionResult, AdmissionTarget, AdmissionTicket, AdmitOptions, Priority, RateLimiter, RuleStatus, Scope } from '../ratelimit/index.ts';
+import type { Route, Target } from '../routing/types.ts';
+import type { UsageEntry } from '../usage/recorder.ts';
+import { directChild } from '../user-path/user-path.ts';
+import { primeStream } from './prime.ts';
+import type { Blocker, WaitQueue } from './queue.ts';
+import { budgetExceededError, clientGone, queueFullError, rateLimitedError, rateLimitHeaders } from './refusals.ts';
+import { TargetWalk, type Admitter } from './walk.ts';
+
+/** Who is asking: the user path its rules and budgets are counted on, and its managed key. */
+export interface Caller {
+  readonly userPath: string;
+  /** Managed key id, or null for the master key / open mode. */
+  readonly keyId: string | null;
+  /** Its share of each cap (see Headroom); the whole of every cap when absent. */
+  readonly priority?: Priority | undefined;
+  /** How long it may wait for capacity when the rate limits refuse it, in ms; absent or 0: a 429 at once. */
+  readonly maxWaitMs?: number | undefined;
+}
+
+/**
+ * The life of one request as the core needs it: a way to stop its upstream work, and the
+ * promise to give admitted slots back when it ends, whichever way it ends (answered, failed,
+ * client gone).
+ */
+export interface Lifetime {
+  readonly cancel: Cancellation;
+  /** Gives the ticket's slots back when the request ends (at once if it already has). Idempotent. */
+  hold(ticket: AdmissionTicket): void;
+}
+
+/** Calls one target; the core decides what its answer means (success, failover, error). */
+export type TargetCall = (target: Target) => Promise<ProviderResult>;
+
+export interface Dispatched {
+  readonly result: ProviderResult;
+  /** The target that answered (whose provider and model rules counted the attempt, and are charged its tokens). */
+  readonly target: Target;
+  /** `x-ratelimit-*` headers of the request's admission; undefined when no windowed rule matched. */
+  readonly headers: Record<string, string> | undefined;
+}
+
+/** A request at its end, as its usage record will say. */
+export interface Completion {
+  readonly provider: string;
+  readonly model: string;
+  readonly endpoint: string;
+  readonly usage: Usage | undefined;
+  readonly status: number;
+  /** When the request started, epoch milliseconds. */
+  readonly startedAt: number;
+  /** Answered from the response cache: counts nothing. */
+  readonly cached: boolean;
+  /** The request's id (fastify's `request.id`, sent back as `x-request-id`; a batch line's `request_id`). */
+  readonly requestId: string;
+  /** True when `usage` is the gateway's estimate (src/tokens/estimate.ts), not the provider's report. */
+  readonly estimated?: boolean;
+}
+
+/** What the core reports to the gateway's metrics. */
+export interface AdmissionMetrics {
+  admission(result: AdmissionResult, userPath: string | undefined, provider: string | undefined, model: string | undefined): void;
+  /** A request that waited for capacity (or was refused a place): how its wait ended, and how long it was. */
+  queueWait(outcome: QueueOutcome, seconds: number): void;
+  upstream<T extends { readonly status: number }>(provider: string, call: () => Promise<T>): Promise<T>;
+  tokens(provider: string, model: string, usage: Usage | undefined): void;
+}
+
+/** Where usage records go (the usage recorder: priced, shown to budgets, written off the request path). */
+export interface UsageSink {
+  record(entry: UsageEntry): void;
+}
+
+export interface AdmissionCoreOptions {
+  /** Absent when rate limits are disabled. */
+  readonly limiter: RateLimiter | undefined;
+  /** Absent when budgets are disabled. */
+  readonly budgets: BudgetTracker | undefined;
+  readonly usage: UsageSink;
+  readonly metrics: AdmissionMetrics;
+  /** Where refused requests wait for capacity; absent: every refusal is answered at once. */
+  readonly queue?: WaitQueue | undefined;
+  now(): number;
+}
+
+export interface AdmitOneOptions {
+  /** Holds the request's slots until it ends; without one, no slot is taken (user-path rules only). */
+  readonly lifetime?: Lifetime | undefined;
+  /** The client is gone: a waiting request leaves (a lifetime brings its own). */
+  readonly cancel?: Cancellation | undefined;
+  /** Default true; false for what costs nothing (a file upload). */
+  readonly budgets?: boolean;
+}
+
+/** How a wait for capacity ended, as the metrics count it. */
+export type QueueOutcome = 'admitted' | 'timed_out' | 'cancelled' | 'full';
+
+export const QUEUE_WAIT_HEADER = 'x-floodgate-queue-wait-ms';
+
+/** The admission options of each priority, with and without slots: made once, not per request. */
+const OPTIONS: Readonly<Record<Priority, { slots: AdmitOptions; noSlots: AdmitOptions }>> = Object.freeze({
+  high: { slots: Object.freeze({ priority: 'high' }), noSlots: Object.freeze({ holdSlot: false, priority: 'high' }) },
+  normal: { slots: Object.freeze({ priority: 'normal' }), noSlots: Object.freeze({ holdSlot: false, priority: 'normal' }) },
+  low: { slots: Object.freeze({ priority: 'low' }), noSlots: Object.freeze({ holdSlot: false, priority: 'low' }) },
+});
+const NO_SLOTS = OPTIONS.high.noSlots;
+
+/** One admission step, as the waiting loop sees it. */
+type Attempt<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly refusal: AdmissionRefusal; readonly blockers: readonly AdmissionRefusal[] };
+
+/** Every request is admitted when rate limits are disabled: nothing to count or give back. */
+const UNLIMITED: AdmissionTicket = Object.freeze({ ok: true as const, headers: undefined, holdsSlots: false, release(): void {}, releaseTargetSlots(): void {} });
+
+export class AdmissionCore {
+  readonly #limiter: RateLimiter | undefined;
+  readonly #budgets: BudgetTracker | undefined;
+  readonly #usage: UsageSink;
+  readonly #metrics: AdmissionMetrics;
+  readonly #now: () => number;
+  readonly #queue: WaitQueue | undefined;
+  /** Real admission at each priority: counts, and reports each check to the metrics. */
+  readonly #admit: Readonly<Record<Priority, Admitter>>;
+
+  constructor(options: AdmissionCoreOptions) {
+    this.#limiter = options.limiter;
+    this.#budgets = options.budgets;
+    this.#usage = options.usage;
+    this.#metrics = options.metrics;
+    this.#now = options.now;
+    this.#queue = options.queue;
+    this.#admit = { high: this.#admitter('high'), normal: this.#admitter('normal'), low: this.#admitter('low') };
+  }
+
+  /** Where refused requests wait; undefined when waiting is off. */
+  get queue(): WaitQueue | undefined {
+    return this.#queue;
+  }
+
+  /** The rate limiter, for the explain dry run and status reads; undefined when rate limits are disabled. */
+  get limiter(): RateLimiter | undefined {
+    return this.#limiter;
+  }
+
+  get budgets(): BudgetTracker | undefined {
+    return this.#budgets;
+  }
+
+  now(): number {
+    return this.#now();
+  }
+
+  /**
+   * A model request: for each of the route's targets in order, admission against the rate limits
+   * (user-path rules once, with the first target admitted; provider and model rules per attempt),
+   * the budgets once, then the call. A retryable failure (429, 5xx, timeout, unreachable, a stream
+   * broken before its first byte) passes the request to the next failover candidate. Slots are held
+   * by `lifetime` until the request ends; a failed attempt's provider and model slots go back at once.
+   * Throws the 429 when the consumer is over its limit or every candidate is saturated, or the last
+   * upstream failure when candidates were tried and failed. A request that may wait does so before
+   * its first call (see `#whenAdmitted`).
+   */
+  async dispatch(caller: Caller, route: Route, lifetime: Lifetime, call: TargetCall): Promise<Dispatched> {
+    const admit = this.#admit[caller.priority ?? 'high'];
+    const { value: first, waitedMs } = await this.#whenAdmitted(caller, lifetime.cancel, async () => {
+      const walk = new TargetWalk(route, caller.userPath, admit);
+      const step = await walk.next(0);
+      return step.ok ? { ok: true, value: { walk, step } } : step;
+    });
+    let { walk, step } = first;
+    const own = step.ticket;
+    const headers = withWaited(rateLimitHeaders(own.headers), waitedMs);
+    try {
+      // Budgets after the rate limits, once per request; they never wait.
+      this.checkBudget(caller.userPath);
+      const total = walk.targets.length;
+      let failure: GatewayError | undefined;
+      for (;;) {
+        const { target, ticket } = step;
+        if (ticket.holdsSlots) lifetime.hold(ticket);
+        const attempt = ticket === own ? undefined : ticket;
+        const next = walk.afterFailure(step.index);
+        const canFailOver = next < total;
+        try {
+          const result = await this.#metrics.upstream(target.provider.name, () => call(target));
+          if (!canFailOver) return { result, target, headers };
+          if (isRetryable(result.status)) {
+            failure = upstreamError(result.status, await readBody(result.body), result.headers);
+          } else {
+            // A stream fails over only before its first byte reached the client: wait for it here.
+            if (!Buffer.isBuffer(result.body) && result.status < 400) await primeStream(result.body, target.provider.name);
+            return { result, target, headers };
+          }
+        } catch (err) {
+          if (!canFailOver || lifetime.cancel.cancelled || !(err instanceof GatewayError && err.status >= 500)) {
+            endAttempt(own, attempt);
+            throw err;
+          }
+          failure = err;
+        }
+        endAttempt(own, attempt);
+        const found = await walk.next(next);
+        // Tried and failed upstream beats saturated: the client learns what actually happened.
+        if (!found.ok) throw failure;
+        step = found;
+      }
+    } catch (err) {
+      throw withWaitedError(err, waitedMs);
+    }
+  }
+
+  /**
+   * A realtime session: one request and one slot for its whole life, checked against user-path,
+   * provider and model rules on the route's primary targets (a session has nothing to fail over
+   * from), then the budgets. The slot is held by `lifetime`.
+   */
+  async admitSession(caller: Caller, route: Route, lifetime: Lifetime): Promise<{ target: Target; headers: Record<string, string> | undefined }> {
+    const admit = this.#admit[caller.priority ?? 'high'];
+    const { value: step, waitedMs } = await this.#whenAdmitted(caller, lifetime.cancel, async () => {
+      const found = await new TargetWalk(route, caller.userPath, admit, false).next(0);
+      return found.ok ? { ok: true, value: found } : found;
+    });
+    if (step.ticket.holdsSlots) lifetime.hold(step.ticket);
+    try {
+      this.checkBudget(caller.userPath);
+    } catch (err) {
+      throw withWaitedError(err, waitedMs);
+    }
+    return { target: step.target, headers: withWaited(rateLimitHeaders(step.ticket.headers), waitedMs) };
+  }
+
+  /**
+   * One request to one provider, with the model its body named when it named one (passthrough):
+   * user-path, provider and model rules, slots held by `options.lifetime`, then the budgets. Without
+   * a lifetime (a batch submission, a file upload) only user-path rules apply and no slot is taken.
+   * Answers the `x-ratelimit-*` headers; throws the 429 of a refusal.
+   */
+  async admitOne(caller: Caller, target: { provider?: string; model?: string | undefined }, options: AdmitOneOptions = {}): Promise<Record<string, string> | undefined> {
+    const { lifetime } = options;
+    const cancel = lifetime?.cancel ?? options.cancel;
+    const limiter = this.#limiter;
+    const admitOptions = OPTIONS[caller.priority ?? 'high'];
+    const scope: AdmissionTarget = { userPath: caller.userPath, provider: target.provider, model: target.model };
+    const { value: ticket, waitedMs } = await this.#whenAdmitted(caller, cancel, async () => {
+      if (limiter === undefined) return { ok: true, value: UNLIMITED };
+      const admitted = limiter.admit(scope, lifetime === undefined ? admitOptions.noSlots : admitOptions.slots);
+      const result = admitted instanceof Promise ? await admitted : admitted;
+      this.#metrics.admission(result, scope.userPath, scope.provider, scope.model);
+      return result.ok ? { ok: true, value: result } : { ok: false, refusal: result, blockers: [result] };
+    });
+    if (ticket.holdsSlots) lifetime?.hold(ticket);
+    try {
+      if (options.budgets !== false) this.checkBudget(caller.userPath);
+    } catch (err) {
+      throw withWaitedError(err, waitedMs);
+    }
+    return withWaited(rateLimitHeaders(ticket.headers), waitedMs);
+  }
+
+  /**
+   * Runs `attempt` until it admits. A refusal is the 429 at once unless the caller may wait and the
+   * refusal's wait (its Retry-After, in ms) fits in what is left of its wait; then the request
+   * waits in the queue, counting nothing and holding nothing, until capacity can have freed on a
+   * rule that refused it, and tries its whole admission again. It leaves at once when the client
+   * goes (`cancel`), and gets the 429 of its last refusal when its wait is used up.
+   */
+  async #whenAdmitted<T>(caller: Caller, cancel: Cancellation | undefined, attempt: () => Promise<Attempt<T>>): Promise<{ value: T; waitedMs: number | undefined }> {
+    let step = await attempt();
+    if (step.ok) return { value: step.value, waitedMs: undefined };
+    const queue = this.#queue;
+    const maxWaitMs = caller.maxWaitMs ?? 0;
+    if (queue === undefined || maxWaitMs <= 0) throw rateLimitedError(step.refusal);
+    const startedAt = this.#now();
+    const deadline = startedAt + maxWaitMs;
+    const waiter = queue.waiter(caller.priority ?? 'high');
+    for (;;) {
+      const refusal: AdmissionRefusal = step.refusal;
+      const waitedMs = this.#now() - startedAt;
+      if (!mayWaitFor(refusal, deadline - this.#now())) {
+        if (waitedMs > 0) this.#metrics.queueWait('timed_out', waitedMs / 1000);
+        throw withWaitedError(rateLimitedError(refusal), waitedMs > 0 ? waitedMs : undefined);
+      }
+      const blockers = step.blockers.map((blocker) => blockerOf(blocker, caller.userPath));
+      const ended = queue.wait(waiter, blockers, deadline, (leave) => listenFor(cancel, leave));
+      if (ended === 'full') {
+        this.#metrics.queueWait('full', 0);
+        throw withWaitedError(queueFullError(queue.depth), waitedMs > 0 ? waitedMs : undefined);
+      }
+      const end = await ended;
+      const after = this.#now() - startedAt;
+      if (end === 'cancelled') {
+        this.#metrics.queueWait('cancelled', after / 1000);
+        throw clientGone();
+      }
+      if (end !== 'woken') {
+        this.#metrics.queueWait('timed_out', after / 1000);
+        throw withWaitedError(rateLimitedError(refusal), after);
+      }
+      step = await attempt();
+      queue.retried(waiter, step.ok, blockers.map((blocker) => blocker.key));
+      if (step.ok) {
+        const waited = this.#now() - startedAt;
+        this.#metrics.queueWait('admitted', waited / 1000);
+        return { value: step.value, waitedMs: waited };
+      }
+    }
+  }
+
+  /** The budgets governing a user path: throws the 429 `budget_exceeded` when one is reached. One in-memory lookup. */
+  checkBudget(userPath: string): void {
+    const breach = this.#budgets?.check(userPath);
+    if (breach !== undefined) throw budgetExceededError(breach);
+  }
+
+  /**
+   * A request at its end (streams at their last byte or the client gone): its tokens go to every
+   * matching token window (the user path, and the provider and model that executed it), and its
+   * usage record is queued. Neither touches storage on this path.
+   */
+  complete(caller: Caller, done: Completion): void {
+    const usage = done.usage;
+    if (!done.cached) {
+      if (usage !== undefined && this.#limiter !== undefined) {
+        // A shared store answers later and never rejects: nothing here waits for the charge to land.
+        void this.#limiter.chargeTokens({ userPath: caller.userPath, provider: done.provider, model: done.model }, usage.totalTokens);
+      }
+      this.#metrics.tokens(done.provider, done.model, usage);
+    }
+    this.#usage.record({
+      timestampMs: done.startedAt,
+      userPath: caller.userPath,
+      provider: done.provider,
+      model: done.model,
+      endpoint: done.endpoint,
+      promptTokens: usage?.promptTokens ?? 0,
+      completionTokens: usage?.completionTokens ?? 0,
+      totalTokens: usage?.totalTokens ?? 0,
+      cachedPromptTokens: usage?.cachedPromptTokens ?? 0,
+      cached: done.cached,
+      status: done.status,
+      latencyMs: this.#now() - done.startedAt,
+      apiKeyId: caller.keyId,
+      requestId: done.requestId,
+      estimated: done.estimated === true,
+    });
+  }
+
+  /**
+   * What a request would meet right now, walked exactly as `dispatch` (`kind` 'dispatch'),
+   * `admitSession` ('session') or a batch submission ('submission') walk it, reading the counters
+   * instead of counting: the decision with its breach and target, each target's own capacity
+   * (its provider and model rules alone), every rule read, and the budgets governing the path.
+   * Counts nothing, takes no slot. Rate limits must be enabled.
+   */
+  async explain(userPath: string, route: Route, kind: ExplainKind, priority: Priority = 'high'): Promise<Explanation> {
+    const limiter = this.#limiter;
+    if (limiter === undefined) throw new Error('explain needs rate limits enabled');
+    const rules = new Map<string, RuleStatus>();
+    const collect = (found: readonly RuleStatus[]): void => {
+      for (const rule of found) rules.set(`${rule.scope}\u0000${rule.subject.toLowerCase()}\u0000${rule.period_seconds}`, rule);
+    };
+    const options = OPTIONS[priority];
+    const read: Admitter = (target) => limiter.explain(target, options.slots).then((preview) => {
+      collect(preview.rules);
+      return preview.refusal ?? UNLIMITED;
+    });
+    let breach: Breach | undefined;
+    let target: Target | undefined;
+    let refusal: AdmissionRefusal | undefined;
+    if (kind === 'submission') {
+      const preview = await limiter.explain({ userPath }, options.noSlots);
+      collect(preview.rules);
+      refusal = preview.refusal;
+    } else {
+      const step = await new TargetWalk(route, userPath, read, kind === 'dispatch').next(0);
+      if (step.ok) target = step.target;
+      else refusal = step.refusal;
+    }
+    if (refusal !== undefined) breach = breachOf(refusal);
+    // Budgets come after the rate limits, on every endpoint.
+    const budget = breach === undefined ? this.#budgets?.check(userPath) : undefined;
+    if (budget !== undefined) {
+      breach = { scope: 'user_path', subject: budget.userPath, periodLabel: budget.period, retryAfterSeconds: Math.ceil(budget.retryAfterMs / 1000), message: budget.message };
+      target = undefined;
+    }
+    const candidates = kind === 'session' ? route.primary : [...route.primary, ...route.failover];
+    const targets: TargetCapacity[] = [];
+    for (const [i, candidate] of candidates.entries()) {
+      const own = await limiter.explain({ provider: candidate.provider.name, model: candidate.model });
+      collect(own.rules);
+      targets.push({ target: candidate, failover: i >= route.primary.length, breach: own.refusal && breachOf(own.refusal) });
+    }
+    return { breach, target, targets, rules: [...rules.values()], budgets: this.#budgets?.statusFor(userPath) ?? [], refusal: budget === undefined ? refusal : undefined };
+  }
+
+  /** Real admission: counts the request when no rule is breached, and reports each check to the metrics. */
+  #admitter(priority: Priority): Admitter {
+    const limiter = this.#limiter;
+    if (limiter === undefined) return () => UNLIMITED;
+    const options = OPTIONS[priority].slots;
+    return (target) => {
+      const admitted = limiter.admit(target, options);
+      if (admitted instanceof Promise) return admitted.then((result) => this.#reported(result, target));
+      return this.#reported(admitted, target);
+    };
+  }
+
+  #reported(result: AdmissionResult, target: AdmissionTarget): AdmissionResult {
+    this.#metrics.admission(result, target.userPath, target.provider, target.model);
+    return result;
+  }
+}
+
+/** The provider and model slots of a finished attempt go back; the user-path slot stays with the request. */
+function endAttempt(own: AdmissionTicket | undefined, attempt: AdmissionTicket | undefined): void {
+  if (attempt !== undefined) attempt.release();
+  else own?.releaseTargetSlots();
+}
+
+function isRetryable(status: number): boolean {
+  return status === 429 || status >= 500;
+}
+
+/** How an endpoint admits: model endpoints, a realtime session, a batch submission (user-path rules, no slot). */
+export type ExplainKind = 'dispatch' | 'session' | 'submission';
+
+/** A refusal as the explain dry run shows it. */
+export interface Breach {
+  readonly scope: Scope;
+  readonly subject: string;
+  readonly periodLabel: string;
+  readonly retryAfterSeconds: number;
+  readonly message: string;
+}
+
+export interface TargetCapacity {
+  readonly target: Target;
+  /** A failover candidate rather than one of the route's primary targets. */
+  readonly failover: boolean;
+  /** Why its own provider and model rules would skip it now; undefined when it has capacity. */
+  readonly breach: Breach | undefined;
+}
+
+export interface Explanation {
+  /** What a request would be refused with now; undefined when it would be admitted. */
+  readonly breach: Breach | undefined;
+  /** Where an admitted request would be sent (undefined for a submission, which calls no target). */
+  readonly target: Target | undefined;
+  readonly targets: readonly TargetCapacity[];
+  /** Every rule the walk read, with its live counters. */
+  readonly rules: readonly RuleStatus[];
+  readonly budgets: readonly BudgetStatus[];
+  /** The rate limits' refusal (not a budget's), which a request may wait on. */
+  readonly refusal: AdmissionRefusal | undefined;
+}
+
+function breachOf(refusal: AdmissionRefusal): Breach {
+  const { breach } = refusal;
+  return { scope: breach.scope, subject: breach.subject, periodLabel: breach.label, retryAfterSeconds: refusal.retryAfterSeconds, message: refusal.message };
+}
+
+/**
+ * A refusal as the queue waits on it: its counter, when it frees by time, and the caller's place
+ * among the rule's consumers (the direct child of a user-path rule's path it lies in).
+ */
+function blockerOf(refusal: AdmissionRefusal, userPath: string): Blocker {
+  const { breach } = refusal;
+  return {
+    key: refusal.counterKey,
+    concurrent: breach.kind === 'concurrent',
+    retryAtMs: refusal.retryAtSeconds * 1000,
+    child: breach.scope === 'user_path' ? (directChild(breach.subject.toLowerCase(), userPath.toLowerCase()) ?? '') : '',
+    scope: breach.scope,
+    subject: breach.subject,
+    periodLabel: breach.label,
+  };
+}
+
+/** Calls `leave` when `cancel` fires; answers how to stop listening. */
+function listenFor(cancel: Cancellation | undefined, leave: () => void): () => void {
+  if (cancel === undefined) return () => {};
+  if (cancel.cancelled) {
+    queueMicrotask(leave);
+    return () => {};
+  }
+  cancel.once('abort', leave);
+  return () => cancel.off('abort', leave);
+}
+
+function withWaited(headers: Record<string, string> | undefined, waitedMs: number | undefined): Record<string, string> | undefined {
+  if (waitedMs === undefined) return headers;
+  return { ...headers, [QUEUE_WAIT_HEADER]: String(Math.round(waitedMs)) };
+}
+
+/** An error answered to a request that waited carries how long it waited. */
+function withWaitedError(err: unknown, waitedMs: number | undefined): unknown {
+  if (waitedMs === undefined || !(err instanceof GatewayError)) return err;
+  return new GatewayError({ status: err.status, type: err.type, message: err.message, param: err.param, code: err.code, headers: withWaited(err.headers, waitedMs) });
+}
+
+/**
+ * Whether a request with `leftMs` of its wait may wait on a refusal: only when the refusal's wait
+ * (its Retry-After, as `retry-after-ms` says it) fits, and it is not one that time never lifts.
+ */
+export function mayWaitFor(refusal: AdmissionRefusal, leftMs: number): boolean {
+  return refusal.retryAtSeconds !== Infinity && refusal.retryAfterSeconds * 1000 <= leftMs;
+}
