@@ -24,7 +24,7 @@ import { Resolver, RoutingError } from './routing/resolver.ts';
 import { ResponseCache } from './cache/response-cache.ts';
 import { openStorage } from './storage/index.ts';
 import type { Storage } from './storage/types.ts';
-import { UsageRecorder } from './usage/recorder.ts';
+import { UsageRecorder, UsageRecordsLostError } from './usage/recorder.ts';
 import { GATEWAY_VERSION } from './shared/version.ts';
 import { describeCounters, describeStorage } from './config/describe.ts';
 
@@ -83,11 +83,21 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     const pricing = buildPriceTable(providerConfigs, config.pricing, logger);
     // Set once budgets have started; records made before that have no budget to count against.
     let budgets: BudgetTracker | undefined;
+    // Set once the metrics exist, before the first request can record anything.
+    let usageMetrics: GatewayMetrics | undefined;
     const usage = new UsageRecorder(storage, {
       enabled: config.usage.enabled,
-      onError: (err) => logger.error({ err }, 'writing usage records failed; will retry'),
+      onError: (err) => {
+        if (err instanceof UsageRecordsLostError) logger.error({ requestIds: err.requestIds }, err.message);
+        else logger.error({ err }, 'writing usage records failed; will retry');
+      },
       price: (entry) => pricing.cost(entry),
       onRecord: (record) => budgets?.observe(record.userPath, record.timestampMs, record.costUsd),
+      onSetAside: (record, reason) => {
+        usageMetrics?.usageRecordFailed();
+        // The whole record is logged: an operator can still insert it by hand.
+        logger.error({ err: reason, requestId: record.requestId, record }, `usage record of request ${record.requestId ?? '(no id)'} set aside: the database cannot store it`);
+      },
     });
     cleanup.unshift(() => usage.close());
 
@@ -114,6 +124,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       models: resolver.listModels(),
       onRuleStatusError: (err) => logger.warn({ err }, 'metrics: reading the rate-limit rules failed'),
     });
+    usageMetrics = metrics;
     const health = new GatewayHealth({
       counters: () => counters?.problem(),
       checkCounters: counters === undefined ? undefined : () => counters.check(),
@@ -296,6 +307,7 @@ function buildPriceTable(providers: Readonly<Record<string, ProviderConfig>>, pr
     instances: Object.entries(providers).map(([name, c]) => ({ name, pricesProvider: pricesProviderOf(c.type), baseUrl: (c as { base_url?: string }).base_url })),
     overrides,
     onUnknown: (provider, model) => logger.warn({ provider, model }, `no price known for ${provider}/${model}: its requests cost $0 (set one under pricing: "${provider}/${model}")`),
+    onUnknownLimit: (limit) => logger.warn(`no price known for ${limit} models: further models without a price are not logged (their requests cost $0)`),
   });
 }
 

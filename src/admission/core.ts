@@ -65,6 +65,10 @@ export interface Completion {
   readonly startedAt: number;
   /** Answered from the response cache: counts nothing. */
   readonly cached: boolean;
+  /** The request's id (fastify's `request.id`, sent back as `x-request-id`; a batch line's `request_id`). */
+  readonly requestId: string;
+  /** True when `usage` is the gateway's estimate (src/tokens/estimate.ts), not the provider's report. */
+  readonly estimated?: boolean;
 }
 
 /** What the core reports to the gateway's metrics. */
@@ -349,6 +353,8 @@ export class AdmissionCore {
       status: done.status,
       latencyMs: this.#now() - done.startedAt,
       apiKeyId: caller.keyId,
+      requestId: done.requestId,
+      estimated: done.estimated === true,
     });
   }
 
