@@ -1,6 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { AdmissionCore } from './admission/core.ts';
+import { BatchService } from './batch/service.ts';
 import { WaitQueue } from './admission/queue.ts';
 import { KeyRing } from './auth/keys.ts';
 import { BudgetManager, loadStoredBudgets } from './admin/budgets.ts';
@@ -81,10 +82,6 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     });
     cleanup.unshift(stopFollowingKeys);
     const pricing = buildPriceTable(providerConfigs, config.pricing, logger);
-    // Set once budgets have started; records made before that have no budget to count against.
-    let budgets: BudgetTracker | undefined;
-    // Set once the metrics exist, before the first request can record anything.
-    let usageMetrics: GatewayMetrics | undefined;
     const usage = new UsageRecorder(storage, {
       enabled: config.usage.enabled,
       onError: (err) => {
@@ -92,9 +89,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         else logger.error({ err }, 'writing usage records failed; will retry');
       },
       price: (entry) => pricing.cost(entry),
-      onRecord: (record) => budgets?.observe(record.userPath, record.timestampMs, record.costUsd),
       onSetAside: (record, reason) => {
-        usageMetrics?.usageRecordFailed();
         // The whole record is logged: an operator can still insert it by hand.
         logger.error({ err: reason, requestId: record.requestId, record }, `usage record of request ${record.requestId ?? '(no id)'} set aside: the database cannot store it`);
       },
@@ -109,9 +104,12 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       });
     }
     const { tracker, manager: budgetManager } = await startBudgets(config, storage, usage, options.budgetSeeds ?? [], now, logger, options.warnings ?? []);
-    budgets = tracker;
-    // Before the usage recorder closes: a running refresh flushes it.
-    if (tracker !== undefined) cleanup.unshift(() => tracker.close());
+    if (tracker !== undefined) {
+      // Spend reaches the budgets as each usage record is queued.
+      usage.listen({ record: (record) => tracker.observe(record.userPath, record.timestampMs, record.costUsd) });
+      // Before the usage recorder closes: a running refresh flushes it.
+      cleanup.unshift(() => tracker.close());
+    }
 
     const inFlight = new InFlightRequests();
     const queue = limiter === undefined ? undefined : new WaitQueue({ maxDepth: config.rate_limits.queue.max_depth });
@@ -124,13 +122,24 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       models: resolver.listModels(),
       onRuleStatusError: (err) => logger.warn({ err }, 'metrics: reading the rate-limit rules failed'),
     });
-    usageMetrics = metrics;
+    usage.listen({ setAside: () => metrics.usageRecordFailed() });
     const health = new GatewayHealth({
       counters: () => counters?.problem(),
       checkCounters: counters === undefined ? undefined : () => counters.check(),
       refusedWithoutCounters: config.rate_limits.redis.on_error === 'deny',
       pingStorage: () => storage.ping(),
     });
+    const admission = new AdmissionCore({ limiter, budgets: tracker, usage, metrics, queue, now });
+    const batches = new BatchService({
+      storage,
+      resolver,
+      admission,
+      logger,
+      files: { ttlSeconds: config.files.ttl_seconds, maxBytesPerUserPath: config.files.max_bytes_per_user_path, maxFilesPerUserPath: config.files.max_files_per_user_path },
+      now,
+    });
+    // Background batch runs stop before the usage recorder and storage close.
+    cleanup.unshift(() => batches.close());
     const services: HttpServices = {
       options: {
         masterKey,
@@ -142,11 +151,6 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
           keepAliveTimeoutMs: config.server.keep_alive_timeout_seconds * 1000,
           maxConnections: config.server.max_connections,
         },
-        files: {
-          ttlSeconds: config.files.ttl_seconds,
-          maxBytesPerUserPath: config.files.max_bytes_per_user_path,
-          maxFilesPerUserPath: config.files.max_files_per_user_path,
-        },
         cacheShared: config.cache.response.shared,
         patience: { defaultWaitMs: Math.round(config.rate_limits.queue.default_wait_seconds * 1000), maxWaitMs: Math.round(config.rate_limits.queue.max_wait_seconds * 1000) },
         logger,
@@ -155,10 +159,11 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       keys,
       storage,
       usage,
-      admission: new AdmissionCore({ limiter, budgets: tracker, usage, metrics, queue, now }),
+      admission,
+      batches,
       limiter,
       rules,
-      budgets,
+      budgets: tracker,
       budgetManager,
       cache: config.cache.response.enabled
         ? new ResponseCache({ ttlSeconds: config.cache.response.ttl_seconds, maxEntries: config.cache.response.max_entries, now })
