@@ -4,8 +4,8 @@ import { AdmissionCore } from './admission/core.ts';
 import { BatchService } from './batch/service.ts';
 import { WaitQueue } from './admission/queue.ts';
 import { KeyRing } from './auth/keys.ts';
-import { BudgetManager, loadStoredBudgets } from './admin/budgets.ts';
-import { RuleManager } from './admin/rate-limit-rules.ts';
+import { loadStoredBudgets, startBudgetManager, type BudgetManager } from './admin/budgets.ts';
+import { startRuleManager, type RuleManager } from './admin/rate-limit-rules.ts';
 import { BudgetTracker } from './budgets/tracker.ts';
 import { BUDGETS_WITHOUT_USAGE_WARNING, TOKEN_RULES_WITHOUT_USAGE_WARNING, isLoopbackHost, nonLoopbackMessage, type BudgetSeed, type RuleSeed } from './config/load.ts';
 import { openCounters, type Counters } from './counters/index.ts';
@@ -230,9 +230,9 @@ async function startRateLimits(
   }
   const counters = await openCounters(config.rate_limits, logger, { storage, now });
   const limiter = new RateLimiter({ clock: { now }, store: counters.store, enforceTokens: config.usage.enabled, headroom: config.rate_limits.queue.headroom });
-  let started: Awaited<ReturnType<typeof RuleManager.start>>;
+  let started: Awaited<ReturnType<typeof startRuleManager>>;
   try {
-    started = await RuleManager.start(storage, limiter, seeds, now);
+    started = await startRuleManager(storage, limiter, seeds, now);
     // Saved counters go back into the rules just loaded (persist_counters).
     await counters.start();
   } catch (err) {
@@ -240,7 +240,7 @@ async function startRateLimits(
     throw err;
   }
   const { manager, shadowed, invalid } = started;
-  for (const { rule, error } of invalid) {
+  for (const { item: rule, error } of invalid) {
     logger.warn({ rule, error }, `stored rate limit ${rule} is invalid and is not enforced (${error}); delete it from storage or write it again within bounds`);
   }
   for (const seed of shadowed) {
@@ -289,8 +289,8 @@ async function startBudgets(
     },
     onError: (err) => logger.warn({ err }, 'reading budget spend from storage failed; the last known spend stays in force'),
   });
-  const { manager, shadowed, invalid } = await BudgetManager.start(storage, tracker, seeds, now);
-  for (const { budget, error } of invalid) {
+  const { manager, shadowed, invalid } = await startBudgetManager(storage, tracker, seeds, now);
+  for (const { item: budget, error } of invalid) {
     logger.warn({ budget, error }, `stored budget ${budget} is invalid and is not enforced (${error}); delete it from storage or write it again within bounds`);
   }
   for (const seed of shadowed) {
