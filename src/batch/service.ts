@@ -1,15 +1,15 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
+import type { AdmissionCore } from '../admission/core.ts';
 import { Cancellation } from '../providers/cancellation.ts';
 import { GatewayError, badRequest, notFound, unsupportedByProvider } from '../errors/gateway-error.ts';
 import type { Resolver } from '../routing/resolver.ts';
 import type { Target } from '../routing/types.ts';
 import type { BatchRecord, Storage, StoredFile } from '../storage/types.ts';
-import type { UsageRecorder } from '../usage/recorder.ts';
 import { isRecord } from '../shared/json.ts';
 import { isUnder } from '../user-path/user-path.ts';
 import { BATCH_ENDPOINTS, parseBatchInput, type BatchLine } from './jsonl.ts';
-import { outputLine, runLines, type LineOutcome } from './line-runner.ts';
+import { lineRequestId, outputLine, runLines, type LineOutcome, type LineRefusal } from './line-runner.ts';
 import { RemoteBatches } from './remote.ts';
 import { TERMINAL_STATUSES } from './wire.ts';
 
@@ -30,7 +30,11 @@ export interface FileLimits {
 export interface BatchServiceOptions {
   storage: Storage;
   resolver: Resolver;
-  usage: UsageRecorder;
+  /**
+   * The admission core: the budgets each line the gateway runs is checked against, and the usage
+   * record of every line that ran.
+   */
+  admission: Pick<AdmissionCore, 'budgetBreach' | 'complete'>;
   logger: FastifyBaseLogger;
   files: FileLimits;
   now(): number;
@@ -295,7 +299,8 @@ export class BatchService {
     const failed: string[] = [];
     let index = 0;
     await runLines(target, BATCH_ENDPOINTS[batch.endpoint]!, lines, this.shutdown, now, async (outcome: LineOutcome) => {
-      const line = outputLine(batch, index++, outcome);
+      const at = index++;
+      const line = outputLine(batch, at, outcome);
       if (outcome.status < 400) {
         output.push(line);
         batch.requestCounts.completed += 1;
@@ -303,8 +308,8 @@ export class BatchService {
         failed.push(line);
         batch.requestCounts.failed += 1;
       }
-      this.recordUsage(batch, target, outcome);
-    }, cancelled);
+      if (outcome.ran) this.recordUsage(batch, target, outcome, lineRequestId(batch, at));
+    }, cancelled, () => this.budgetRefusal(batch.userPath));
 
     batch.times.finalizing_at = secs();
     if (output.length > 0) batch.outputFileId = (await this.writeOutput(batch, output, 'output')).id;
@@ -378,23 +383,28 @@ export class BatchService {
     }
   }
 
+  /**
+   * A line of a batch whose budget is reached does not run: it fails like a request would, with
+   * a 429 `budget_exceeded` in the error file (the budget may have room again for later lines).
+   */
+  private budgetRefusal(userPath: string): LineRefusal | undefined {
+    const breach = this.opts.admission.budgetBreach(userPath);
+    if (breach === undefined) return undefined;
+    return { status: 429, body: { error: { message: breach.message, type: 'rate_limit_error', param: null, code: 'budget_exceeded' } } };
+  }
+
   /** Executed lines are recorded as usage (endpoint `batch`); they are not charged to rate-limit windows. */
-  private recordUsage(batch: BatchRecord, target: Target, outcome: LineOutcome): void {
-    const usage = outcome.usage;
-    this.opts.usage.record({
-      timestampMs: this.opts.now() - outcome.latencyMs,
-      userPath: batch.userPath,
+  private recordUsage(batch: BatchRecord, target: Target, outcome: LineOutcome, requestId: string): void {
+    this.opts.admission.complete({ userPath: batch.userPath, keyId: batch.apiKeyId }, {
       provider: target.provider.name,
       model: target.model,
       endpoint: 'batch',
-      promptTokens: usage?.promptTokens ?? 0,
-      completionTokens: usage?.completionTokens ?? 0,
-      totalTokens: usage?.totalTokens ?? 0,
-      cachedPromptTokens: usage?.cachedPromptTokens ?? 0,
-      cached: false,
+      usage: outcome.usage,
       status: outcome.status,
-      latencyMs: outcome.latencyMs,
-      apiKeyId: batch.apiKeyId,
+      startedAt: this.opts.now() - outcome.latencyMs,
+      cached: false,
+      requestId,
+      windows: false,
     });
   }
 }

@@ -9,6 +9,7 @@
 import { z } from 'zod';
 import { BUDGET_PERIOD_NAMES, periodFromSeconds } from '../budgets/periods.ts';
 import { MAX_USD } from '../budgets/types.ts';
+import { MAX_PRICE_PER_MTOK } from '../shared/money.ts';
 import { PROVIDER_TYPES, type ProviderConfig } from '../providers/registry.ts';
 import { DEFAULT_MAX_EVENT_BYTES } from '../providers/sse.ts';
 import { DEFAULT_MAX_RESPONSE_BYTES } from '../providers/upstream.ts';
@@ -418,8 +419,8 @@ const rateLimitsSchema = z.strictObject({
 
 // ---- pricing and budgets --------------------------------------------------------------------
 
-const PRICE_ERROR = 'must be a number of US dollars per million tokens (>= 0)';
-const pricePerMtok = () => z.preprocess(coerceNumber, z.number({ error: PRICE_ERROR }).min(0, { error: PRICE_ERROR }));
+const PRICE_ERROR = `must be a number of US dollars per million tokens, from 0 to ${MAX_PRICE_PER_MTOK}`;
+const pricePerMtok = () => z.preprocess(coerceNumber, z.number({ error: PRICE_ERROR }).min(0, { error: PRICE_ERROR }).max(MAX_PRICE_PER_MTOK, { error: PRICE_ERROR }));
 
 /** `pricing."<provider>/<model>"`: an operator's price, which wins over the price table. */
 const priceSchema = z.strictObject(

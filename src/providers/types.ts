@@ -72,6 +72,11 @@ export interface ProviderResult {
   headers: Record<string, string>;
   body: Buffer | Readable;
   usage(): Usage | undefined;
+  /**
+   * The model the answer names (its `model` field), read on the way like the usage; offered by
+   * passthrough answers, whose requests need not name one.
+   */
+  model?(): string | undefined;
 }
 
 /**

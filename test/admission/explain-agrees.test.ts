@@ -83,7 +83,7 @@ describe('the explain dry run', () => {
             });
             assert.deepEqual(called, [done.target.id], 'one call, to the target admitted');
             actual = { admitted: true, target: done.target.id };
-            world.core.complete(caller, { provider: done.target.provider.name, model: done.target.model, endpoint: 'chat', usage: done.result.usage(), status: 200, startedAt: world.clock.now(), cached: false });
+            world.core.complete(caller, { provider: done.target.provider.name, model: done.target.model, endpoint: 'chat', usage: done.result.usage(), status: 200, startedAt: world.clock.now(), cached: false, requestId: 'req' });
           } else if (kind === 'session') {
             actual = { admitted: true, target: (await world.core.admitSession(caller, route(model), lifetime)).target.id };
           } else {

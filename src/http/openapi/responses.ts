@@ -182,6 +182,7 @@ const usageRow = {
   cached_prompt_tokens: z.int().meta({ description: 'Prompt tokens the provider served from its prompt cache.' }),
   cost_usd: z.number().meta({ description: 'What the requests cost in US dollars (0 for models without a price).' }),
   cached_requests: z.int(),
+  estimated_requests: z.int().meta({ description: 'Requests whose token counts the gateway estimated: streams that ended before their provider reported usage.' }),
 };
 export const userPathUsage = ruleStatusRecord.extend({
   requests_usage_ratio: z.number().optional(),

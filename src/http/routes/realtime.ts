@@ -79,9 +79,11 @@ export function registerRealtime(app: FastifyInstance, services: HttpServices): 
           onEnd: () => session.lifetime.end(),
           onUsage: (usage, startedAt) => {
             services.admission.complete(request.identity, {
-              provider: target.provider.name, model: target.model, endpoint: 'realtime', usage, status: 200, startedAt, cached: false,
+              provider: target.provider.name, model: target.model, endpoint: 'realtime', usage, status: 200, startedAt, cached: false, requestId: request.id,
             });
           },
+          // Budgets are checked before each response of the session, not only when it opens.
+          refusal: () => services.admission.budgetBreach(request.identity.userPath)?.message,
         });
       },
     });
