@@ -5,10 +5,10 @@ import type { Result } from '../../ratelimit/index.ts';
  * NUL is never part of an id, a name or a path, and PostgreSQL can neither store nor compare a
  * string holding one: every id and name the gateway stores or looks up is refused with it.
  */
+export const NUL_REFUSAL = 'must not contain a NUL character (U+0000)';
+
 /** Seconds, a decimal >= 0 with at most three decimals: how long a request may wait for capacity (header or query). */
 export const WAIT_SECONDS = /^(\d+(\.\d{1,3})?|\.\d{1,3})$/;
-
-export const NUL_REFUSAL = 'must not contain a NUL character (U+0000)';
 
 /** The refusal of a NUL in `field`, naming it as every 400 does. */
 export function nulRefusal(field: string): string {

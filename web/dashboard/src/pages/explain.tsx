@@ -5,7 +5,7 @@
 import { useState } from 'preact/hooks';
 import { ApiError, api, type Explanation, type Priority } from '../api.ts';
 import { Field, FormMessage, UsageBar, fieldErrors, type FieldErrors } from '../components/controls.tsx';
-import { SCOPE_LABELS } from '../format.ts';
+import { PRIORITIES, SCOPE_LABELS } from '../format.ts';
 
 const ENDPOINTS = [
   ['chat', 'Chat completions'],
@@ -17,8 +17,6 @@ const ENDPOINTS = [
   ['realtime', 'Realtime session'],
   ['batches', 'Batch submission'],
 ] as const;
-
-const PRIORITIES: readonly Priority[] = ['high', 'normal', 'low'];
 
 export function ExplainPage({ onDisabled }: { onDisabled: () => void }) {
   const [model, setModel] = useState('');

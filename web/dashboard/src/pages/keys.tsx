@@ -5,13 +5,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, type ApiKey, type Priority } from '../api.ts';
 import { ConfirmDialog, Field, FormMessage, ListTable, fieldErrors, type FieldErrors } from '../components/controls.tsx';
-import { formatUtc } from '../format.ts';
-
-const PRIORITY_OPTIONS: ReadonlyArray<[Priority, string]> = [
-  ['high', 'High'],
-  ['normal', 'Normal (default)'],
-  ['low', 'Low'],
-];
+import { PRIORITIES, PRIORITY_LABELS, formatUtc } from '../format.ts';
 
 interface CreatedKey extends ApiKey {
   key: string;
@@ -103,8 +97,8 @@ function CreateKey({ onCreated }: { onCreated: (key: CreatedKey) => void }) {
         <Field id="key-max-priority" label="Highest priority" error={errors.maxPriority} hint="A request asking for more (X-Floodgate-Priority) is served at this one.">
           {(a11y) => (
             <select {...a11y} value={maxPriority} onChange={(e) => setMaxPriority(e.currentTarget.value as Priority)}>
-              {PRIORITY_OPTIONS.map(([value, label]) => (
-                <option value={value}>{label}</option>
+              {PRIORITIES.map((value) => (
+                <option value={value}>{PRIORITY_LABELS[value]}{value === 'normal' ? ' (default)' : ''}</option>
               ))}
             </select>
           )}

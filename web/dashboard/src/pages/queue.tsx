@@ -2,18 +2,12 @@
  * The queue: the requests waiting for capacity in this gateway (X-Floodgate-Max-Wait), by priority
  * and by the rule they wait on, polled every two seconds.
  */
-import type { Priority, QueueStatus } from '../api.ts';
+import type { QueueStatus } from '../api.ts';
 import { ListTable } from '../components/controls.tsx';
 import { useLiveList } from '../components/live-list.ts';
-import { SCOPE_LABELS, formatNumber } from '../format.ts';
+import { PRIORITIES, PRIORITY_LABELS, SCOPE_LABELS, formatNumber } from '../format.ts';
 
 const POLL_MS = 2000;
-
-const PRIORITY_LABELS: ReadonlyArray<[Priority, string]> = [
-  ['high', 'High'],
-  ['normal', 'Normal'],
-  ['low', 'Low'],
-];
 
 export function QueuePage({ onDisabled }: { onDisabled: () => void }) {
   const { list: queue, loadError } = useLiveList<QueueStatus>('/admin/queue', POLL_MS, onDisabled);
@@ -35,13 +29,13 @@ export function QueuePage({ onDisabled }: { onDisabled: () => void }) {
       )}
       <h2>By priority</h2>
       <ListTable
-        items={queue === undefined ? undefined : PRIORITY_LABELS}
+        items={queue === undefined ? undefined : PRIORITIES}
         caption="Waiting requests by priority"
         columns={['Priority', 'Waiting']}
         empty=""
-        row={([priority, label]) => (
+        row={(priority) => (
           <tr key={priority} data-priority={priority}>
-            <th scope="row">{label}</th>
+            <th scope="row">{PRIORITY_LABELS[priority]}</th>
             <td>{formatNumber(queue!.by_priority[priority])}</td>
           </tr>
         )}
