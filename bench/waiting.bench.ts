@@ -246,6 +246,8 @@ async function memoryPerWaiter(upstream: ChildServer, waiters: number, log: (lin
 
 // ---- targets --------------------------------------------------------------------------------
 
+const settingsLabel = (): string => `cap ${CAP}, upstream ${UPSTREAM_MS} ms`;
+
 const WAKE_UP_GOALS_MS: Record<WaitingStore, number> = { memory: 2, redis: 5 };
 
 function decideTargets(rows: readonly WaitingRow[]): WaitingTarget[] {
@@ -260,8 +262,6 @@ function decideTargets(rows: readonly WaitingRow[]): WaitingTarget[] {
     };
   });
 }
-
-const settingsLabel = (): string => `cap ${CAP}, upstream ${UPSTREAM_MS} ms`;
 
 // ---- running --------------------------------------------------------------------------------
 
