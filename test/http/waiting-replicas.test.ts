@@ -25,6 +25,8 @@ describe('waiting for capacity across replicas sharing Redis', () => {
       `providers:\n  up: { type: openai, base_url: ${up.url}/v1, api_key: k, models: [gpt-x] }`,
       'rate_limits:',
       '  backend: redis',
+      // A loaded machine must not make a replica give up on Redis and count alone (on_error: local).
+      '  redis: { timeout_ms: 2000 }',
       `  providers: [ { name: up, limits: [ { period: concurrent, max_requests: ${CAP} } ] } ]`,
       '',
     ].join('\n');
