@@ -2,13 +2,14 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { AdmissionCore } from './admission/core.ts';
 import { WaitQueue } from './admission/queue.ts';
+import { SaturationLog } from './admission/saturation-log.ts';
 import { KeyRing } from './auth/keys.ts';
 import { BudgetManager, loadStoredBudgets } from './admin/budgets.ts';
 import { RuleManager } from './admin/rate-limit-rules.ts';
 import { BudgetTracker } from './budgets/tracker.ts';
 import { BUDGETS_WITHOUT_USAGE_WARNING, TOKEN_RULES_WITHOUT_USAGE_WARNING, isLoopbackHost, nonLoopbackMessage, type BudgetSeed, type RuleSeed } from './config/load.ts';
 import { openCounters, type Counters } from './counters/index.ts';
-import { RateLimiter } from './ratelimit/index.ts';
+import { RateLimiter, type LearnedSettings } from './ratelimit/index.ts';
 import type { GatewayConfig } from './config/schema.ts';
 import type { HttpServices } from './http/context.ts';
 import { GatewayError } from './http/errors.ts';
@@ -91,7 +92,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     });
     cleanup.unshift(() => usage.close());
 
-    const { limiter, rules, counters, stopFollowing } = await startRateLimits(config, storage, options.rateLimitSeeds ?? [], now, logger, options.warnings ?? []);
+    const learned = learnedSettings(providerConfigs);
+    const { limiter, rules, counters, stopFollowing } = await startRateLimits(config, storage, options.rateLimitSeeds ?? [], now, logger, options.warnings ?? [], learned);
     if (counters !== undefined) {
       cleanup.unshift(() => {
         stopFollowing();
@@ -104,10 +106,13 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     if (tracker !== undefined) cleanup.unshift(() => tracker.close());
 
     const inFlight = new InFlightRequests();
+    const saturation = new SaturationLog(logger, now);
+    cleanup.unshift(async () => saturation.close());
     const queue = limiter === undefined ? undefined : new WaitQueue({ maxDepth: config.rate_limits.queue.max_depth });
     if (queue !== undefined) counters?.onSlotsReleased((keys) => queue.released(keys));
     const metrics = new GatewayMetrics({
       rules: limiter,
+      learned: limiter,
       budgets: tracker,
       queue,
       version: GATEWAY_VERSION,
@@ -144,7 +149,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       keys,
       storage,
       usage,
-      admission: new AdmissionCore({ limiter, budgets: tracker, usage, metrics, queue, now }),
+      admission: new AdmissionCore({ limiter, budgets: tracker, usage, metrics, queue, saturation, now }),
       limiter,
       rules,
       budgets,
@@ -189,6 +194,20 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   }
 }
 
+/**
+ * The `learned` settings of every provider that learns its capacity from its answers (all but
+ * those with `learned.enabled: false`); the built-in mock, configured by no file, takes the defaults.
+ */
+function learnedSettings(providers: Readonly<Record<string, ProviderConfig | { type: 'mock' }>>): Map<string, LearnedSettings> {
+  const settings = new Map<string, LearnedSettings>();
+  for (const [name, config] of Object.entries(providers)) {
+    const learned = (config as { learned?: { enabled: boolean; reserve: number; cooldown_seconds: number } }).learned;
+    if (learned?.enabled === false) continue;
+    settings.set(name, { reserve: learned?.reserve ?? 0, cooldownMs: Math.round((learned?.cooldown_seconds ?? 5) * 1000) });
+  }
+  return settings;
+}
+
 /** The safety net under the rule-change notifications between replicas. */
 const RULES_RELOAD_INTERVAL_MS = 30_000;
 /** The safety net under the storage's announcements of key changes (a revoked key must not linger). */
@@ -206,6 +225,7 @@ async function startRateLimits(
   now: () => number,
   logger: FastifyBaseLogger,
   warnings: readonly string[],
+  learned: ReadonlyMap<string, LearnedSettings>,
 ): Promise<{ limiter: RateLimiter | undefined; rules: RuleManager | undefined; counters: Counters | undefined; stopFollowing: () => void }> {
   for (const warning of warnings) logger.warn(warning);
   if (!config.rate_limits.enabled) {
@@ -213,7 +233,7 @@ async function startRateLimits(
     return { limiter: undefined, rules: undefined, counters: undefined, stopFollowing: () => {} };
   }
   const counters = await openCounters(config.rate_limits, logger, { storage, now });
-  const limiter = new RateLimiter({ clock: { now }, store: counters.store, enforceTokens: config.usage.enabled, headroom: config.rate_limits.queue.headroom });
+  const limiter = new RateLimiter({ clock: { now }, store: counters.store, enforceTokens: config.usage.enabled, headroom: config.rate_limits.queue.headroom, learned });
   let started: Awaited<ReturnType<typeof RuleManager.start>>;
   try {
     started = await RuleManager.start(storage, limiter, seeds, now);

@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import { Cancellation } from '../providers/cancellation.ts';
+import type { ProviderResult } from '../providers/types.ts';
 import { GatewayError, badRequest, notFound, unsupportedByProvider } from '../errors/gateway-error.ts';
 import type { Resolver, Target } from '../routing/resolver.ts';
 import type { BatchRecord, Storage, StoredFile } from '../storage/types.ts';
@@ -33,6 +34,8 @@ export interface BatchServiceOptions {
   logger: FastifyBaseLogger;
   files: FileLimits;
   now(): number;
+  /** Every upstream answer of a batch run by the gateway, for what it says of the provider's capacity. */
+  observe?: (target: Target, result: ProviderResult) => void;
 }
 
 /** An upload as the route read it from the form. */
@@ -293,7 +296,7 @@ export class BatchService {
     const output: string[] = [];
     const failed: string[] = [];
     let index = 0;
-    await runLines(target, BATCH_ENDPOINTS[batch.endpoint]!, lines, this.shutdown, now, async (outcome: LineOutcome) => {
+    await runLines(target, BATCH_ENDPOINTS[batch.endpoint]!, lines, this.shutdown, now, this.opts.observe, async (outcome: LineOutcome) => {
       const line = outputLine(batch, index++, outcome);
       if (outcome.status < 400) {
         output.push(line);

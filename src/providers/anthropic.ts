@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { defaultUrlSetting } from '../shared/config-fields.ts';
 import { isRecord } from '../shared/json.ts';
 import { Cancellation } from './cancellation.ts';
+import { withCapacity } from './capacity.ts';
 import { SseUsageTap } from './stream-usage.ts';
 import { chatToMessagesRequest } from './translate/anthropic-request.ts';
 import { errorToOpenAI, messagesToChatResponse } from './translate/anthropic-response.ts';
@@ -102,6 +103,10 @@ class AnthropicProvider implements Provider {
 
   private async messages(call: ProviderCall): Promise<ProviderResult> {
     const res = await this.send(call.json ?? { model: call.model }, call);
+    return withCapacity(await this.messagesAnswer(res, call), res.headers, res.status);
+  }
+
+  private async messagesAnswer(res: UpstreamResponse, call: ProviderCall): Promise<ProviderResult> {
     const headers = pickHeaders(res.headers);
     if (res.status < 400 && isEventStream(res.headers)) {
       const tap = new SseUsageTap({ limit: this.client.sseLimit });
@@ -117,6 +122,10 @@ class AnthropicProvider implements Provider {
     const json = call.json ?? {};
     const req = chatToMessagesRequest({ ...json, model: call.model, stream: call.stream });
     const res = await this.send(req, call);
+    return withCapacity(await this.chatAnswer(res, call, json), res.headers, res.status);
+  }
+
+  private async chatAnswer(res: UpstreamResponse, call: ProviderCall, json: Record<string, unknown>): Promise<ProviderResult> {
     if (res.status >= 400) {
       const buf = await this.client.readAll(res.body, call.cancel);
       return buffered(res.status, { ...pickHeaders(res.headers), ...JSON_HEADERS }, errorToOpenAI(buf, res.status));

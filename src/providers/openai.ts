@@ -1,4 +1,5 @@
 import { urlSetting } from '../shared/config-fields.ts';
+import { withCapacity } from './capacity.ts';
 import { isRecord } from '../shared/json.ts';
 import { Cancellation } from './cancellation.ts';
 import { connectRealtimeUpstream } from './realtime-socket.ts';
@@ -152,6 +153,10 @@ export class OpenAIProvider implements Provider {
   }
 
   private async result(res: UpstreamResponse, cancel: Cancellation, stripUsage: boolean): Promise<ProviderResult> {
+    return withCapacity(await this.answer(res, cancel, stripUsage), res.headers, res.status);
+  }
+
+  private async answer(res: UpstreamResponse, cancel: Cancellation, stripUsage: boolean): Promise<ProviderResult> {
     const headers = pickHeaders(res.headers);
     const mapError = (err: unknown): unknown => this.client.mapError(err, cancel);
     if (res.status < 400 && isEventStream(res.headers)) {
@@ -177,6 +182,10 @@ export class OpenAIProvider implements Provider {
     const res = await this.client.request({
       method: 'POST', path: this.endpointPath('chat', call.model), headers: await this.headers('application/json'), body: JSON.stringify(chat), cancel: call.cancel,
     });
+    return withCapacity(await this.messagesAnswer(res, call), res.headers, res.status);
+  }
+
+  private async messagesAnswer(res: UpstreamResponse, call: ProviderCall): Promise<ProviderResult> {
     if (res.status >= 400) {
       const buf = await this.client.readAll(res.body, call.cancel);
       return buffered(res.status, { ...pickHeaders(res.headers), ...JSON_HEADERS }, errorToAnthropic(buf, res.status));

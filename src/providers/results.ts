@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { Transform, type Readable, type TransformCallback } from 'node:stream';
 import { buffer } from 'node:stream/consumers';
 import type { Cancellation } from './cancellation.ts';
+import { withCapacity } from './capacity.ts';
 import { SseUsageTap } from './stream-usage.ts';
 import type { Endpoint, ProviderResult, Usage } from './types.ts';
 import { isEventStream, isJson, passthroughResponseHeaders, relay } from './upstream.ts';
@@ -88,6 +89,10 @@ class JsonUsageTap extends Transform {
  * provider's `max_response_bytes`.
  */
 export function passthroughResult(client: UpstreamClient, res: UpstreamResponse, cancel: Cancellation, buffered = false): ProviderResult {
+  return withCapacity(passthroughAnswer(client, res, cancel, buffered), res.headers, res.status);
+}
+
+function passthroughAnswer(client: UpstreamClient, res: UpstreamResponse, cancel: Cancellation, buffered: boolean): ProviderResult {
   const headers = passthroughResponseHeaders(res.headers);
   const mapError = (err: unknown): unknown => client.mapError(err, cancel);
   if (buffered || res.status >= 400) return { status: res.status, headers, body: relay(res.body, mapError, client.bounded()), usage: () => undefined };

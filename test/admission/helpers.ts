@@ -148,6 +148,8 @@ export function coreWorld(options: {
     admission: (result, userPath, providerName, model) => void admissions.push({ ok: result.ok, userPath, provider: providerName, model }),
     upstream: (_provider, call) => call(),
     tokens: () => {},
+    throttled: () => {},
+    malformedHeaders: () => {},
     queueWait: (outcome, seconds) => void waits.push({ outcome, seconds }),
   };
   const core = new AdmissionCore({ limiter, budgets, usage: { record: (entry) => void records.push(entry) }, metrics, queue, now: clock.now });

@@ -12,9 +12,14 @@
  */
 import { MemoryCounterStore } from '../memory.ts';
 import {
+  CAUSES,
   childCounterKey,
+  combineUpdates,
   concurrencyRow,
   CounterStoreUnavailableError,
+  learnedKey,
+  LINGER_MS,
+  saturationOf,
   rowMatters,
   windowedRow,
   type AdmitOutcome,
@@ -25,11 +30,18 @@ import {
   type CounterRow,
   type CounterRule,
   type CounterStore,
+  type LearnedCheck,
+  type LearnedDimension,
+  type LearnedHandle,
+  type LearnedReading,
+  type LearnedRecord,
+  type LearnedUpdate,
+  type LearnedVerdict,
   type MaybePromise,
   type SlotLease,
 } from '../../ratelimit/index.ts';
 import { RedisAvailability, type CountersLogger } from './availability.ts';
-import { ADD_TOKENS, ADMIT, READ, RELEASE, ScriptBatch, type BatchAnswer } from './batch.ts';
+import { ADD_TOKENS, ADMIT, LEARN, READ, READ_LEARNED, RELEASE, ScriptBatch, type BatchAnswer } from './batch.ts';
 import { within, type CountersClient } from './client.ts';
 import type { RedisNames } from './keys.ts';
 import type { RedisDiagnosis } from './diagnosis.ts';
@@ -77,6 +89,45 @@ class RedisCounter implements CounterHandle {
   }
 }
 
+/** A target's learned capacity: its record's key in Redis. */
+class RedisLearned implements LearnedHandle {
+  readonly key: string;
+  readonly provider: string;
+  readonly model: string;
+  readonly redisKey: Buffer;
+
+  constructor(provider: string, model: string, redisKey: string) {
+    this.key = learnedKey(provider, model);
+    this.provider = provider;
+    this.model = model;
+    this.redisKey = Buffer.from(redisKey);
+  }
+}
+
+/**
+ * What this gateway learned of one target and has yet to write. The first answer of a burst is
+ * written at once (with the batch of its turn, so every admission after it sees it), then at most
+ * one write per LEARN_INTERVAL_MS carries what the answers said meanwhile — except an answer that
+ * saturates a target this gateway has not yet written as saturated, which goes out at once: every
+ * gateway must route around it from its next request on.
+ */
+interface PendingLearned {
+  readonly handle: RedisLearned;
+  /** Times on this process's clock (Date.now). */
+  update: LearnedUpdate | undefined;
+  /** Until when the last write said the target is saturated (Date.now clock; 0: not). */
+  writtenUntil: number;
+  /** Written less than LEARN_INTERVAL_MS ago: the timer writes what comes meanwhile. */
+  cooling: NodeJS.Timeout | undefined;
+}
+
+/** At most one write a second per target carries what its answers say while it has capacity. */
+const LEARN_INTERVAL_MS = 1000;
+/** Learned records read per script call when listing them. */
+const LEARNED_READ_BATCH = 500;
+/** Numbers per learned record in a read's answer (see scripts.ts). */
+const LEARNED_WIDTH = 12;
+
 /** What the scripts need for one list of rules, computed once per list (the engine reuses its lists). */
 class ScriptPlan {
   /**
@@ -89,8 +140,10 @@ class ScriptPlan {
   readonly periods: number[];
   /** The periods, as a batch operation's parameters. */
   readonly periodNumbers: Float64Array;
-  /** Per rule: period, request cap, token cap, as an admission's parameters. */
+  /** The learned flag (0), then per rule: period, request cap, token cap, as an admission's parameters. */
   readonly capNumbers: Float64Array;
+  /** The same with the learned flag 1: the admission's last key is its target's learned capacity. */
+  readonly learnedCapNumbers: Float64Array;
   readonly slotKeys: string[] = [];
   readonly hasSlots: boolean;
   /** How many numbers an admission or read of these rules answers. */
@@ -107,7 +160,9 @@ class ScriptPlan {
     this.keys = this.keyNames.map((name) => Buffer.from(name));
     this.periods = rules.map((rule) => rule.periodSeconds);
     this.periodNumbers = Float64Array.from(this.periods);
-    this.capNumbers = Float64Array.from(rules.flatMap((rule) => [rule.periodSeconds, rule.maxRequests, rule.maxTokens]));
+    const caps = rules.flatMap((rule) => [rule.periodSeconds, rule.maxRequests, rule.maxTokens]);
+    this.capNumbers = Float64Array.from([0, ...caps]);
+    this.learnedCapNumbers = Float64Array.from([1, ...caps]);
     for (const rule of rules) {
       if (rule.periodSeconds === 0) this.slotKeys.push((rule.counter as RedisCounter).redisKey);
     }
@@ -118,6 +173,14 @@ class ScriptPlan {
       if (counter.child !== undefined) this.children.push(i);
       return { counter: counter.local ?? counter, periodSeconds: rule.periodSeconds, maxRequests: rule.maxRequests, maxTokens: rule.maxTokens };
     });
+  }
+
+  /** The rules' keys and then the learned capacity's (a plan's target is always the same one). */
+  #withLearned: { handle: RedisLearned; keys: Buffer[] } | undefined;
+
+  keysWith(handle: RedisLearned): Buffer[] {
+    if (this.#withLearned?.handle !== handle) this.#withLearned = { handle, keys: [...this.keys, handle.redisKey] };
+    return this.#withLearned.keys;
   }
 }
 
@@ -152,6 +215,8 @@ export class RedisCounterStore implements CounterStore {
   readonly #diagnosis: RedisCounterStoreOptions['diagnosis'];
   readonly #releaseListeners: Array<(keys: readonly string[]) => void> = [];
   readonly #announceReleased: ((keys: readonly string[]) => void) | undefined;
+  /** Learned capacity waiting to be written, by learned key. */
+  readonly #learning = new Map<string, PendingLearned>();
 
   constructor(options: RedisCounterStoreOptions) {
     this.#client = options.client;
@@ -169,8 +234,11 @@ export class RedisCounterStore implements CounterStore {
       probeIntervalMs: options.probeIntervalMs ?? 500,
       logger: options.logger,
       fallback: FALLBACK_DESCRIPTIONS[options.onError],
-      // Local counts stood in for the shared ones during the outage only.
-      onRecover: () => this.#local.resetAll(),
+      // Local counts (and what was learned) stood in for the shared ones during the outage only.
+      onRecover: () => {
+        this.#local.resetAll();
+        this.#local.forgetLearned();
+      },
       explain: (err) => options.diagnosis?.explain(err) ?? err,
     });
     this.#diagnosis = options.diagnosis;
@@ -262,21 +330,54 @@ export class RedisCounterStore implements CounterStore {
     });
   }
 
-  tryAdmit(rules: readonly CounterRule[], nowSeconds: number): MaybePromise<AdmitOutcome> {
+  tryAdmit(rules: readonly CounterRule[], nowSeconds: number, learned?: LearnedCheck): MaybePromise<AdmitOutcome> {
     const plan = this.#plan(rules);
-    if (!this.#availability.up) return this.#fallbackAdmit(plan, nowSeconds);
+    if (!this.#availability.up) return this.#fallbackAdmit(plan, nowSeconds, learned);
     const leaseId = plan.hasSlots ? this.#leases.nextId() : '';
-    return this.#batch.add(ADMIT, plan.keys, this.#leaseMs, plan.capNumbers, leaseId, plan.width).then(
+    const handle = learned?.handle as RedisLearned | undefined;
+    const keys = handle === undefined ? plan.keys : plan.keysWith(handle);
+    const numbers = handle === undefined ? plan.capNumbers : plan.learnedCapNumbers;
+    return this.#batch.add(ADMIT, keys, this.#leaseMs, numbers, leaseId, plan.width + (handle === undefined ? 0 : ROW_WIDTH)).then(
       (answer) => {
         const admitted = answer.reply.readDoubleLE((answer.at + 1) * 8) === 1;
         const lease = admitted && plan.hasSlots ? this.#leases.hold(leaseId, plan.slotKeys) : undefined;
-        return { status: admitted ? 'admitted' : 'refused', ...readingOf(plan.periods, answer), lease };
+        const verdict = handle === undefined ? undefined : verdictAt(answer, plan.width);
+        return { status: admitted ? 'admitted' : 'refused', ...readingOf(plan.periods, answer), lease, learned: verdict };
       },
       (err: unknown) => {
         this.#availability.down(err);
-        return this.#fallbackAdmit(plan, nowSeconds);
+        return this.#fallbackAdmit(plan, nowSeconds, learned);
       },
     );
+  }
+
+  learnedCounter(provider: string, model: string): LearnedHandle {
+    return new RedisLearned(provider, model, this.#names.learnedKey(provider, model));
+  }
+
+  learn(handle: LearnedHandle, update: LearnedUpdate): void {
+    if (!this.#availability.up) {
+      this.#local.learn(handle, update);
+      return;
+    }
+    // Onto this process's clock: the write, maybe later, sends times as delays from its moment.
+    const shifted = shiftUpdate(update, Date.now() - update.atMs);
+    let pending = this.#learning.get(handle.key);
+    if (pending === undefined) {
+      pending = { handle: handle as RedisLearned, update: undefined, writtenUntil: 0, cooling: undefined };
+      this.#learning.set(handle.key, pending);
+    }
+    pending.update = pending.update === undefined ? shifted : combineUpdates(pending.update, shifted);
+    const newlySaturated = pending.writtenUntil <= Date.now() && saturationOf(shifted) !== undefined;
+    if (pending.cooling === undefined || newlySaturated) this.#writeLearned(pending);
+  }
+
+  readLearned(handles: readonly LearnedHandle[] | undefined, nowMs: number): MaybePromise<LearnedReading> {
+    if (!this.#availability.up) return this.#local.readLearned(handles, nowMs);
+    return this.#readLearned(handles).catch((err: unknown) => {
+      this.#availability.down(err);
+      return this.#local.readLearned(handles, nowMs);
+    });
   }
 
   release(rules: readonly CounterRule[], lease: SlotLease): void {
@@ -333,10 +434,64 @@ export class RedisCounterStore implements CounterStore {
     );
   }
 
-  /** Stops renewing leases and probing. The client is closed by its owner. */
+  /** Stops renewing leases, probing and writing what was learned. The client is closed by its owner. */
   close(): void {
     clearInterval(this.#renewal);
     this.#availability.close();
+    for (const pending of this.#learning.values()) clearTimeout(pending.cooling);
+    this.#learning.clear();
+  }
+
+  /** Writes what is pending for a target, then holds its next write back for LEARN_INTERVAL_MS. */
+  #writeLearned(pending: PendingLearned): void {
+    const { handle, update } = pending;
+    if (update !== undefined && this.#learning.get(handle.key) === pending) {
+      pending.update = undefined;
+      pending.writtenUntil = saturationOf(update)?.untilMs ?? 0;
+      if (!this.#availability.up) this.#local.learn(handle, update);
+      else {
+        this.#batch.add(LEARN, [handle.redisKey, this.#names.learnedIndex], Number.NaN, learnNumbers(update, Date.now()), undefined, 0).catch((err: unknown) => {
+          this.#availability.down(err);
+          this.#local.learn(handle, update);
+        });
+      }
+    }
+    if (pending.cooling !== undefined) return;
+    pending.cooling = setTimeout(() => {
+      pending.cooling = undefined;
+      if (pending.update !== undefined) this.#writeLearned(pending);
+      else this.#learning.delete(handle.key);
+    }, LEARN_INTERVAL_MS);
+    pending.cooling.unref();
+  }
+
+  /** The learned records of these targets, or of every target the index lists, in batches. */
+  async #readLearned(handles: readonly LearnedHandle[] | undefined): Promise<LearnedReading> {
+    let targets: Array<{ provider: string; model: string; key: Buffer | string }>;
+    if (handles !== undefined) {
+      targets = handles.map((handle) => ({ provider: handle.provider, model: handle.model, key: (handle as RedisLearned).redisKey }));
+    } else {
+      const names = await within(this.#client.zrange(this.#names.learnedIndex, '0', '-1'), this.#timeoutMs);
+      targets = [];
+      for (const name of new Set(names)) {
+        const target = this.#names.learnedTarget(name);
+        if (target !== undefined) targets.push({ ...target, key: name });
+      }
+    }
+    const records: Array<LearnedReading['records'][number]> = [];
+    let nowMs = Number.NaN;
+    let at = 0;
+    do {
+      const batch = targets.slice(at, at + LEARNED_READ_BATCH);
+      const { reply, at: from } = await this.#batch.add(READ_LEARNED, batch.map((target) => target.key), Number.NaN, undefined, undefined, 1 + LEARNED_WIDTH * batch.length);
+      nowMs = reply.readDoubleLE(from * 8);
+      batch.forEach((target, i) => {
+        const record = learnedRecordAt(reply, from + 1 + LEARNED_WIDTH * i);
+        if (record !== undefined) records.push({ provider: target.provider, model: target.model, record });
+      });
+      at += LEARNED_READ_BATCH;
+    } while (at < targets.length);
+    return { nowMs, records };
   }
 
   #plan(rules: readonly CounterRule[]): ScriptPlan {
@@ -405,9 +560,9 @@ export class RedisCounterStore implements CounterStore {
     return plan.local;
   }
 
-  #fallbackAdmit(plan: ScriptPlan, nowSeconds: number): AdmitOutcome {
+  #fallbackAdmit(plan: ScriptPlan, nowSeconds: number, learned: LearnedCheck | undefined): AdmitOutcome {
     if (this.#onError !== 'local') return { status: 'unavailable', fallback: this.#onError, reason: UNREACHABLE };
-    const outcome = this.#local.tryAdmit(this.#localRules(plan, nowSeconds), nowSeconds);
+    const outcome = this.#local.tryAdmit(this.#localRules(plan, nowSeconds), nowSeconds, learned);
     if (outcome.status !== 'admitted' || outcome.lease === undefined) return outcome;
     return { ...outcome, lease: new LocalLease(outcome.lease) };
   }
@@ -477,6 +632,50 @@ function readingOf(periods: readonly number[], { reply, at }: BatchAnswer): Coun
         : windowedRow(number(row), number(row + 1), number(row + 2), number(row + 3), number(row + 4), period, nowSeconds);
   }
   return { nowSeconds, rows };
+}
+
+/** The verdict an admission with a learned key answers after its rules' rows; undefined when the target is not saturated. */
+function verdictAt({ reply, at }: BatchAnswer, width: number): LearnedVerdict | undefined {
+  const from = (at + width) * 8;
+  const untilMs = reply.readDoubleLE(from);
+  const cause = CAUSES[reply.readDoubleLE(from + 8)];
+  if (untilMs <= 0 || cause === undefined) return undefined;
+  return { untilMs, cause, nowMs: reply.readDoubleLE(from + 16) };
+}
+
+/** A learned record of a read's answer (the twelve numbers from `at`); undefined for a missing one. */
+function learnedRecordAt(reply: Buffer, at: number): LearnedRecord | undefined {
+  const n = (i: number): number => reply.readDoubleLE((at + i) * 8);
+  const updatedAtMs = n(10);
+  if (updatedAtMs < 0) return undefined;
+  const optional = (value: number): number | undefined => (value < 0 ? undefined : value);
+  const dimension = (limit: number, remaining: number, reset: number): LearnedDimension | undefined =>
+    remaining < 0 ? undefined : { limit: optional(limit), remaining, resetAtMs: optional(reset) };
+  return {
+    saturatedUntilMs: n(0),
+    cause: CAUSES[n(1)],
+    requests: dimension(n(2), n(3), n(4)),
+    tokens: dimension(n(5), n(6), n(7)),
+    cooldownUntilMs: optional(n(8)),
+    throttledAtMs: optional(n(9)),
+    updatedAtMs,
+    expiresAtMs: n(11),
+  };
+}
+
+/** An update with its times moved by `shiftMs` (onto another clock). */
+function shiftUpdate(update: LearnedUpdate, shiftMs: number): LearnedUpdate {
+  if (shiftMs === 0) return update;
+  const moved = (at: number | undefined): number | undefined => (at === undefined ? undefined : at + shiftMs);
+  const dimension = (d: LearnedDimension | undefined): LearnedDimension | undefined => d && { ...d, resetAtMs: moved(d.resetAtMs) };
+  return { ...update, requests: dimension(update.requests), tokens: dimension(update.tokens), cooldownUntilMs: moved(update.cooldownUntilMs), atMs: update.atMs + shiftMs };
+}
+
+/** A learn operation's numbers (see scripts.ts): -1 for what was not said, times as delays from `nowMs`. */
+function learnNumbers(update: LearnedUpdate, nowMs: number): Float64Array {
+  const delay = (at: number | undefined): number => (at === undefined ? -1 : Math.max(0, at - nowMs));
+  const dimension = (d: LearnedDimension | undefined): number[] => (d === undefined ? [-1, -1, -1] : [d.limit ?? -1, d.remaining, delay(d.resetAtMs)]);
+  return Float64Array.from([update.reserve, LINGER_MS, ...dimension(update.requests), ...dimension(update.tokens), delay(update.cooldownUntilMs), update.throttled ? 1 : 0]);
 }
 
 function noop(): void {}

@@ -16,6 +16,7 @@ import { parseBody } from '../validation.ts';
 export function registerBatches(app: FastifyInstance, services: HttpServices): void {
   const batches = new BatchService({
     storage: services.storage, resolver: services.resolver, usage: services.usage, logger: services.options.logger, files: services.options.files, now: services.now,
+    observe: (target, result) => services.admission.observe({ provider: target.provider.name, model: target.model }, result),
   });
   // Background runs stop before storage closes (fastify closes before the gateway's cleanup).
   app.addHook('onClose', async () => batches.close());

@@ -48,6 +48,7 @@ export function registerPassthrough(app: FastifyInstance, services: HttpServices
         } catch (err) {
           throw asGatewayError(err, provider.name);
         }
+        services.admission.observe({ provider: provider.name, model }, result);
         let status = result.status;
         try {
           await sendResult(reply, result, 'openai', headers);
