@@ -196,7 +196,7 @@ export function parseHttpDate(text: string, nowMs: number = Date.now()): number 
     return utc(year, monthOf(m[2]!), Number(m[1]), Number(m[4]), Number(m[5]), Number(m[6]));
   }
   m = ASCTIME.exec(text);
-  if (m !== null) return utc(Number(m[7]), monthOf(m[1]!), Number(m[2]!.trim()), Number(m[3]), Number(m[4]), Number(m[5]));
+  if (m !== null) return utc(Number(m[6]), monthOf(m[1]!), Number(m[2]!.trim()), Number(m[3]), Number(m[4]), Number(m[5]));
   return undefined;
 }
 
