@@ -89,3 +89,4 @@ export type UsageBucket = z.infer<typeof responses.usageBuckets>['buckets'][numb
 export type Explanation = z.infer<typeof responses.explanation>;
 export type BudgetStatus = z.infer<typeof responses.budgetStatusRecord>;
 export type BudgetList = z.infer<typeof responses.budgetList>;
+export type LearnedCapacity = z.infer<typeof responses.learnedCapacity>;

@@ -8,16 +8,18 @@ import { Field, FormMessage } from './components/controls.tsx';
 import { BudgetsDisabled, BudgetsPage } from './pages/budgets.tsx';
 import { ExplainPage } from './pages/explain.tsx';
 import { KeysPage } from './pages/keys.tsx';
+import { ProvidersPage } from './pages/providers.tsx';
 import { RateLimitsDisabled, RateLimitsPage } from './pages/rate-limits.tsx';
 import { UsagePage } from './pages/usage.tsx';
 
-type Page = 'rate-limits' | 'explain' | 'budgets' | 'keys' | 'usage';
+type Page = 'rate-limits' | 'explain' | 'providers' | 'budgets' | 'keys' | 'usage';
 /** A feature a gateway can switch off; its pages disappear then. */
 type Feature = 'rate-limits' | 'budgets';
 
 const PAGES: ReadonlyArray<{ page: Page; label: string; feature?: Feature }> = [
   { page: 'rate-limits', label: 'Rate limits', feature: 'rate-limits' },
   { page: 'explain', label: 'Explain a request', feature: 'rate-limits' },
+  { page: 'providers', label: 'Providers', feature: 'rate-limits' },
   { page: 'budgets', label: 'Budgets', feature: 'budgets' },
   { page: 'keys', label: 'API keys' },
   { page: 'usage', label: 'Usage' },
@@ -136,6 +138,8 @@ export function App() {
           <RateLimitsPage onDisabled={() => disable('rate-limits')} />
         ) : page === 'explain' ? (
           <ExplainPage onDisabled={() => disable('rate-limits')} />
+        ) : page === 'providers' ? (
+          <ProvidersPage onDisabled={() => disable('rate-limits')} />
         ) : page === 'budgets' ? (
           <BudgetsPage onDisabled={() => disable('budgets')} />
         ) : page === 'keys' ? (
