@@ -9,7 +9,7 @@ import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { randomBytes } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
 
 export const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
@@ -18,11 +18,23 @@ export const REPO_DIR = dirname(BENCH_DIR);
 // ---- requests -------------------------------------------------------------------------------
 
 const USER_PATH = '/org/team/alice';
-const CHAT_PATH = '/v1/chat/completions';
+export const CHAT_PATH = '/v1/chat/completions';
 const messages = [{ role: 'user', content: 'Say hello in one short sentence.' }];
 export const JSON_BODY = JSON.stringify({ model: 'gpt-4o', messages, max_tokens: 32 });
 export const STREAM_BODY = JSON.stringify({ model: 'gpt-4o', messages, max_tokens: 32, stream: true });
-const REQUEST_HEADERS: Record<string, string> = {
+/**
+ * A long stream (bench/long-stream.bench.ts): the fake upstream answers it with `events` content
+ * chunks `intervalMs` apart, then the usage chunk the client asks for and [DONE].
+ */
+export const longStreamBody = (events: number, intervalMs: number): string => JSON.stringify({
+  model: 'gpt-4o',
+  messages,
+  max_tokens: events,
+  stream: true,
+  stream_options: { include_usage: true },
+  metadata: { stream_events: String(events), stream_interval_ms: String(intervalMs) },
+});
+export const REQUEST_HEADERS: Record<string, string> = {
   'content-type': 'application/json',
   'x-floodgate-user-path': USER_PATH,
 };
@@ -33,6 +45,8 @@ export interface ChildServer {
   readonly name: string;
   readonly url: string;
   readonly pid: number;
+  /** The process's own accounting (bench/servers/stats.ts), when it was started with STATS_PRELOAD. */
+  readonly statsUrl: string | undefined;
   /** CPU seconds (user + system) the process used so far; NaN where /proc is missing. */
   cpuSeconds(): number;
   /** Page faults (minor + major) of the process so far; NaN where /proc is missing. */
@@ -67,8 +81,15 @@ function processFaults(pid: number): number {
 }
 
 /**
- * Starts `node <script> ...args` and waits for the stdout line `{"port":N}`. `script` is relative
- * to bench/ unless absolute; the child runs in `cwd` (this checkout by default).
+ * Node flags that load bench/servers/stats.ts into a server: its CPU time, RSS, event-loop delay
+ * and GC pauses, reported on a port of its own (ChildServer.statsUrl).
+ */
+export const STATS_PRELOAD: readonly string[] = ['--import', pathToFileURL(join(BENCH_DIR, 'servers/stats.ts')).href];
+
+/**
+ * Starts `node <script> ...args` and waits for the stdout line `{"port":N}` (after
+ * `{"statsPort":N}` with STATS_PRELOAD). `script` is relative to bench/ unless absolute; the
+ * child runs in `cwd` (this checkout by default).
  * stderr is passed through (prefixed) so warnings and crashes are visible.
  */
 async function startChild(
@@ -95,16 +116,18 @@ async function startChild(
     }
   });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  let statsPort: unknown;
   const port = await new Promise<number>((resolve, reject) => {
     const lines = createInterface({ input: child.stdout! });
     lines.on('line', (line) => {
-      let port: unknown;
+      let parsed: { port?: unknown; statsPort?: unknown } = {};
       try {
-        port = (JSON.parse(line) as { port?: unknown }).port;
+        parsed = JSON.parse(line) as typeof parsed;
       } catch {
-        // not the port line
+        // not a port line
       }
-      if (typeof port === 'number') resolve(port);
+      if (typeof parsed.port === 'number') resolve(parsed.port);
+      else if (typeof parsed.statsPort === 'number') statsPort = parsed.statsPort;
       else process.stderr.write(`[${name}] ${line}\n`);
     });
     void exited.then((code) => reject(new Error(`${name} exited with code ${code} before listening`)));
@@ -113,6 +136,7 @@ async function startChild(
     name,
     url: `http://127.0.0.1:${port}`,
     pid: child.pid!,
+    statsUrl: typeof statsPort === 'number' ? `http://127.0.0.1:${statsPort}` : undefined,
     cpuSeconds: () => processCpuSeconds(child.pid!),
     faults: () => processFaults(child.pid!),
     async stop() {
@@ -125,7 +149,7 @@ async function startChild(
   };
 }
 
-export const startUpstream = (): Promise<ChildServer> => startChild('upstream', 'servers/fake-upstream.ts', [], {});
+export const startUpstream = (nodeFlags: readonly string[] = []): Promise<ChildServer> => startChild('upstream', 'servers/fake-upstream.ts', [], {}, nodeFlags);
 
 /** The minimal proxy; `send: 'reply'` answers through fastify's reply, as the gateway does (see floor-proxy.ts). */
 export const startFloorProxy = (upstreamUrl: string, nodeFlags: readonly string[] = [], send: 'hijack' | 'reply' = 'hijack'): Promise<ChildServer> =>

@@ -3,9 +3,10 @@
  *   node bench/report.ts [bench/results/latest.json]
  */
 import { readFileSync } from 'node:fs';
+import type { LongStreamResult } from './long-stream.bench.ts';
 
 interface Row { label: string; rps: number; p50Ms: number; p99Ms: number; medianCpuUsPerRequest: number; errors: number; non2xx: number; vsFloor: number }
-interface Target { target: string; value: number; goal: string; pass: boolean; sideBySideRatios?: number[] }
+interface Target { target: string; value: number; goal: string; pass: boolean; sideBySideRatios?: number[]; roundRatios?: number[] }
 interface Results {
   date: string;
   machine: { cpuModel: string; cores: number; node: string };
@@ -13,7 +14,21 @@ interface Results {
   rows: Row[];
   engine: { figures: Array<{ scenario: string; nsPerOp: number }> };
   admission?: { figures: Array<{ store: string; load: string; admissionsPerSecond: number; p50Us: number; p99Us: number }> };
+  longStreams?: Pick<LongStreamResult, 'method' | 'shapes'>;
   targets: Target[];
+}
+
+/** One table per shape: medians over the rounds; latency added over the upstream directly. */
+function longStreamTables(long: Results['longStreams']): string[] {
+  if (long === undefined) return [];
+  return long.shapes.flatMap((shape) => [
+    `Long streams, C = ${shape.concurrency}, ${shape.events} events every ${shape.intervalMs} ms (medians of ${long.method['rounds']} rounds of ${long.method['windowSeconds']} s; TTFB and gap added over the upstream directly):`,
+    '',
+    '| Row | streams/s | events/s | server CPU ms / 1k events | KB / stream | TTFB + p50 / p99 ms | worst gap + p50 / p99 ms | event-loop delay p99 ms | GC pauses % | errors |',
+    '|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
+    ...shape.rows.map((row) => `| ${row.label} | ${row.streamsPerSecond} | ${row.eventsPerSecond} | ${row.cpuMsPer1000Events} | ${row.memoryKbPerStream} | ${row.ttfbAddedMs.p50} / ${row.ttfbAddedMs.p99} | ${row.worstGapAddedMs.p50} / ${row.worstGapAddedMs.p99} | ${row.loopDelayMs.p99} | ${row.gcPausePct} | ${row.errors} |`),
+    '',
+  ]);
 }
 
 const file = process.argv[2] ?? new URL('./results/latest.json', import.meta.url).pathname;
@@ -29,10 +44,12 @@ const lines: string[] = [
   '| Target | Goal | Side-by-side median (range) | Verdict |',
   '|---|---|--:|---|',
   ...r.targets.map((t) => {
-    const range = t.sideBySideRatios === undefined ? '' : ` (${Math.min(...t.sideBySideRatios)}–${Math.max(...t.sideBySideRatios)})`;
+    const ratios = t.sideBySideRatios ?? t.roundRatios;
+    const range = ratios === undefined ? '' : ` (${Math.min(...ratios)}–${Math.max(...ratios)})`;
     return `| ${t.target} | ${t.goal} | ${t.value}${range} | ${t.pass ? 'PASS' : '**FAIL**'} |`;
   }),
   '',
+  ...longStreamTables(r.longStreams),
   ...r.engine.figures.map((f) => `Engine, ${f.scenario}: ${f.nsPerOp} ns.`),
   ...(r.admission === undefined
     ? []

@@ -8,11 +8,13 @@
  *   npm run bench -- --quick       # 1 process per server, 1 round of 2 s runs, 3 side-by-side rounds (smoke test)
  *   BENCH_DURATION=10 BENCH_CONNECTIONS=100 BENCH_ROUNDS=5 BENCH_PAIR_ROUNDS=9 BENCH_INSTANCES=3 npm run bench
  *   flags: --duration N --connections N --rounds N --pair-rounds N --instances N --warmup N --quick --no-write
+ *          --skip-long-streams (the long-stream rows, bench/long-stream.bench.ts: BENCH_LONG_* settings)
  *
  * Two phases. Rows: each configuration alone, the table of requests/s and latency. Pairs: the two
  * configurations a target compares, loaded at the same moment on one shared core with equal CPU
  * shares; their requests/s ratio decides the target. Every server runs in its own child process;
- * autocannon runs here. Exits 1 when a run saw an error or a non-2xx answer.
+ * autocannon runs here. Then the long-stream rows (bench/long-stream.bench.ts): C slow streams at
+ * once, each configuration in turn. Exits 1 when a run saw an error or a non-2xx answer.
  */
 import { cpus, totalmem } from 'node:os';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -20,6 +22,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { runAdmissionBench, type AdmissionBenchResult } from './admission.bench.ts';
 import { runEngineBench, type EngineBenchResult } from './engine.bench.ts';
+import { longStreamSettings, printLongStreamTables, runLongStreamBench, type LongStreamResult } from './long-stream.bench.ts';
 import {
   BENCH_DIR, LOAD_CPU, SERVER_CPU, STEADY_FAULTS_PER_REQUEST, WARM_MAX_SECONDS, canPin, createCpuGroups, describeWarmUp, measure, median, pin, prime,
   probe, sideBySide, startFloorProxy, startGateway, startUpstream, warmUp, type ChildServer, type CpuGroups, type GatewayVariant, type RoundFigures,
@@ -36,6 +39,7 @@ const { values: flags } = parseArgs({
     instances: { type: 'string' },
     warmup: { type: 'string' },
     'no-write': { type: 'boolean', default: false },
+    'skip-long-streams': { type: 'boolean', default: false },
   },
   strict: true,
 });
@@ -60,6 +64,7 @@ const INSTANCES = Math.max(1, Math.round(setting(flags.instances, 'BENCH_INSTANC
 /** Minimum warm-up per server and answer kind; it goes on until the server is at steady state. */
 const WARMUP = setting(flags.warmup, 'BENCH_WARMUP', 4, 2);
 const WARMUP_MAX = Math.max(WARMUP, setting(undefined, 'BENCH_WARMUP_MAX', WARM_MAX_SECONDS, 10));
+const LONG_STREAMS = flags['skip-long-streams'] ? undefined : longStreamSettings({}, flags.quick);
 
 // ---- rows -----------------------------------------------------------------------------------
 
@@ -152,6 +157,7 @@ async function main(): Promise<number> {
     : 'not pinned (needs taskset and 2 CPUs): every process shares every core';
   console.log(`Floodgate benchmark: ${machine.cpuModel}, ${machine.cores} cores, Node ${machine.node}`);
   console.log(`${INSTANCES} process(es) per server under test, rounds take them in turn; rows: ${ROUNDS} round(s) x ${ROWS.length} rows, ${DURATION} s each; pairs: ${PAIR_ROUNDS} round(s) x ${PAIRS.length} pairs; ${CONNECTIONS} connections per load; warm-up per row: ${WARMUP}-${WARMUP_MAX} s, until <= ${STEADY_FAULTS_PER_REQUEST} page faults/request`);
+  if (LONG_STREAMS) console.log(`long streams: ${LONG_STREAMS.shapes.map((sh) => `C=${sh.concurrency} (${sh.events} events every ${sh.intervalMs} ms)`).join(', ')}; ${LONG_STREAMS.rounds} round(s) of ${LONG_STREAMS.windowSeconds} s; rows ${LONG_STREAMS.rows.join(', ')}`);
   console.log(`placement: ${placement}\n`);
 
   console.log('engine micro-benchmark (admit + release) ...');
@@ -251,6 +257,14 @@ async function main(): Promise<number> {
     groups?.remove();
   }
 
+  // Long streams: servers of their own, started fresh (their idle memory is a figure).
+  let longStreams: LongStreamResult | undefined;
+  if (LONG_STREAMS) {
+    console.log('');
+    longStreams = await runLongStreamBench(LONG_STREAMS);
+    if (!longStreams.ok) failed = true;
+  }
+
   // Best round per row (highest req/s): the least disturbed measurement of each configuration.
   const best = (id: string): RoundFigures => [...rows.get(id)!].sort((a, b) => b.rps - a.rps)[0]!;
   const results: RowResult[] = ROWS.map((row) => {
@@ -310,17 +324,19 @@ async function main(): Promise<number> {
       goal: '<= 500 us',
       pass: admission.addedP50Us <= 500,
     },
+    ...(longStreams?.targets ?? []),
   ];
 
   console.log('\nrows, best round of each:');
   console.table(results.map((r) => ({ row: r.label, 'req/s': r.rps, 'p50 ms': r.p50Ms, 'p99 ms': r.p99Ms, 'CPU us/req': r.medianCpuUsPerRequest, 'faults/req': r.medianFaultsPerRequest, 'errors+non2xx': r.errors + r.non2xx, 'vs upstream': r.vsUpstream, 'vs floor': r.vsFloor, rounds: r.roundsRps.join(' / ') })));
   console.table(engine.figures.map((f) => ({ scenario: f.scenario, rules: f.rules, 'ns/op': f.nsPerOp })));
   console.table(admission.figures.map((f) => ({ store: f.store, load: f.load, 'admissions/s': f.admissionsPerSecond, 'p50 us': f.p50Us, 'p99 us': f.p99Us })));
-  console.log('targets (decided side by side):');
+  if (longStreams) printLongStreamTables(longStreams);
+  console.log('targets (decided side by side; long streams: one configuration after the other in every round):');
   for (const t of targets) {
     const detail = 'sideBySideRatios' in t
       ? ` [side-by-side median of ${t.sideBySideRatios.join(', ')}; rows phase: paired median ${t.sequentialMedianRatio}, by CPU per request ${t.cpuRatio}]`
-      : '';
+      : 'roundRatios' in t ? ` [median of the rounds ${t.roundRatios.join(', ')}]` : '';
     console.log(`  ${t.pass ? 'PASS' : 'FAIL'}  ${t.target}: ${t.value} (${t.goal})${detail}`);
   }
   if (failed) console.error('\nFAIL: some runs saw errors or non-2xx answers (see the runs above)');
@@ -344,6 +360,7 @@ async function main(): Promise<number> {
     pairs: PAIRS.map((pair) => ({ ...pair, rounds: pairs.get(pair.target)!.map((p) => ({ a: p.a, b: p.b, ratio: round3(p.ratio) })) })),
     engine,
     admission,
+    ...(longStreams ? { longStreams: { method: longStreams.method, shapes: longStreams.shapes } } : {}),
     targets,
     ok: !failed,
   };

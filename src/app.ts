@@ -10,9 +10,9 @@ import { BudgetTracker } from './budgets/tracker.ts';
 import { BUDGETS_WITHOUT_USAGE_WARNING, TOKEN_RULES_WITHOUT_USAGE_WARNING, isLoopbackHost, nonLoopbackMessage, type BudgetSeed, type RuleSeed } from './config/load.ts';
 import { openCounters, type Counters } from './counters/index.ts';
 import { RateLimiter, type LearnedSettings } from './ratelimit/index.ts';
-import type { GatewayConfig } from './config/schema.ts';
+import type { GatewayConfig, LearnedConfig } from './config/schema.ts';
 import type { HttpServices } from './http/context.ts';
-import { GatewayError } from './http/errors.ts';
+import { GatewayError } from './errors/gateway-error.ts';
 import { StartupError } from './errors/startup-error.ts';
 import { InFlightRequests } from './http/in-flight.ts';
 import { GatewayHealth } from './health/readiness.ts';
@@ -25,7 +25,7 @@ import { Resolver, RoutingError } from './routing/resolver.ts';
 import { ResponseCache } from './cache/response-cache.ts';
 import { openStorage } from './storage/index.ts';
 import type { Storage } from './storage/types.ts';
-import { UsageRecorder } from './usage/recorder.ts';
+import { UsageRecorder, UsageRecordsLostError } from './usage/recorder.ts';
 import { GATEWAY_VERSION } from './shared/version.ts';
 import { describeCounters, describeStorage } from './config/describe.ts';
 
@@ -84,11 +84,21 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     const pricing = buildPriceTable(providerConfigs, config.pricing, logger);
     // Set once budgets have started; records made before that have no budget to count against.
     let budgets: BudgetTracker | undefined;
+    // Set once the metrics exist, before the first request can record anything.
+    let usageMetrics: GatewayMetrics | undefined;
     const usage = new UsageRecorder(storage, {
       enabled: config.usage.enabled,
-      onError: (err) => logger.error({ err }, 'writing usage records failed; will retry'),
+      onError: (err) => {
+        if (err instanceof UsageRecordsLostError) logger.error({ requestIds: err.requestIds }, err.message);
+        else logger.error({ err }, 'writing usage records failed; will retry');
+      },
       price: (entry) => pricing.cost(entry),
       onRecord: (record) => budgets?.observe(record.userPath, record.timestampMs, record.costUsd),
+      onSetAside: (record, reason) => {
+        usageMetrics?.usageRecordFailed();
+        // The whole record is logged: an operator can still insert it by hand.
+        logger.error({ err: reason, requestId: record.requestId, record }, `usage record of request ${record.requestId ?? '(no id)'} set aside: the database cannot store it`);
+      },
     });
     cleanup.unshift(() => usage.close());
 
@@ -119,6 +129,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       models: resolver.listModels(),
       onRuleStatusError: (err) => logger.warn({ err }, 'metrics: reading the rate-limit rules failed'),
     });
+    usageMetrics = metrics;
     const health = new GatewayHealth({
       counters: () => counters?.problem(),
       checkCounters: counters === undefined ? undefined : () => counters.check(),
@@ -198,10 +209,9 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
  * The `learned` settings of every provider that learns its capacity from its answers (all but
  * those with `learned.enabled: false`); the built-in mock, configured by no file, takes the defaults.
  */
-function learnedSettings(providers: Readonly<Record<string, ProviderConfig | { type: 'mock' }>>): Map<string, LearnedSettings> {
+function learnedSettings(providers: Readonly<Record<string, { type: string; learned?: LearnedConfig }>>): Map<string, LearnedSettings> {
   const settings = new Map<string, LearnedSettings>();
-  for (const [name, config] of Object.entries(providers)) {
-    const learned = (config as { learned?: { enabled: boolean; reserve: number; cooldown_seconds: number } }).learned;
+  for (const [name, { learned }] of Object.entries(providers)) {
     if (learned?.enabled === false) continue;
     settings.set(name, { reserve: learned?.reserve ?? 0, cooldownMs: Math.round((learned?.cooldown_seconds ?? 5) * 1000) });
   }
@@ -316,6 +326,7 @@ function buildPriceTable(providers: Readonly<Record<string, ProviderConfig>>, pr
     instances: Object.entries(providers).map(([name, c]) => ({ name, pricesProvider: pricesProviderOf(c.type), baseUrl: (c as { base_url?: string }).base_url })),
     overrides,
     onUnknown: (provider, model) => logger.warn({ provider, model }, `no price known for ${provider}/${model}: its requests cost $0 (set one under pricing: "${provider}/${model}")`),
+    onUnknownLimit: (limit) => logger.warn(`no price known for ${limit} models: further models without a price are not logged (their requests cost $0)`),
   });
 }
 

@@ -111,15 +111,20 @@ export function summarize(profile: CpuProfile, top = 30): ProfileSummary {
   return { totalMs: Math.round(busy / 1000), idleMs: Math.round(idle / 1000), byArea: list(area, busy), byFile: list(file, busy), byFunction: list(fn, busy), nativeByCaller: list(native, busy), inclusive: list(inclusive, busy) };
 }
 
-/** Prints the summary; with `requests`, also the CPU microseconds per request of each entry. */
-export function printSummary(title: string, s: ProfileSummary, requests?: number): void {
-  const perReq = requests ? ` = ${Math.round((s.totalMs * 1000) / requests)} us/request over ${requests} requests` : '';
-  console.log(`\n=== ${title}: ${s.totalMs} ms CPU busy, ${s.idleMs} ms idle${perReq} ===`);
+/**
+ * Prints the summary; with `requests`, also the CPU microseconds per request of each entry (per
+ * `unit`: `requests` counts those, e.g. 1k events), sampled time multiplied by `cpuScale` (the
+ * CPU time the sampled thread really had / its sampled busy time).
+ */
+export function printSummary(title: string, s: ProfileSummary, requests?: number, unit = 'request', cpuScale = 1): void {
+  const perUnit = (ms: number): number => (ms * 1000 * cpuScale) / requests!;
+  const perReq = requests ? ` = ${Math.round(perUnit(s.totalMs))} us/${unit} over ${Math.round(requests)} ${unit === 'request' ? 'requests' : `x ${unit}`}` : '';
+  console.log(`\n=== ${title}: ${s.totalMs} ms sampled busy, ${s.idleMs} ms idle${perReq} ===`);
   const sections = [['by area', s.byArea], ['by file', s.byFile], ['by function (self time)', s.byFunction], ['native self time by JS caller', s.nativeByCaller], ['inclusive time of Floodgate functions', s.inclusive]] as const;
   for (const [heading, entries] of sections) {
     console.log(`-- ${heading}`);
     for (const e of entries) {
-      const us = requests ? `${(Math.round((e.ms * 10000) / requests) / 10).toFixed(1).padStart(6)} us/req  ` : '';
+      const us = requests ? `${(Math.round(perUnit(e.ms) * 10) / 10).toFixed(1).padStart(6)} us/${unit === 'request' ? 'req' : unit}  ` : '';
       console.log(`  ${String(e.pct).padStart(5)}%  ${us}${e.name}`);
     }
   }

@@ -13,7 +13,7 @@ import { readBody } from '../providers/results.ts';
 import type { ProviderResult, Usage } from '../providers/types.ts';
 import type { BudgetStatus } from '../budgets/types.ts';
 import { saturationOf, type AdmissionRefusal, type AdmissionResult, type AdmissionTarget, type AdmissionTicket, type AdmitOptions, type LearnedCause, type LearnedVerdict, type Priority, type RateLimiter, type RuleStatus, type Scope } from '../ratelimit/index.ts';
-import type { Route, Target } from '../routing/resolver.ts';
+import type { Route, Target } from '../routing/types.ts';
 import type { UsageEntry } from '../usage/recorder.ts';
 import { directChild } from '../user-path/user-path.ts';
 import { primeStream } from './prime.ts';
@@ -65,6 +65,10 @@ export interface Completion {
   readonly startedAt: number;
   /** Answered from the response cache: counts nothing. */
   readonly cached: boolean;
+  /** The request's id (fastify's `request.id`, sent back as `x-request-id`; a batch line's `request_id`). */
+  readonly requestId: string;
+  /** True when `usage` is the gateway's estimate (src/tokens/estimate.ts), not the provider's report. */
+  readonly estimated?: boolean;
 }
 
 /** What the core reports to the gateway's metrics. */
@@ -383,6 +387,8 @@ export class AdmissionCore {
       status: done.status,
       latencyMs: this.#now() - done.startedAt,
       apiKeyId: caller.keyId,
+      requestId: done.requestId,
+      estimated: done.estimated === true,
     });
   }
 

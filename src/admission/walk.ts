@@ -1,5 +1,5 @@
 import type { AdmissionRefusal, AdmissionResult, AdmissionTarget, AdmissionTicket, MaybePromise } from '../ratelimit/index.ts';
-import type { Route, Target } from '../routing/resolver.ts';
+import type { Route, Target } from '../routing/types.ts';
 
 /**
  * Asks the rate limits about one step of a walk. Real admission counts the request when it

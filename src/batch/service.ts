@@ -3,13 +3,15 @@ import type { FastifyBaseLogger } from 'fastify';
 import { Cancellation } from '../providers/cancellation.ts';
 import type { ProviderResult } from '../providers/types.ts';
 import { GatewayError, badRequest, notFound, unsupportedByProvider } from '../errors/gateway-error.ts';
-import type { Resolver, Target } from '../routing/resolver.ts';
+import type { BudgetTracker } from '../budgets/tracker.ts';
+import type { Resolver } from '../routing/resolver.ts';
+import type { Target } from '../routing/types.ts';
 import type { BatchRecord, Storage, StoredFile } from '../storage/types.ts';
 import type { UsageRecorder } from '../usage/recorder.ts';
 import { isRecord } from '../shared/json.ts';
 import { isUnder } from '../user-path/user-path.ts';
 import { BATCH_ENDPOINTS, parseBatchInput, type BatchLine } from './jsonl.ts';
-import { outputLine, runLines, type LineOutcome } from './line-runner.ts';
+import { lineRequestId, outputLine, runLines, type LineOutcome, type LineRefusal } from './line-runner.ts';
 import { RemoteBatches } from './remote.ts';
 import { TERMINAL_STATUSES } from './wire.ts';
 
@@ -31,6 +33,8 @@ export interface BatchServiceOptions {
   storage: Storage;
   resolver: Resolver;
   usage: UsageRecorder;
+  /** Checked before each line the gateway runs; absent when budgets are disabled. */
+  budgets?: Pick<BudgetTracker, 'check'> | undefined;
   logger: FastifyBaseLogger;
   files: FileLimits;
   now(): number;
@@ -297,7 +301,8 @@ export class BatchService {
     const failed: string[] = [];
     let index = 0;
     await runLines(target, BATCH_ENDPOINTS[batch.endpoint]!, lines, this.shutdown, now, this.opts.observe, async (outcome: LineOutcome) => {
-      const line = outputLine(batch, index++, outcome);
+      const at = index++;
+      const line = outputLine(batch, at, outcome);
       if (outcome.status < 400) {
         output.push(line);
         batch.requestCounts.completed += 1;
@@ -305,8 +310,8 @@ export class BatchService {
         failed.push(line);
         batch.requestCounts.failed += 1;
       }
-      this.recordUsage(batch, target, outcome);
-    }, cancelled);
+      if (outcome.ran) this.recordUsage(batch, target, outcome, lineRequestId(batch, at));
+    }, cancelled, () => this.budgetRefusal(batch.userPath));
 
     batch.times.finalizing_at = secs();
     if (output.length > 0) batch.outputFileId = (await this.writeOutput(batch, output, 'output')).id;
@@ -380,8 +385,18 @@ export class BatchService {
     }
   }
 
+  /**
+   * A line of a batch whose budget is reached does not run: it fails like a request would, with
+   * a 429 `budget_exceeded` in the error file (the budget may have room again for later lines).
+   */
+  private budgetRefusal(userPath: string): LineRefusal | undefined {
+    const breach = this.opts.budgets?.check(userPath);
+    if (breach === undefined) return undefined;
+    return { status: 429, body: { error: { message: breach.message, type: 'rate_limit_error', param: null, code: 'budget_exceeded' } } };
+  }
+
   /** Executed lines are recorded as usage (endpoint `batch`); they are not charged to rate-limit windows. */
-  private recordUsage(batch: BatchRecord, target: Target, outcome: LineOutcome): void {
+  private recordUsage(batch: BatchRecord, target: Target, outcome: LineOutcome, requestId: string): void {
     const usage = outcome.usage;
     this.opts.usage.record({
       timestampMs: this.opts.now() - outcome.latencyMs,
@@ -397,6 +412,8 @@ export class BatchService {
       status: outcome.status,
       latencyMs: outcome.latencyMs,
       apiKeyId: batch.apiKeyId,
+      requestId,
+      estimated: false,
     });
   }
 }

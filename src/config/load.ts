@@ -19,11 +19,10 @@ import { buildBudgetSeeds, buildSeeds, type BudgetEntry, type BudgetSeed, type R
 
 export type { GatewayConfig } from './schema.ts';
 export type { BudgetSeed, RuleSeed } from './seeds.ts';
-export { ConfigError } from './errors.ts';
 
 const BUILT_IN_DEFAULTS = 'built-in defaults';
 const DEFAULT_CONFIG_FILE = 'floodgate.yaml';
-/** Instance name of the provider served when none is configured (CONTRACT §1). */
+/** Instance name of the built-in provider served when none is configured, so a first run works offline. */
 const BUILT_IN_MOCK_PROVIDER = 'mock';
 
 export const TOKEN_RULES_WITHOUT_USAGE_WARNING =
@@ -228,7 +227,7 @@ function readYaml(file: ResolvedFile, errors: string[], warnings: string[]): { t
 }
 
 /**
- * A gateway reachable from other machines must not run open (CONTRACT §1): found here, so that
+ * A gateway reachable from other machines must not run open: found here, so that
  * `check-config` reports it as start-up would. Placed at `master_key` in the file when it is
  * there (an unset `${MASTER_KEY}`, say), else at `host`.
  */
@@ -354,7 +353,7 @@ function checkReferences(
   /** A key path with its place in the file; `key` points at the key itself (map keys naming models). */
   const placed = (path: readonly PropertyKey[], key = false): string => `${at(path, key)}${formatPath(path)}`;
   const configured = Object.keys(config.providers);
-  // With no provider configured the gateway serves the built-in mock instance (CONTRACT §1).
+  // With no provider configured the gateway serves the built-in mock instance, so a first run works offline.
   const names = configured.length > 0 ? configured : [BUILT_IN_MOCK_PROVIDER];
   const known = names.join(', ');
 

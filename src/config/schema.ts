@@ -1,5 +1,5 @@
 /**
- * The zod schema of floodgate.yaml (CONTRACT §2). Validation and defaulting happen in one pass so
+ * The zod schema of floodgate.yaml. Validation and defaulting happen in one pass so
  * the resolved config is fully populated and every consumer sees the same defaults.
  *
  * Values reach this schema after `${VAR}` interpolation, so numeric and boolean fields accept their
@@ -9,6 +9,7 @@
 import { z } from 'zod';
 import { BUDGET_PERIOD_NAMES, periodFromSeconds } from '../budgets/periods.ts';
 import { MAX_USD } from '../budgets/types.ts';
+import { MAX_PRICE_PER_MTOK } from '../shared/money.ts';
 import { PROVIDER_TYPES, type ProviderConfig } from '../providers/registry.ts';
 import { DEFAULT_MAX_EVENT_BYTES } from '../providers/sse.ts';
 import { DEFAULT_MAX_RESPONSE_BYTES } from '../providers/upstream.ts';
@@ -223,7 +224,14 @@ const providerSchema = z.discriminatedUnion('type', providerVariants as [typeof 
     const type = (input as Record<string, unknown>)['type'];
     return type === undefined ? `required (one of ${PROVIDER_TYPE_NAMES})` : `must be one of ${PROVIDER_TYPE_NAMES}`;
   },
-}) as unknown as z.ZodType<ProviderConfig & { connect_timeout_ms: number; timeout_ms: number; max_response_bytes: number; max_event_bytes: number }, unknown>;
+}) as unknown as z.ZodType<ProviderConfig & { connect_timeout_ms: number; timeout_ms: number; max_response_bytes: number; max_event_bytes: number; learned: LearnedConfig }, unknown>;
+
+/** `providers.<name>.learned`: capacity learned from the provider's own answers. */
+export interface LearnedConfig {
+  enabled: boolean;
+  reserve: number;
+  cooldown_seconds: number;
+}
 
 const providerName = z.string().superRefine((v, ctx) => {
   const err = providerNameError(v);
@@ -351,7 +359,7 @@ function redisUrl(v: string, ctx: z.RefinementCtx): string {
 }
 
 /**
- * Where the counters of several replicas meet (CONTRACT §7). Every Redis key is the prefix in
+ * Where the counters of several replicas meet: gateways sharing one Redis and one prefix share every counter. Every Redis key is the prefix in
  * braces (a Redis Cluster hash tag) followed by the rule, so the braces may not appear in it.
  */
 const redisSchema = z.strictObject({
@@ -428,8 +436,8 @@ const rateLimitsSchema = z.strictObject({
 
 // ---- pricing and budgets --------------------------------------------------------------------
 
-const PRICE_ERROR = 'must be a number of US dollars per million tokens (>= 0)';
-const pricePerMtok = () => z.preprocess(coerceNumber, z.number({ error: PRICE_ERROR }).min(0, { error: PRICE_ERROR }));
+const PRICE_ERROR = `must be a number of US dollars per million tokens, from 0 to ${MAX_PRICE_PER_MTOK}`;
+const pricePerMtok = () => z.preprocess(coerceNumber, z.number({ error: PRICE_ERROR }).min(0, { error: PRICE_ERROR }).max(MAX_PRICE_PER_MTOK, { error: PRICE_ERROR }));
 
 /** `pricing."<provider>/<model>"`: an operator's price, which wins over the price table. */
 const priceSchema = z.strictObject(

@@ -1,5 +1,5 @@
 /**
- * Liveness and readiness (CONTRACT §7, §14). Liveness (`GET /health`) says the process serves,
+ * Liveness and readiness. Liveness (`GET /health`) says the process serves,
  * degraded or not. Readiness (`GET /ready`) says whether a load balancer should send it traffic:
  * not while it drains for a shutdown, not while its storage cannot be reached, and not while
  * shared counters it cannot do without (`on_error: deny`) are unreachable.

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { extractCredential, safeEqual } from '../auth/master.ts';
 import { normalizeUserPath } from '../user-path/user-path.ts';
 import type { HttpServices, Identity } from './context.ts';
-import { badRequest, unauthorized } from './errors.ts';
+import { badRequest, unauthorized } from '../errors/gateway-error.ts';
 import { registerOpenModeGuard } from './open-mode.ts';
 
 /**

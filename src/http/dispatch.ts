@@ -6,14 +6,18 @@ import { asGatewayError } from '../errors/from-provider.ts';
 import { Cancellation } from '../providers/cancellation.ts';
 import type { ProviderCall, ProviderResult } from '../providers/types.ts';
 import type { AdmissionTicket } from '../ratelimit/index.ts';
-import type { Target } from '../routing/resolver.ts';
+import type { Target } from '../routing/types.ts';
 import type { HttpServices } from './context.ts';
 import type { Cuttable } from './in-flight.ts';
-import { GatewayError, notFound, type ErrorDialect } from './errors.ts';
+import { GatewayError, notFound } from '../errors/gateway-error.ts';
+import { type ErrorDialect } from './errors.ts';
 import { encodeFormForModel, type ModelRequest } from './requests.ts';
 import { sendResult } from './respond.ts';
+import { RelayedStream, chargedUsage } from '../tokens/estimate.ts';
 
 const CACHEABLE = new Set(['chat', 'responses', 'embeddings']);
+/** Streams whose usage is estimated when they end before reporting it (text; speech is audio). */
+const ESTIMATED_STREAMS = new Set(['chat', 'responses', 'messages']);
 const CACHE_HEADER = 'x-floodgate-cache';
 
 /**
@@ -47,21 +51,28 @@ export async function dispatch(
         services.cache!.set(cached.key, { status: 200, headers: result.headers, body: result.body, provider: target.provider.name, model: target.model });
       }
     }
+    // A text stream keeps what it relays, in case it ends before its usage report.
+    const relayed = modelRequest.stream && ESTIMATED_STREAMS.has(modelRequest.endpoint) && result.status < 400 && !Buffer.isBuffer(result.body) ? new RelayedStream() : undefined;
     let status = result.status;
+    let broken = false;
     try {
-      await sendResult(reply, result, dialect, headers);
+      await sendResult(reply, result, dialect, headers, relayed);
     } catch (err) {
+      broken = true;
       status = err instanceof GatewayError ? err.status : 502;
       request.log.warn({ err, provider: target.provider.name }, 'upstream stream failed');
     }
+    const { usage, estimated } = await chargedUsage({ model: target.model, request: modelRequest.json, reported: result.usage(), relayed, cut: end.cancel.cancelled || broken });
     services.admission.complete(identity, {
       provider: target.provider.name,
       model: target.model,
       endpoint: modelRequest.endpoint,
-      usage: result.usage(),
+      usage,
       status: end.cancel.cancelled && status < 400 ? 499 : status,
       startedAt,
       cached: false,
+      requestId: request.id,
+      estimated,
     });
   } finally {
     untrack();
@@ -103,6 +114,7 @@ function lookupCache(
     status: hit.status,
     startedAt,
     cached: true,
+    requestId: request.id,
   });
   return 'served';
 }

@@ -1,10 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { GatewayError } from '../errors/gateway-error.ts';
 
-// The error type itself lives in src/errors/ (services behind the routes throw it too); routes
-// and hooks keep importing it from here.
-export { GatewayError, badRequest, notFound, unauthorized, type ErrorType, type GatewayErrorInit } from '../errors/gateway-error.ts';
-
 /** Which wire shape an error is written in: OpenAI everywhere, Anthropic on `/v1/messages`. */
 export type ErrorDialect = 'openai' | 'anthropic';
 

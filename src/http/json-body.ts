@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { MAX_JSON_DEPTH, nestsDeeperThan } from '../shared/json.ts';
-import { badRequest } from './errors.ts';
+import { badRequest } from '../errors/gateway-error.ts';
 
 /**
  * Every JSON body goes through fastify's own parser, which refuses `__proto__` and

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { PRIORITIES, type Priority } from '../ratelimit/index.ts';
-import { badRequest } from './errors.ts';
+import { badRequest } from '../errors/gateway-error.ts';
 
 export const MAX_WAIT_HEADER = 'x-floodgate-max-wait';
 export const PRIORITY_HEADER = 'x-floodgate-priority';

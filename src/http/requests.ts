@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Endpoint } from '../providers/types.ts';
-import { badRequest } from './errors.ts';
+import { badRequest } from '../errors/gateway-error.ts';
 import { modelRequestBodies, type JsonEndpoint } from './schemas/model-requests.ts';
 import { parseBody } from './validation.ts';
 

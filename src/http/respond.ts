@@ -1,10 +1,12 @@
 import type { ServerResponse } from 'node:http';
-import { PassThrough, type Readable } from 'node:stream';
+import { PassThrough, Transform, type Readable } from 'node:stream';
 import type { FastifyReply } from 'fastify';
 import { UpstreamUnavailableError, type ProviderResult } from '../providers/types.ts';
 import { readBody } from '../providers/results.ts';
+import type { RelayedStream } from '../tokens/estimate.ts';
 import { upstreamError } from '../errors/from-provider.ts';
-import { GatewayError, errorBody, type ErrorDialect } from './errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
+import { errorBody, type ErrorDialect } from './errors.ts';
 
 /**
  * Sends a provider's answer through fastify's reply, so every hook sees it: the answer's status
@@ -14,12 +16,15 @@ import { GatewayError, errorBody, type ErrorDialect } from './errors.ts';
  *
  * Resolves when a buffered answer was handed to fastify, and when a stream is over (complete, or
  * the client left). A stream that failed mid-way rejects, once it is over, with its error.
+ * `relayed`, when given, keeps the bytes of an SSE answer as they go to the client (an estimate
+ * of its usage may need them).
  */
 export async function sendResult(
   reply: FastifyReply,
   result: ProviderResult,
   dialect: ErrorDialect,
   extraHeaders: Readonly<Record<string, string>> | undefined,
+  relayed?: RelayedStream,
 ): Promise<void> {
   if (result.status >= 400) {
     let err: GatewayError;
@@ -52,14 +57,14 @@ export async function sendResult(
   // Over when the stream closes: after its last chunk went to the response (which fastify then
   // ends), or when it was destroyed (the client left, or it failed).
   const closed = new Promise((resolve) => body.once('close', resolve));
-  reply.send(sse ? endingInBand(body, res) : body);
+  reply.send(sse ? endingInBand(body, res, relayed) : body);
   await closed;
   if (failure !== undefined) throw failure;
 }
 
 /** An SSE stream that, when it fails, ends with a last `data: {"error": ...}` event instead. */
-function endingInBand(body: Readable, res: ServerResponse): Readable {
-  const out = new PassThrough();
+function endingInBand(body: Readable, res: ServerResponse, relayed: RelayedStream | undefined): Readable {
+  const out = relayed === undefined ? new PassThrough() : keeping(relayed);
   body.on('error', (err) => {
     if (res.destroyed) out.destroy();
     else out.end(`data: ${errorBody(streamError(err), 'openai')}\n\n`);
@@ -67,6 +72,16 @@ function endingInBand(body: Readable, res: ServerResponse): Readable {
   // Destroyed by fastify when the client left: the provider's stream (and its upstream) goes too.
   out.on('close', () => body.destroy());
   return body.pipe(out);
+}
+
+/** A pass-through stage that also hands every chunk to `relayed`. */
+function keeping(relayed: RelayedStream): Transform {
+  return new Transform({
+    transform(chunk: Buffer, _encoding, callback) {
+      relayed.add(chunk);
+      callback(null, chunk);
+    },
+  });
 }
 
 function streamError(err: unknown): GatewayError {

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { badRequest, type GatewayError } from './errors.ts';
+import { badRequest, type GatewayError } from '../errors/gateway-error.ts';
 import { hasNul, nulRefusal } from './schemas/checks.ts';
 
 /**

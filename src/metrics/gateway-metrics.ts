@@ -85,6 +85,7 @@ export class GatewayMetrics {
   readonly #admitted: Readonly<Record<Scope, Tally>>;
   readonly #refused: Readonly<Record<Scope, Tally>>;
   readonly #cacheLookups: Readonly<Record<'hit' | 'miss' | 'bypass', Tally>>;
+  readonly #usageRecordsFailed: Tally;
   readonly #inFlight: Gauge<'scope' | 'subject'>;
   readonly #remaining: Gauge<'scope' | 'subject' | 'period' | 'kind'>;
   readonly #limit: Gauge<'scope' | 'subject' | 'period' | 'kind'>;
@@ -177,6 +178,13 @@ export class GatewayMetrics {
       registers,
     });
     this.#cacheLookups = { hit: cacheLookups.series({ result: 'hit' }), miss: cacheLookups.series({ result: 'miss' }), bypass: cacheLookups.series({ result: 'bypass' }) };
+
+    this.#usageRecordsFailed = new TallyCounter({
+      name: 'floodgate_usage_records_failed_total',
+      help: 'Usage records set aside because the database could not store them (each logged with its request id); the other records are written.',
+      labelNames: [] as const,
+      registers,
+    }).series({});
 
     this.#queueWait = new Histogram({
       name: 'floodgate_queue_wait_seconds',
@@ -330,6 +338,11 @@ export class GatewayMetrics {
   /** A cacheable request met the cache: `mode` as the client's Cache-Control set it, and whether it hit. */
   cacheLookup(mode: CacheMode, hit: boolean): void {
     (mode !== 'use' ? this.#cacheLookups.bypass : hit ? this.#cacheLookups.hit : this.#cacheLookups.miss).inc();
+  }
+
+  /** A usage record was set aside: the database could not store it. */
+  usageRecordFailed(): void {
+    this.#usageRecordsFailed.inc();
   }
 
   /** The text exposition, with the rule and budget gauges read now. */

@@ -42,9 +42,22 @@ export interface PriceTableOptions {
   instances: readonly PricedInstance[];
   /** By `provider/model` (instance name and the provider's model id). */
   overrides?: Readonly<Record<string, PriceOverride>>;
-  /** Called once per `provider/model` that has no price (its requests cost 0). */
+  /**
+   * Called once per `provider/model` that has no price (its requests cost 0), for the first
+   * MAX_UNKNOWN_WARNINGS of them.
+   */
   onUnknown?: (provider: string, model: string) => void;
+  /** Called once, when MAX_UNKNOWN_WARNINGS models without a price were reported: later ones are not. */
+  onUnknownLimit?: (limit: number) => void;
 }
+
+/**
+ * Models whose prices are remembered at most. Passthrough requests name any model they like, so
+ * the table is bounded: past it the oldest entry is forgotten (and looked up again if it returns).
+ */
+export const MAX_REMEMBERED_MODELS = 10_000;
+/** Distinct models without a price that are reported (logged) at most. */
+export const MAX_UNKNOWN_WARNINGS = 100;
 
 /**
  * A model's prices: the package provider holding just that model, and, when its prices are flat,
@@ -63,11 +76,15 @@ export class PriceTable {
   readonly #candidates = new Map<string, string[]>();
   readonly #overrides: Readonly<Record<string, PriceOverride>>;
   readonly #onUnknown: (provider: string, model: string) => void;
+  readonly #onUnknownLimit: (limit: number) => void;
+  /** `provider/model` keys already reported as having no price (at most MAX_UNKNOWN_WARNINGS). */
+  readonly #reported = new Set<string>();
 
   constructor(options: PriceTableOptions) {
     this.#instances = new Map(options.instances.map((i) => [i.name, i]));
     this.#overrides = options.overrides ?? {};
     this.#onUnknown = options.onUnknown ?? (() => {});
+    this.#onUnknownLimit = options.onUnknownLimit ?? (() => {});
   }
 
   /** Dollars; 0 for a model without a price, a cache hit or a request without usage. */
@@ -90,9 +107,22 @@ export class PriceTable {
     } catch {
       // Price data the package cannot apply to this usage: treated like a model without a price.
       this.#resolved.set(`${usage.provider}/${usage.model}`, null);
-      this.#onUnknown(usage.provider, usage.model);
+      this.#reportUnknown(usage.provider, usage.model);
       return 0;
     }
+  }
+
+  /** Models whose prices are remembered now (at most MAX_REMEMBERED_MODELS). */
+  get size(): number {
+    return this.#resolved.size;
+  }
+
+  #reportUnknown(provider: string, model: string): void {
+    const key = `${provider}/${model}`;
+    if (this.#reported.size >= MAX_UNKNOWN_WARNINGS || this.#reported.has(key)) return;
+    this.#reported.add(key);
+    this.#onUnknown(provider, model);
+    if (this.#reported.size === MAX_UNKNOWN_WARNINGS) this.#onUnknownLimit(MAX_UNKNOWN_WARNINGS);
   }
 
   #pricesFor(provider: string, model: string): ModelPrices | null {
@@ -101,10 +131,11 @@ export class PriceTable {
     if (prices === undefined) {
       const found = this.#resolve(provider, model);
       prices = found === null ? null : { provider: found, perToken: perTokenOf(found, model) };
+      if (this.#resolved.size >= MAX_REMEMBERED_MODELS) this.#resolved.delete(this.#resolved.keys().next().value!);
       this.#resolved.set(key, prices);
       // A request without a model (passthrough) or on a type without prices by design is not worth a log line.
       const instance = this.#instances.get(provider);
-      if (prices === null && model !== '' && instance !== undefined && instance.pricesProvider !== null) this.#onUnknown(provider, model);
+      if (prices === null && model !== '' && instance !== undefined && instance.pricesProvider !== null) this.#reportUnknown(provider, model);
     }
     return prices;
   }

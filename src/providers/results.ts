@@ -7,7 +7,7 @@ import { SseUsageTap } from './stream-usage.ts';
 import type { Endpoint, ProviderResult, Usage } from './types.ts';
 import { isEventStream, isJson, passthroughResponseHeaders, relay } from './upstream.ts';
 import type { UpstreamClient, UpstreamResponse } from './upstream.ts';
-import { usageFromJsonBuffer } from './usage.ts';
+import { modelFromJsonBuffer, usageFromJsonBuffer } from './usage.ts';
 
 export const JSON_HEADERS: Readonly<Record<string, string>> = { 'content-type': 'application/json' };
 export const SSE_HEADERS: Readonly<Record<string, string>> = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' };
@@ -56,15 +56,20 @@ export function passthroughRequestHeaders(incoming: IncomingHttpHeaders, credent
   return Object.assign(out, credentials);
 }
 
-/** Keeps a copy of a JSON body while relaying it, to read its usage at the end (bounded). */
+/** Keeps a copy of a JSON body while relaying it, to read its usage and model at the end (bounded). */
 class JsonUsageTap extends Transform {
   private static readonly LIMIT = 16 * 1024 * 1024;
   private chunks: Buffer[] | undefined = [];
   private size = 0;
   private found: Usage | undefined;
+  private named: string | undefined;
 
   usage(): Usage | undefined {
     return this.found;
+  }
+
+  model(): string | undefined {
+    return this.named;
   }
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
@@ -77,7 +82,11 @@ class JsonUsageTap extends Transform {
   }
 
   override _flush(callback: TransformCallback): void {
-    if (this.chunks) this.found = usageFromJsonBuffer(Buffer.concat(this.chunks));
+    if (this.chunks) {
+      const body = Buffer.concat(this.chunks);
+      this.found = usageFromJsonBuffer(body);
+      this.named = modelFromJsonBuffer(body);
+    }
     this.chunks = undefined;
     callback();
   }
@@ -102,5 +111,6 @@ function passthroughAnswer(client: UpstreamClient, res: UpstreamResponse, cancel
     headers,
     body: relay(res.body, mapError, tap),
     usage: () => tap?.usage(),
+    model: () => tap?.model(),
   };
 }

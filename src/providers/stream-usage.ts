@@ -4,6 +4,7 @@ import type { SseEvent, SseLimit } from './sse.ts';
 import type { Usage } from './types.ts';
 import { normalizeUsage, usageFromBody } from './usage.ts';
 import { isRecord } from '../shared/json.ts';
+import { sumCounts } from '../shared/values.ts';
 
 /**
  * Collects the usage reported anywhere in an SSE stream of any supported dialect:
@@ -11,12 +12,15 @@ import { isRecord } from '../shared/json.ts';
  * `message_start`, output tokens in `message_delta`). Later reports replace earlier ones.
  */
 export class UsageAccumulator {
+  /** The model named by the events seen (chat chunks, `response`, Anthropic's `message`). */
+  model: string | undefined;
   private prompt: number | undefined;
   private completion: number | undefined;
   private total: number | undefined;
   private cached: number | undefined;
 
   observe(o: Record<string, unknown>): void {
+    this.model = modelOf(o) ?? modelOf(o.response) ?? modelOf(o.message) ?? this.model;
     if (o.type === 'message_start') {
       const u = normalizeUsage(isRecord(o.message) ? o.message.usage : undefined);
       if (u) this.set(u);
@@ -39,7 +43,7 @@ export class UsageAccumulator {
     if (this.prompt === undefined && this.completion === undefined) return undefined;
     const promptTokens = this.prompt ?? 0;
     const completionTokens = this.completion ?? 0;
-    const usage: Usage = { promptTokens, completionTokens, totalTokens: this.total ?? promptTokens + completionTokens };
+    const usage: Usage = { promptTokens, completionTokens, totalTokens: this.total ?? sumCounts(promptTokens, completionTokens) };
     if (this.cached !== undefined) usage.cachedPromptTokens = this.cached;
     return usage;
   }
@@ -51,6 +55,10 @@ export class UsageAccumulator {
     this.total = u.totalTokens;
     this.cached = u.cachedPromptTokens;
   }
+}
+
+function modelOf(o: unknown): string | undefined {
+  return isRecord(o) && typeof o.model === 'string' && o.model !== '' ? o.model : undefined;
 }
 
 /**
@@ -80,6 +88,11 @@ export class SseUsageTap extends Transform {
 
   usage(): Usage | undefined {
     return this.acc.usage();
+  }
+
+  /** The model named by the events that reported usage. */
+  model(): string | undefined {
+    return this.acc.model;
   }
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {

@@ -74,6 +74,11 @@ export interface ProviderResult {
   body: Buffer | Readable;
   usage(): Usage | undefined;
   /**
+   * The model the answer names (its `model` field), read on the way like the usage; offered by
+   * passthrough answers, whose requests need not name one.
+   */
+  model?(): string | undefined;
+  /**
    * What the upstream's answer said about the provider's rate limits (read from its raw headers
    * by `capacity.ts`, which the client never sees), for the gateway to learn from; absent when
    * it said nothing.

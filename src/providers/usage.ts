@@ -1,8 +1,5 @@
+import { sumCounts, tokenCount as num } from '../shared/values.ts';
 import type { Usage } from './types.ts';
-
-function num(v: unknown): number | undefined {
-  return typeof v === 'number' && Number.isFinite(v) ? v : undefined;
-}
 
 /** `details.cached_tokens` of an OpenAI usage object (`prompt_tokens_details`, `input_tokens_details`). */
 function cachedOf(details: unknown): number | undefined {
@@ -22,14 +19,16 @@ function withCached(usage: Usage, cached: number | undefined): Usage {
  * Anthropic's cache read/creation tokens are not part of `input_tokens`, but they are
  * tokens the request consumed, so they are counted as prompt tokens. Cached prompt tokens (priced
  * lower) come from OpenAI's `*_tokens_details.cached_tokens` and Anthropic's `cache_read_input_tokens`.
+ * Every count is a whole number from 0 to MAX_TOKEN_COUNT (see tokenCount), whatever was reported.
  */
 export function normalizeUsage(u: unknown): Usage | undefined {
   if (u === null || typeof u !== 'object') return undefined;
   const o = u as Record<string, unknown>;
-  const prompt = num(o.prompt_tokens);
-  if (prompt !== undefined) {
+  // The chat shape, even when one of its counts is not a number (the other still counts).
+  if (o.prompt_tokens !== undefined || o.completion_tokens !== undefined) {
+    const prompt = num(o.prompt_tokens) ?? 0;
     const completion = num(o.completion_tokens) ?? 0;
-    const usage = { promptTokens: prompt, completionTokens: completion, totalTokens: num(o.total_tokens) ?? prompt + completion };
+    const usage = { promptTokens: prompt, completionTokens: completion, totalTokens: num(o.total_tokens) ?? sumCounts(prompt, completion) };
     return withCached(usage, cachedOf(o.prompt_tokens_details));
   }
   const input = num(o.input_tokens);
@@ -39,9 +38,9 @@ export function normalizeUsage(u: unknown): Usage | undefined {
     return total === undefined ? undefined : { promptTokens: total, completionTokens: 0, totalTokens: total };
   }
   const cacheRead = num(o.cache_read_input_tokens);
-  const promptTokens = (input ?? 0) + (num(o.cache_creation_input_tokens) ?? 0) + (cacheRead ?? 0);
+  const promptTokens = sumCounts(input ?? 0, num(o.cache_creation_input_tokens) ?? 0, cacheRead ?? 0);
   const completionTokens = output ?? 0;
-  const usage = { promptTokens, completionTokens, totalTokens: num(o.total_tokens) ?? promptTokens + completionTokens };
+  const usage = { promptTokens, completionTokens, totalTokens: num(o.total_tokens) ?? sumCounts(promptTokens, completionTokens) };
   return withCached(usage, cacheRead ?? cachedOf(o.input_tokens_details));
 }
 
@@ -82,6 +81,45 @@ export function usageFromJsonBuffer(buf: Buffer): Usage | undefined {
   } catch {
     return undefined;
   }
+}
+
+const MODEL_KEY = Buffer.from('"model"');
+/** Bytes after a `"model"` key searched for its value: a model id is short. */
+const MAX_MODEL_SLICE = 1024;
+
+/**
+ * The `model` a buffered JSON answer names (the first `"model"` key with a string value), read
+ * without parsing the whole answer; undefined when there is none. A raw `"model"` is a key or the
+ * string value "model" (quotes inside strings are escaped): only a key is followed by a colon.
+ */
+export function modelFromJsonBuffer(buf: Buffer): string | undefined {
+  for (let key = buf.indexOf(MODEL_KEY); key >= 0; key = buf.indexOf(MODEL_KEY, key + 1)) {
+    const from = key + MODEL_KEY.length;
+    const text = buf.toString('latin1', from, Math.min(buf.length, from + MAX_MODEL_SLICE));
+    const start = valueAfterKey(text, 0, text.length);
+    if (start < 0) continue;
+    if (text.charCodeAt(start) !== QUOTE) return undefined;
+    const end = stringEnd(text, start);
+    if (end < 0) return undefined;
+    try {
+      // latin1 offsets are byte offsets: the string's bytes are decoded as the UTF-8 they are.
+      const model: unknown = JSON.parse(buf.toString('utf8', from + start, from + end));
+      return typeof model === 'string' && model !== '' ? model : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+  return undefined;
+}
+
+/** The offset just past the JSON string whose opening quote is at `start`, or -1. */
+function stringEnd(text: string, start: number): number {
+  for (let i = start + 1; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === BACKSLASH) i++;
+    else if (c === QUOTE) return i + 1;
+  }
+  return -1;
 }
 
 /**

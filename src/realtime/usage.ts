@@ -1,5 +1,6 @@
 import type { Usage } from '../providers/types.ts';
 import { isRecord } from '../shared/json.ts';
+import { sumCounts, tokenCount } from '../shared/values.ts';
 
 /**
  * The usage of a `response.done` server event, or undefined for any other event. Audio deltas are
@@ -7,26 +8,40 @@ import { isRecord } from '../shared/json.ts';
  */
 export function usageOfServerEvent(data: string): Usage | undefined {
   if (!data.includes('"response.done"')) return undefined;
-  let event: unknown;
-  try {
-    event = JSON.parse(data);
-  } catch {
-    return undefined;
-  }
-  if (!isRecord(event) || event.type !== 'response.done' || !isRecord(event.response)) return undefined;
+  const event = parseObject(data);
+  if (event?.type !== 'response.done' || !isRecord(event.response)) return undefined;
   const usage = event.response.usage;
   if (!isRecord(usage)) return undefined;
-  const input = count(usage.input_tokens);
-  const output = count(usage.output_tokens);
-  const total = typeof usage.total_tokens === 'number' ? count(usage.total_tokens) : input + output;
-  return { promptTokens: input, completionTokens: output, totalTokens: total };
+  const input = tokenCount(usage.input_tokens) ?? 0;
+  const output = tokenCount(usage.output_tokens) ?? 0;
+  return { promptTokens: input, completionTokens: output, totalTokens: tokenCount(usage.total_tokens) ?? sumCounts(input, output) };
 }
 
-/** True for a client event that starts a response (its latency is measured from here). */
+/** True for a client event that may be a `response.create` (a substring test; clientEventOf tells). */
 export function isResponseCreate(data: string): boolean {
   return data.includes('"response.create"');
 }
 
-function count(value: unknown): number {
-  return typeof value === 'number' && Number.isFinite(value) && value > 0 ? Math.floor(value) : 0;
+/** The type and `event_id` of a client event, or undefined when it is not a JSON object. */
+export function clientEventOf(data: string): { type: unknown; eventId: string | null } | undefined {
+  const event = parseObject(data);
+  if (event === undefined) return undefined;
+  return { type: event.type, eventId: typeof event.event_id === 'string' ? event.event_id : null };
+}
+
+/** For a `response.created` server event, the id of the response it started; else undefined. */
+export function responseCreatedOf(data: string): { responseId: string } | undefined {
+  if (!data.includes('"response.created"')) return undefined;
+  const event = parseObject(data);
+  if (event?.type !== 'response.created' || !isRecord(event.response) || typeof event.response.id !== 'string') return undefined;
+  return { responseId: event.response.id };
+}
+
+function parseObject(data: string): Record<string, unknown> | undefined {
+  try {
+    const value: unknown = JSON.parse(data);
+    return isRecord(value) ? value : undefined;
+  } catch {
+    return undefined;
+  }
 }

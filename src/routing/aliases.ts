@@ -1,4 +1,4 @@
-import type { Route, Target } from './resolver.ts';
+import type { Route, Target } from './types.ts';
 
 export interface AliasDefinition {
   strategy: 'round_robin' | 'weighted' | 'first';

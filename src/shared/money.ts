@@ -16,3 +16,10 @@ export function formatUsd(amount: number): string {
   if (Number(cents) === amount) return `$${cents}`;
   return `$${roundUsd(amount).toFixed(9).replace(/0+$/, '')}`;
 }
+
+/**
+ * The highest price accepted per million tokens: ten dollars a token, tens of thousands of times
+ * today's dearest models. With at most 1e12 tokens a request (src/shared/values.ts) a cost stays
+ * a finite number (then held to the largest budget, src/usage/clean.ts).
+ */
+export const MAX_PRICE_PER_MTOK = 10_000_000;

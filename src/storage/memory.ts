@@ -160,6 +160,7 @@ export class MemoryStorage implements Storage {
           cachedPromptTokens: 0,
           costUsd: 0,
           cachedRequests: 0,
+          estimatedRequests: 0,
         };
         groups.set(id, row);
       }
@@ -170,6 +171,7 @@ export class MemoryStorage implements Storage {
       row.cachedPromptTokens += r.cachedPromptTokens;
       row.costUsd += r.costUsd;
       if (r.cached) row.cachedRequests++;
+      if (r.estimated) row.estimatedRequests++;
     }
     return [...groups.values()].sort((a, b) => byText(a.provider, b.provider) || byText(a.model, b.model));
   }

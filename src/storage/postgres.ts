@@ -28,6 +28,7 @@ import type {
   UsageRecord,
   UsageSummaryRow,
 } from './types.ts';
+import { UsageRejectedError } from './types.ts';
 
 interface Migration {
   version: number;
@@ -152,9 +153,16 @@ const MIGRATIONS: readonly Migration[] = [
     `,
   },
   {
+    // Which request a usage record belongs to, and whether its tokens are an estimate.
+    version: 5,
+    sql: `
+      ALTER TABLE usage_records ADD COLUMN request_id text;
+      ALTER TABLE usage_records ADD COLUMN estimated boolean NOT NULL DEFAULT false;
+    `,
+  },
+  {
     // Files expire, and each user path's live files are counted against its quota. Files stored
     // before this version expire 30 days after their upload (the default files.ttl_seconds).
-    // Version 5 belongs to another change.
     version: 6,
     sql: `
       ALTER TABLE files ADD COLUMN expires_at timestamptz;
@@ -218,6 +226,7 @@ interface SummaryRow {
   cached_prompt_tokens: string | null;
   cost_usd: number | null;
   cached_requests: string | null;
+  estimated_requests: string | null;
 }
 
 interface BudgetRow {
@@ -266,7 +275,8 @@ const SUMMARY_SELECT = `
     SUM(total_tokens) AS total_tokens,
     SUM(cached_prompt_tokens) AS cached_prompt_tokens,
     SUM(cost_usd) AS cost_usd,
-    COUNT(*) FILTER (WHERE cached) AS cached_requests
+    COUNT(*) FILTER (WHERE cached) AS cached_requests,
+    COUNT(*) FILTER (WHERE estimated) AS estimated_requests
   FROM usage_records`;
 
 // ILIKE/lower(): case-insensitive like rule matching and like the SQLite implementation. A null
@@ -466,11 +476,11 @@ export class PostgresStorage implements Storage {
     await this.pool.query(
       `INSERT INTO usage_records
          (ts, user_path, provider, model, endpoint, prompt_tokens, completion_tokens, total_tokens,
-          cached_prompt_tokens, cost_usd, cached, status, latency_ms, api_key_id)
+          cached_prompt_tokens, cost_usd, cached, status, latency_ms, api_key_id, request_id, estimated)
        SELECT * FROM unnest(
          $1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[],
          $7::bigint[], $8::bigint[], $9::bigint[], $10::double precision[], $11::boolean[],
-         $12::integer[], $13::integer[], $14::text[])`,
+         $12::integer[], $13::integer[], $14::text[], $15::text[], $16::boolean[])`,
       [
         column((r) => new Date(r.timestampMs)),
         column((r) => r.userPath),
@@ -486,8 +496,12 @@ export class PostgresStorage implements Storage {
         column((r) => r.status),
         column((r) => Math.round(r.latencyMs)),
         column((r) => r.apiKeyId),
+        column((r) => r.requestId),
+        column((r) => r.estimated),
       ],
-    );
+    ).catch((err: unknown) => {
+      throw refusedValues(err) ? new UsageRejectedError(err) : err;
+    });
   }
 
   async summarizeUsage(query: UsageQuery): Promise<UsageSummaryRow[]> {
@@ -517,6 +531,7 @@ export class PostgresStorage implements Storage {
       cachedPromptTokens: Number(row.cached_prompt_tokens ?? 0),
       costUsd: row.cost_usd ?? 0,
       cachedRequests: Number(row.cached_requests ?? 0),
+      estimatedRequests: Number(row.estimated_requests ?? 0),
     }));
   }
 
@@ -704,6 +719,16 @@ async function listBudgetsWith(db: Queryable): Promise<BudgetDefinition[]> {
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   }));
+}
+
+/**
+ * Whether a failed usage insert was refused for the values it carried: SQLSTATE class 22 (data
+ * exception: a NUL in text, a fraction for a bigint), 23 (a constraint) or 54000 (a value too
+ * large for an index), rather than for the server's state (connection, locks, shutdown).
+ */
+function refusedValues(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && (code.startsWith('22') || code.startsWith('23') || code === '54000');
 }
 
 function budgetParams(b: BudgetDefinition): unknown[] {

@@ -30,6 +30,7 @@ import type {
   UsageRecord,
   UsageSummaryRow,
 } from './types.ts';
+import { UsageRejectedError } from './types.ts';
 
 interface Migration {
   version: number;
@@ -154,9 +155,16 @@ const MIGRATIONS: readonly Migration[] = [
     `,
   },
   {
+    // Which request a usage record belongs to, and whether its tokens are an estimate.
+    version: 5,
+    sql: `
+      ALTER TABLE usage_records ADD COLUMN request_id TEXT;
+      ALTER TABLE usage_records ADD COLUMN estimated INTEGER NOT NULL DEFAULT 0 CHECK (estimated IN (0, 1));
+    `,
+  },
+  {
     // Files expire, and each user path's live files are counted against its quota. Files stored
     // before this version expire 30 days after their upload (the default files.ttl_seconds).
-    // Version 5 belongs to another change.
     version: 6,
     sql: `
       ALTER TABLE files ADD COLUMN expires_at INTEGER;
@@ -217,6 +225,7 @@ interface SummaryRow {
   cached_prompt_tokens: number | null;
   cost_usd: number | null;
   cached_requests: number | null;
+  estimated_requests: number | null;
 }
 
 interface BudgetRow {
@@ -253,7 +262,7 @@ export interface SqliteStorageOptions {
 }
 
 const USAGE_COLUMNS =
-  'ts, user_path, provider, model, endpoint, prompt_tokens, completion_tokens, total_tokens, cached_prompt_tokens, cost_usd, cached, status, latency_ms, api_key_id';
+  'ts, user_path, provider, model, endpoint, prompt_tokens, completion_tokens, total_tokens, cached_prompt_tokens, cost_usd, cached, status, latency_ms, api_key_id, request_id, estimated';
 /** Rows per INSERT statement: a multi-row statement is bound and stepped once for many rows. */
 const USAGE_ROWS_PER_STATEMENT = 32;
 
@@ -265,7 +274,8 @@ const SUMMARY_COLUMNS = `
   SUM(total_tokens) AS total_tokens,
   SUM(cached_prompt_tokens) AS cached_prompt_tokens,
   SUM(cost_usd) AS cost_usd,
-  SUM(cached) AS cached_requests`;
+  SUM(cached) AS cached_requests,
+  SUM(estimated) AS estimated_requests`;
 
 // SQLite's = is case-sensitive but LIKE folds ASCII case; lower() on both sides of = keeps
 // the two halves consistent (rule matching is case-insensitive too).
@@ -450,7 +460,12 @@ export class SqliteStorage implements Storage {
 
   async insertUsage(records: readonly UsageRecord[]): Promise<void> {
     this.s();
-    if (records.length > 0) this.insertUsageRows(records);
+    if (records.length === 0) return;
+    try {
+      this.insertUsageRows(records);
+    } catch (err) {
+      throw refusedValues(err) ? new UsageRejectedError(err) : err;
+    }
   }
 
   async summarizeUsage(query: UsageQuery): Promise<UsageSummaryRow[]> {
@@ -471,6 +486,7 @@ export class SqliteStorage implements Storage {
       cachedPromptTokens: row.cached_prompt_tokens ?? 0,
       costUsd: row.cost_usd ?? 0,
       cachedRequests: row.cached_requests ?? 0,
+      estimatedRequests: row.estimated_requests ?? 0,
     }));
   }
 
@@ -709,7 +725,18 @@ function usageParams(r: UsageRecord): Array<string | number | null> {
   return [
     r.timestampMs, r.userPath, r.provider, r.model, r.endpoint, r.promptTokens, r.completionTokens,
     r.totalTokens, r.cachedPromptTokens, r.costUsd, r.cached ? 1 : 0, r.status, Math.round(r.latencyMs), r.apiKeyId,
+    r.requestId, r.estimated ? 1 : 0,
   ];
+}
+
+/**
+ * Whether a failed usage insert was refused for the values it carried (a constraint, a value
+ * too big, a type the driver cannot bind), rather than for the database's state (busy, full, I/O).
+ */
+function refusedValues(err: unknown): boolean {
+  if (err instanceof TypeError || err instanceof RangeError) return true;
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && (code.startsWith('SQLITE_CONSTRAINT') || code === 'SQLITE_MISMATCH' || code === 'SQLITE_TOOBIG');
 }
 
 function budgetParams(b: BudgetDefinition): Array<string | number> {

@@ -38,6 +38,25 @@ export interface UsageRecord {
   status: number;
   latencyMs: number;
   apiKeyId: string | null;
+  /** The request's id (its `x-request-id`; a batch line's `request_id`); null when it has none. */
+  requestId: string | null;
+  /**
+   * True when the token counts are the gateway's estimate, not the provider's report: a stream
+   * that ended before its usage report (see src/tokens/estimate.ts).
+   */
+  estimated: boolean;
+}
+
+/**
+ * `insertUsage` rejects with this when the database refused the records' values (a constraint,
+ * a value out of range), not the write itself: the same records will fail again, whereas any
+ * other error (connection lost, database locked) may pass on a retry.
+ */
+export class UsageRejectedError extends Error {
+  constructor(cause: unknown) {
+    super(`the database refused the usage record: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    this.name = 'UsageRejectedError';
+  }
 }
 
 export interface UsageSummaryRow {
@@ -50,6 +69,8 @@ export interface UsageSummaryRow {
   cachedPromptTokens: number;
   costUsd: number;
   cachedRequests: number;
+  /** Requests whose token counts are estimates (`UsageRecord.estimated`). */
+  estimatedRequests: number;
 }
 
 export interface UsageQuery {
@@ -226,7 +247,8 @@ export interface Storage {
 
   /**
    * Writes the records in one transaction: all of them or, when it rejects, none. The recorder
-   * calls it off the request path with batches of a bounded size.
+   * calls it off the request path with batches of a bounded size. Rejects with a
+   * UsageRejectedError when the database refused the records' values.
    */
   insertUsage(records: readonly UsageRecord[]): Promise<void>;
   summarizeUsage(query: UsageQuery): Promise<UsageSummaryRow[]>;

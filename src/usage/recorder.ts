@@ -2,9 +2,15 @@
  * Takes usage records off the request hot path: `record()` only appends to memory; a timer (or
  * a full batch) writes them to storage in batches. A failed write keeps its records for the next
  * flush, so a storage outage loses nothing until the bounded buffer overflows.
+ *
+ * One record the database cannot store must not hold back the others: a batch that fails is
+ * written again row by row, and a row the database refuses (see UsageRejectedError), or that
+ * keeps failing while the rows after it are written, is set aside (`onSetAside`) instead of
+ * being retried for ever.
  */
 
-import type { Storage, UsageRecord } from '../storage/types.ts';
+import { UsageRejectedError, type Storage, type UsageRecord } from '../storage/types.ts';
+import { cleanRecord, storableCost } from './clean.ts';
 
 /** A usage record as its producer knows it: the recorder prices it unless it carries a cost. */
 export type UsageEntry = Omit<UsageRecord, 'costUsd'> & { costUsd?: number };
@@ -24,7 +30,21 @@ export interface UsageRecorderOptions {
   price?: (entry: UsageEntry) => number;
   /** Sees every record as it is queued (budgets count spend from it). Must not throw. */
   onRecord?: (record: UsageRecord) => void;
+  /**
+   * A record that cannot be written, given up on (the caller logs it, with its request id, and
+   * counts it). `reason` is the database's refusal or the last error of its failed attempts.
+   */
+  onSetAside?: (record: UsageRecord, reason: Error) => void;
 }
+
+/**
+ * Failed single-row writes, each followed in the same pass by a row that was written (so the
+ * database works, and this row is the problem), before a row whose error the database did not
+ * mark as a refusal is set aside.
+ */
+const MAX_ROW_FAILURES = 3;
+/** Consecutive failed single-row writes after which a pass stops: the database itself is failing. */
+const FAILING_STREAK = 3;
 
 /** Reported through `onError` when the buffer overflowed and the oldest records were dropped. */
 export class UsageBufferOverflowError extends Error {
@@ -43,6 +63,18 @@ export class UsageBufferOverflowError extends Error {
   }
 }
 
+/** Reported through `onError` when the recorder closes with records it could not write. */
+export class UsageRecordsLostError extends Error {
+  /** The request ids of the lost records that have one, at most the first 100. */
+  readonly requestIds: string[];
+
+  constructor(records: readonly UsageRecord[]) {
+    super(`${records.length} usage record(s) could not be written before shutdown and are lost`);
+    this.name = 'UsageRecordsLostError';
+    this.requestIds = records.flatMap((r) => (r.requestId === null ? [] : [r.requestId])).slice(0, 100);
+  }
+}
+
 type UsageSink = Pick<Storage, 'insertUsage'>;
 
 export class UsageRecorder {
@@ -53,6 +85,10 @@ export class UsageRecorder {
   private readonly onError: (err: Error) => void;
   private readonly price: (entry: UsageEntry) => number;
   private readonly onRecord: ((record: UsageRecord) => void) | undefined;
+  private readonly onSetAside: (record: UsageRecord, reason: Error) => void;
+  /** Failed single-row writes of each record still queued (see MAX_ROW_FAILURES). */
+  private readonly rowFailures = new WeakMap<UsageRecord, number>();
+  private setAsideTotal = 0;
   /** Records not yet taken by a flush, oldest first. */
   private buffer: UsageRecord[] = [];
   /** Records taken by the flush in progress (counted against the bound). */
@@ -75,6 +111,7 @@ export class UsageRecorder {
     this.onError = options.onError ?? (() => {});
     this.price = options.price ?? (() => 0);
     this.onRecord = options.onRecord;
+    this.onSetAside = options.onSetAside ?? (() => {});
     if (this.enabled) {
       this.timer = setInterval(() => this.backgroundFlush(true), options.flushIntervalMs ?? 1000);
       // A pending flush must not keep the process alive; shutdown calls close() explicitly.
@@ -83,11 +120,13 @@ export class UsageRecorder {
   }
 
   /**
-   * Prices and queues a record. Never awaits, never throws, does no I/O.
+   * Cleans (see cleanRecord), prices and queues a record. Never awaits, never throws, does no I/O.
    */
   record(entry: UsageEntry): void {
     if (!this.enabled) return;
-    const r: UsageRecord = { ...entry, costUsd: entry.costUsd ?? this.price(entry) };
+    const r = cleanRecord({ ...entry, costUsd: 0 });
+    // Priced from the cleaned token counts.
+    r.costUsd = storableCost(entry.costUsd ?? this.price(r));
     this.buffer.push(r);
     this.onRecord?.(r);
     if (this.pending > this.maxBuffered) this.enforceBound();
@@ -109,6 +148,11 @@ export class UsageRecorder {
     return this.droppedTotal;
   }
 
+  /** Records given up on because they could not be written (see `onSetAside`). */
+  get setAside(): number {
+    return this.setAsideTotal;
+  }
+
   /**
    * Writes every record queued before the call. Resolves even when the write fails (the error
    * goes to `onError` and the records stay queued for the next attempt); check `pending`.
@@ -117,11 +161,15 @@ export class UsageRecorder {
     return this.enqueueFlush(true);
   }
 
-  /** Stops the timer and flushes. Records recorded later are kept until an explicit flush(). */
+  /**
+   * Stops the timer and flushes. Records still unwritten then (storage unavailable) are reported
+   * as a UsageRecordsLostError. Records recorded later are kept until an explicit flush().
+   */
   async close(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
     await this.flush();
+    if (this.buffer.length > 0) this.report(new UsageRecordsLostError(this.buffer));
   }
 
   /**
@@ -150,28 +198,100 @@ export class UsageRecorder {
     const count = partial ? this.buffer.length : this.buffer.length - (this.buffer.length % this.batchSize);
     const taken = this.buffer.splice(0, count);
     this.inFlight = taken.length;
+    const retry: UsageRecord[] = [];
+    let error: unknown;
     let done = 0;
     try {
       while (done < taken.length) {
         const batch = taken.slice(done, done + this.batchSize);
-        await this.storage.insertUsage(batch);
+        const outcome = await this.write(batch);
         done += batch.length;
         this.inFlight -= batch.length;
+        if (outcome !== undefined) {
+          retry.push(...outcome.unwritten);
+          error = outcome.error;
+          if (outcome.unavailable) {
+            retry.push(...taken.slice(done));
+            break;
+          }
+        }
         // A synchronous driver (SQLite) writes on this thread: let requests run between batches
         // when a backlog is written after an outage.
         if (done < taken.length) await new Promise<void>((resolve) => setImmediate(resolve));
       }
-      this.isFailing = false;
-    } catch (err) {
-      this.isFailing = true;
-      // Put the unwritten rest back in front of newer records, preserving order.
-      this.buffer = taken.slice(done).concat(this.buffer);
-      this.report(toError(err, 'usage write failed; records kept for retry'));
     } finally {
       this.inFlight = 0;
     }
+    this.isFailing = retry.length > 0;
+    if (retry.length > 0) {
+      // Put the unwritten records back in front of newer ones, preserving order.
+      this.buffer = retry.concat(this.buffer);
+      this.report(toError(error, 'usage write failed; records kept for retry'));
+    }
     this.enforceBound();
     this.reportDrops();
+  }
+
+  /**
+   * Writes one batch, row by row when the batch as a whole fails. Resolves with the rows to try
+   * again, if any, and whether the database looks unavailable (then the pass stopped early);
+   * every other row is written or set aside.
+   */
+  private async write(batch: UsageRecord[]): Promise<{ unwritten: UsageRecord[]; error: unknown; unavailable: boolean } | undefined> {
+    try {
+      await this.storage.insertUsage(batch);
+      return undefined;
+    } catch (err) {
+      if (batch.length === 1) {
+        if (!(err instanceof UsageRejectedError)) return { unwritten: batch, error: err, unavailable: true };
+        this.setRecordAside(batch[0]!, err);
+        return undefined;
+      }
+    }
+    const unwritten: UsageRecord[] = [];
+    /** Rows that failed since the last row written, with their errors. */
+    let suspects: Array<{ record: UsageRecord; error: unknown }> = [];
+    let written = false;
+    let error: unknown;
+    for (let i = 0; i < batch.length; i++) {
+      if (suspects.length >= FAILING_STREAK) {
+        unwritten.push(...suspects.map((s) => s.record), ...batch.slice(i));
+        return { unwritten, error, unavailable: true };
+      }
+      const record = batch[i]!;
+      try {
+        await this.storage.insertUsage([record]);
+      } catch (err) {
+        if (err instanceof UsageRejectedError) {
+          this.setRecordAside(record, err);
+        } else {
+          error = err;
+          suspects.push({ record, error: err });
+        }
+        continue;
+      }
+      written = true;
+      // A row written after them: the database works, those rows are the problem.
+      for (const suspect of suspects) {
+        const failures = (this.rowFailures.get(suspect.record) ?? 0) + 1;
+        this.rowFailures.set(suspect.record, failures);
+        if (failures >= MAX_ROW_FAILURES) this.setRecordAside(suspect.record, toError(suspect.error, 'usage write failed'));
+        else unwritten.push(suspect.record);
+      }
+      suspects = [];
+    }
+    unwritten.push(...suspects.map((s) => s.record));
+    return unwritten.length === 0 ? undefined : { unwritten, error, unavailable: !written };
+  }
+
+  private setRecordAside(record: UsageRecord, reason: Error): void {
+    this.setAsideTotal++;
+    this.rowFailures.delete(record);
+    try {
+      this.onSetAside(record, reason);
+    } catch {
+      // A failing callback must not stop the other rows from being written.
+    }
   }
 
   /**

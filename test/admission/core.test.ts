@@ -185,19 +185,19 @@ describe('AdmissionCore.complete', () => {
     });
     const done = await world.core.dispatch(CALLER, world.route('a/m'), new TestLifetime(), scriptedCalls({ 'a/m': () => answer(500), 'b/m': () => answer(200, USAGE) }).call);
     world.clock.set(T0_MS + 250);
-    world.core.complete(CALLER, { provider: done.target.provider.name, model: done.target.model, endpoint: 'chat', usage: done.result.usage(), status: 200, startedAt: T0_MS, cached: false });
+    world.core.complete(CALLER, { provider: done.target.provider.name, model: done.target.model, endpoint: 'chat', usage: done.result.usage(), status: 200, startedAt: T0_MS, cached: false, requestId: 'req-1' });
     const tokens = Object.fromEntries((await world.limiter.status()).map((s) => [s.subject, s.tokens_used]));
     assert.deepEqual(tokens, { '/team': 10, a: 0, 'b/m': 10 });
     assert.equal(world.records.length, 1);
     assert.deepEqual(
       { ...world.records[0] },
-      { timestampMs: T0_MS, userPath: '/team/alice', provider: 'b', model: 'm', endpoint: 'chat', promptTokens: 7, completionTokens: 3, totalTokens: 10, cachedPromptTokens: 0, cached: false, status: 200, latencyMs: 250, apiKeyId: 'key-1' },
+      { timestampMs: T0_MS, userPath: '/team/alice', provider: 'b', model: 'm', endpoint: 'chat', promptTokens: 7, completionTokens: 3, totalTokens: 10, cachedPromptTokens: 0, cached: false, status: 200, latencyMs: 250, apiKeyId: 'key-1', requestId: 'req-1', estimated: false },
     );
   });
 
   it('charges nothing for a cache hit', async () => {
     const world = coreWorld({ providers: { a: ['m'] }, rules: [rule('user_path', '/', 60, { maxTokens: 1000 })] });
-    world.core.complete(CALLER, { provider: 'a', model: 'm', endpoint: 'chat', usage: USAGE, status: 200, startedAt: T0_MS, cached: true });
+    world.core.complete(CALLER, { provider: 'a', model: 'm', endpoint: 'chat', usage: USAGE, status: 200, startedAt: T0_MS, cached: true, requestId: 'req-2' });
     assert.equal((await world.limiter.status())[0]!.tokens_used, 0);
     assert.equal(world.records[0]!.cached, true);
   });

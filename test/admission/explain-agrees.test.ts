@@ -7,7 +7,7 @@ import { describe, it } from 'node:test';
 import type { ExplainKind } from '../../src/admission/core.ts';
 import { GatewayError } from '../../src/errors/gateway-error.ts';
 import type { RuleDefinition } from '../../src/ratelimit/index.ts';
-import type { Route } from '../../src/routing/resolver.ts';
+import type { Route } from '../../src/routing/types.ts';
 import { rule } from '../ratelimit/helpers.ts';
 import { prng } from '../support/random.ts';
 import { answer, coreWorld, T0_MS, TestLifetime } from './helpers.ts';
@@ -83,7 +83,7 @@ describe('the explain dry run', () => {
             });
             assert.deepEqual(called, [done.target.id], 'one call, to the target admitted');
             actual = { admitted: true, target: done.target.id };
-            world.core.complete(caller, { provider: done.target.provider.name, model: done.target.model, endpoint: 'chat', usage: done.result.usage(), status: 200, startedAt: world.clock.now(), cached: false });
+            world.core.complete(caller, { provider: done.target.provider.name, model: done.target.model, endpoint: 'chat', usage: done.result.usage(), status: 200, startedAt: world.clock.now(), cached: false, requestId: 'req' });
           } else if (kind === 'session') {
             actual = { admitted: true, target: (await world.core.admitSession(caller, route(model), lifetime)).target.id };
           } else {

@@ -12,7 +12,8 @@ import { MemoryCounterStore } from '../../src/counters/memory.ts';
 import { Cancellation } from '../../src/providers/cancellation.ts';
 import type { Provider, ProviderResult, Usage } from '../../src/providers/types.ts';
 import { RateLimiter, type AdmissionTicket, type Headroom, type LearnedCause, type LearnedSettings, type RuleDefinition } from '../../src/ratelimit/index.ts';
-import { Resolver, type RoutingConfig, type Target } from '../../src/routing/resolver.ts';
+import { Resolver, type RoutingConfig } from '../../src/routing/resolver.ts';
+import type { Target } from '../../src/routing/types.ts';
 import type { UsageEntry } from '../../src/usage/recorder.ts';
 
 export const T0_MS = 1_700_000_040_000;

@@ -15,7 +15,7 @@ function budget(userPath: string, period: string, maxUsd: number, source: 'manua
 function spend(userPath: string, costUsd: number, timestampMs: number): UsageRecord {
   return {
     timestampMs, userPath, provider: 'p', model: 'm', endpoint: 'chat', promptTokens: 1, completionTokens: 1, totalTokens: 2,
-    cachedPromptTokens: 0, costUsd, cached: false, status: 200, latencyMs: 1, apiKeyId: null,
+    cachedPromptTokens: 0, costUsd, cached: false, status: 200, latencyMs: 1, apiKeyId: null, requestId: null, estimated: false,
   };
 }
 

@@ -162,8 +162,8 @@ pricing:
 `,
       [
         'pricing.gpt-x: "gpt-x" must be "<provider>/<model>"',
-        'pricing.up/a.input_per_mtok: must be a number of US dollars per million tokens (>= 0)',
-        'pricing.up/b.output_per_mtok: must be a number of US dollars per million tokens (>= 0)',
+        'pricing.up/a.input_per_mtok: must be a number of US dollars per million tokens, from 0 to 10000000',
+        'pricing.up/b.output_per_mtok: must be a number of US dollars per million tokens, from 0 to 10000000',
         'pricing.up/c.cache_per_mtok: unknown key',
         'pricing.up/d: expected a mapping such as { input_per_mtok: 0.15, output_per_mtok: 0.6 }',
       ],

@@ -73,4 +73,20 @@ pricing:
       '  storage: sqlite; usage tracking on',
     ]);
   });
+
+  it('refuses absurd prices: a cost must stay a finite number of dollars', () => {
+    const { dir, file } = writeConfig(`
+providers:
+  openai: { type: openai, base_url: "https://api.openai.com/v1", models: [gpt-4o] }
+pricing:
+  openai/gpt-4o: { input_per_mtok: 1e308, output_per_mtok: 10000001, cached_input_per_mtok: 10000000 }
+`);
+    const r = checkConfigFile(file, {}, dir);
+    assert.equal(r.ok, false);
+    assert.deepEqual(r.lines, [
+      `${file}: 2 errors`,
+      `${file}:5:36: pricing.openai/gpt-4o.input_per_mtok: must be a number of US dollars per million tokens, from 0 to 10000000`,
+      `${file}:5:60: pricing.openai/gpt-4o.output_per_mtok: must be a number of US dollars per million tokens, from 0 to 10000000`,
+    ]);
+  });
 });

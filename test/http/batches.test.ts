@@ -113,6 +113,33 @@ describe('batches on the mock provider', () => {
     assert.deepEqual(second.data.map((b) => b.id), [ids[0]]);
     assert.equal(second.has_more, false);
   });
+
+  it('refuses a malformed list query or upload form with a 400 naming the field', async () => {
+    for (const [query, param, message] of [
+      ['limit=0', 'limit', 'limit: must be an integer from 1 to 100'],
+      ['limit=101', 'limit', 'limit: must be an integer from 1 to 100'],
+      ['limit=2.5', 'limit', 'limit: must be an integer from 1 to 100'],
+      ['order=desc', 'order', 'order: unknown field (expected one of after, limit)'],
+    ] as const) {
+      const res = await gw.request('GET', `/v1/batches?${query}`);
+      assert.equal(res.status, 400, query);
+      assert.deepEqual([res.json().error.param, res.json().error.message], [param, message], query);
+    }
+    const upload = async (fields: Record<string, string>, file = true): Promise<{ status: number; error: { param: string; message: string } }> => {
+      const form = new FormData();
+      for (const [name, value] of Object.entries(fields)) form.append(name, value);
+      if (file) form.append('file', new Blob([jsonl('mock-1', 1)]), 'in.jsonl');
+      const res = await fetch(`${gw.url}/v1/files`, { method: 'POST', body: form });
+      return { status: res.status, ...((await res.json()) as { error: { param: string; message: string } }) };
+    };
+    const noFile = await upload({ purpose: 'batch' }, false);
+    assert.deepEqual([noFile.status, noFile.error.param, noFile.error.message], [400, 'file', 'file: required form field (a file)']);
+    const halfExpiry = await upload({ purpose: 'batch', 'expires_after[anchor]': 'created_at' });
+    assert.deepEqual([halfExpiry.status, halfExpiry.error.param], [400, 'expires_after']);
+    assert.match(halfExpiry.error.message, /expires_after\[anchor\] and expires_after\[seconds\] come together/);
+    const badSeconds = await upload({ purpose: 'batch', 'expires_after[anchor]': 'created_at', 'expires_after[seconds]': 'soon' });
+    assert.deepEqual([badSeconds.status, badSeconds.error.message], [400, 'expires_after[seconds]: must be a whole number of seconds']);
+  });
 });
 
 describe('batch submission rate limits', () => {

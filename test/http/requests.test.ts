@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { parseJsonRequest } from '../../src/http/requests.ts';
-import { GatewayError } from '../../src/http/errors.ts';
+import { GatewayError } from '../../src/errors/gateway-error.ts';
 
 type JsonEndpoint = Parameters<typeof parseJsonRequest>[0];
 

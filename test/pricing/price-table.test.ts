@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { calcPrice, findProvider } from '@pydantic/genai-prices';
-import { PriceTable, type PricedUsage } from '../../src/pricing/price-table.ts';
+import { MAX_REMEMBERED_MODELS, MAX_UNKNOWN_WARNINGS, PriceTable, type PricedUsage } from '../../src/pricing/price-table.ts';
 import { pricesProviderOf } from '../../src/providers/registry.ts';
 
 const AT = Date.parse('2025-06-01T12:00:00Z');
@@ -128,5 +128,26 @@ describe('PriceTable', () => {
   it('never prices more cached tokens than prompt tokens', () => {
     const { prices } = table({ 'oai/m': { inputPerMtok: 1, outputPerMtok: 1, cachedInputPerMtok: 0 } });
     assert.equal(prices.cost(usage('oai', 'm', 100, 0, 5_000)), 0);
+  });
+
+  it('remembers a bounded number of models and reports a bounded number without a price, however many a passthrough names', () => {
+    const unknown: string[] = [];
+    const limits: number[] = [];
+    const prices = new PriceTable({
+      instances: [{ name: 'oai', pricesProvider: pricesProviderOf('openai'), baseUrl: 'http://127.0.0.1:8000/v1' }],
+      overrides: { 'oai/priced': { inputPerMtok: 1_000_000, outputPerMtok: 0 } },
+      onUnknown: (provider, model) => unknown.push(`${provider}/${model}`),
+      onUnknownLimit: (limit) => limits.push(limit),
+    });
+    for (let i = 0; i < MAX_REMEMBERED_MODELS + 500; i++) assert.equal(prices.cost(usage('oai', `made-up-${i}`, 10, 10)), 0);
+    assert.equal(prices.size, MAX_REMEMBERED_MODELS);
+    assert.equal(unknown.length, MAX_UNKNOWN_WARNINGS);
+    assert.deepEqual(unknown.slice(0, 2), ['oai/made-up-0', 'oai/made-up-1']);
+    assert.deepEqual(limits, [MAX_UNKNOWN_WARNINGS]);
+    // A priced model forgotten under that pressure is looked up again, at the same price.
+    assert.equal(prices.cost(usage('oai', 'priced', 1, 0)), 1);
+    for (let i = 0; i < MAX_REMEMBERED_MODELS; i++) prices.cost(usage('oai', `other-${i}`, 10, 10));
+    assert.equal(prices.cost(usage('oai', 'priced', 2, 0)), 2);
+    assert.equal(prices.size, MAX_REMEMBERED_MODELS);
   });
 });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { usageFromBody, usageFromJsonBuffer } from '../../src/providers/usage.ts';
+import { modelFromJsonBuffer, normalizeUsage, usageFromBody, usageFromJsonBuffer } from '../../src/providers/usage.ts';
 
 const of = (value: unknown, space?: number): ReturnType<typeof usageFromJsonBuffer> => usageFromJsonBuffer(Buffer.from(JSON.stringify(value, null, space)));
 
@@ -51,5 +51,35 @@ describe('usageFromJsonBuffer', () => {
 
   it('reads multi-byte text around the usage object', () => {
     assert.deepEqual(of({ choices: [{ message: { content: 'héllo wörld ✓ 🎉' } }], usage: { prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 } }), { promptTokens: 1, completionTokens: 2, totalTokens: 3 });
+  });
+});
+
+describe('token counts as reported', () => {
+  it('are whole numbers from 0 to 1e12, whatever the upstream sent', () => {
+    assert.deepEqual(normalizeUsage({ prompt_tokens: 10.5, completion_tokens: -4, total_tokens: 1e300 }), { promptTokens: 11, completionTokens: 0, totalTokens: 1e12 });
+    assert.deepEqual(normalizeUsage({ prompt_tokens: 2 ** 70, completion_tokens: -Infinity }), { promptTokens: 1e12, completionTokens: 0, totalTokens: 1e12 });
+    assert.deepEqual(normalizeUsage({ input_tokens: 0.2, output_tokens: 'many', cache_read_input_tokens: 1e13 }), { promptTokens: 1e12, completionTokens: 0, totalTokens: 1e12, cachedPromptTokens: 1e12 });
+    // One count that is not a number does not lose the other.
+    assert.deepEqual(normalizeUsage({ prompt_tokens: '12', completion_tokens: 3 }), { promptTokens: 0, completionTokens: 3, totalTokens: 3 });
+    // JSON's 1e400 reads as Infinity: capped like any huge count.
+    assert.deepEqual(usageFromJsonBuffer(Buffer.from('{"usage":{"prompt_tokens":1e400,"completion_tokens":3.2}}')), { promptTokens: 1e12, completionTokens: 4, totalTokens: 1e12 });
+  });
+});
+
+describe('modelFromJsonBuffer', () => {
+  const model = (text: string): string | undefined => modelFromJsonBuffer(Buffer.from(text));
+
+  it('reads the first model key with a string value', () => {
+    assert.equal(model('{"id":"c","object":"chat.completion","model":"gpt-4o-2024","choices":[]}'), 'gpt-4o-2024');
+    assert.equal(model('{"object":"model", "model" :  "x\\"y\\u00e9"}'), 'x"yé');
+    assert.equal(model('{"model":"héllo 🎉"}'), 'héllo 🎉');
+  });
+
+  it('is undefined without one: no such key, a value that is not a string, or no JSON at all', () => {
+    assert.equal(model('{"object":"list","data":[{"id":"m","object":"model"}]}'), undefined);
+    assert.equal(model('{"model":42}'), undefined);
+    assert.equal(model('{"model":""}'), undefined);
+    assert.equal(model('{"model":"unterminated'), undefined);
+    assert.equal(model('not json'), undefined);
   });
 });

@@ -7,7 +7,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { AliasBalancer, type AliasDefinition } from '../../src/routing/aliases.ts';
-import { Resolver, type Target } from '../../src/routing/resolver.ts';
+import { Resolver } from '../../src/routing/resolver.ts';
+import type { Target } from '../../src/routing/types.ts';
 import { directTarget, world } from './helpers.ts';
 
 const a = directTarget('a', 'm1');

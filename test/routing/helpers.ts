@@ -1,6 +1,7 @@
 /** Fake providers for the routing unit tests: nothing is ever called. */
 import type { Provider, ProviderResult } from '../../src/providers/types.ts';
-import { Resolver, type Target } from '../../src/routing/resolver.ts';
+import { Resolver } from '../../src/routing/resolver.ts';
+import type { Target } from '../../src/routing/types.ts';
 
 function fakeProvider(name: string, models: string[] = []): Provider {
   return {

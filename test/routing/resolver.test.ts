@@ -5,7 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Resolver, RoutingError, type Route, type Target } from '../../src/routing/resolver.ts';
+import { Resolver, RoutingError } from '../../src/routing/resolver.ts';
+import type { Route, Target } from '../../src/routing/types.ts';
 import { world } from './helpers.ts';
 
 const ids = (targets: readonly Target[]): string[] => targets.map((t) => t.id);

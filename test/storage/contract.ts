@@ -68,6 +68,8 @@ export function usage(overrides: Partial<UsageRecord> = {}): UsageRecord {
     status: 200,
     latencyMs: 12,
     apiKeyId: null,
+    requestId: null,
+    estimated: false,
     ...overrides,
   };
 }
@@ -396,6 +398,7 @@ export function storageContract(name: string, harness: Harness): void {
             cachedPromptTokens: 4,
             costUsd: 0.25,
             cachedRequests: 1,
+            estimatedRequests: 0,
           },
           {
             provider: 'openai',
@@ -407,6 +410,7 @@ export function storageContract(name: string, harness: Harness): void {
             cachedPromptTokens: 0,
             costUsd: 0.000123456789,
             cachedRequests: 0,
+            estimatedRequests: 0,
           },
         ]);
 
@@ -558,6 +562,18 @@ export function storageContract(name: string, harness: Harness): void {
 
         assert.deepEqual(await storage.replaceConfigBudgets([]), []);
         assert.deepEqual((await storage.listBudgets()).map((b) => b.userPath), ['/Clash', '/manual']);
+      });
+    });
+
+    it('keeps each record\'s request id and estimated flag; summaries count the estimated requests', async () => {
+      await withStorage(harness, async (storage) => {
+        await storage.insertUsage([
+          usage({ requestId: 'req-1', estimated: true }),
+          usage({ requestId: null }),
+          usage({ requestId: 'req-3', estimated: true, model: 'other' }),
+        ]);
+        const rows = await storage.summarizeUsage({ userPathPrefix: '/', from: at(0), to: at(100) });
+        assert.deepEqual(rows.map((r) => [r.model, r.requests, r.estimatedRequests]), [['gpt-4o-mini', 2, 1], ['other', 1, 1]]);
       });
     });
 

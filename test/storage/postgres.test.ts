@@ -11,7 +11,8 @@ import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { openStorage } from '../../src/storage/index.ts';
 import { PostgresStorage } from '../../src/storage/postgres.ts';
-import { storageContract } from './contract.ts';
+import { UsageRejectedError } from '../../src/storage/types.ts';
+import { storageContract, usage } from './contract.ts';
 import type { InspectableStorage } from './contract.ts';
 
 const skip = process.env.FLOODGATE_SKIP_POSTGRES === '1';
@@ -109,6 +110,27 @@ if (skip) {
       } finally {
         await a.close();
         await b.close();
+      }
+    });
+
+    it('refuses a record its columns cannot hold as UsageRejectedError, and an unreachable server as another error', async () => {
+      await resetSchema();
+      const storage = new PostgresStorage({ url: testUrl });
+      try {
+        await storage.migrate();
+        for (const bad of [usage({ model: 'a\u0000b' }), usage({ promptTokens: 10.5 }), usage({ totalTokens: 1e300 })]) {
+          await assert.rejects(storage.insertUsage([usage(), bad]), (err: Error) => err instanceof UsageRejectedError);
+        }
+        const rows = await storage.summarizeUsage({ userPathPrefix: '/', from: new Date(0), to: new Date(8.64e15) });
+        assert.deepEqual(rows, [], 'nothing of a refused batch is written');
+      } finally {
+        await storage.close();
+      }
+      const unreachable = new PostgresStorage({ url: 'postgres://postgres@127.0.0.1:1/none' });
+      try {
+        await assert.rejects(unreachable.insertUsage([usage()]), (err: Error) => !(err instanceof UsageRejectedError));
+      } finally {
+        await unreachable.close();
       }
     });
 

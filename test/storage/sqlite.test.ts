@@ -6,7 +6,7 @@ import { after, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { openStorage } from '../../src/storage/index.ts';
 import { SqliteStorage } from '../../src/storage/sqlite.ts';
-import type { UsageRecord } from '../../src/storage/types.ts';
+import { UsageRejectedError, type UsageRecord } from '../../src/storage/types.ts';
 import { UsageRecorder } from '../../src/usage/recorder.ts';
 import { storageContract, usage } from './contract.ts';
 import type { InspectableStorage } from './contract.ts';
@@ -69,14 +69,15 @@ describe('SqliteStorage usage', () => {
     }
   });
 
-  it('rejects a failed insert with the SQLite error, writes none of that batch, and goes on writing', async () => {
+  it('rejects a refused insert as UsageRejectedError carrying the SQLite error, writes none of that batch, and goes on writing', async () => {
     const storage = await openFresh();
     try {
       await assert.rejects(
         storage.insertUsage([usage({ userPath: '/bad' }), invalid()]),
-        (err: Error & { code?: string }) => {
+        (err: Error & { cause?: { code?: string } }) => {
+          assert.ok(err instanceof UsageRejectedError);
           assert.match(err.message, /NOT NULL constraint failed: usage_records\.user_path/);
-          assert.equal(err.code, 'SQLITE_CONSTRAINT_NOTNULL');
+          assert.equal(err.cause?.code, 'SQLITE_CONSTRAINT_NOTNULL');
           return true;
         },
       );
@@ -88,19 +89,24 @@ describe('SqliteStorage usage', () => {
     }
   });
 
-  it('lets UsageRecorder keep the records of a rejected batch for its retry', async () => {
+  it('lets UsageRecorder write the other records of a refused batch and set the refused one aside', async () => {
     const storage = await openFresh();
     const errors: Error[] = [];
-    const recorder = new UsageRecorder(storage, { flushIntervalMs: 60_000, onError: (err) => errors.push(err) });
+    const setAside: Array<{ record: UsageRecord; reason: Error }> = [];
+    const recorder = new UsageRecorder(storage, { flushIntervalMs: 60_000, onError: (err) => errors.push(err), onSetAside: (record, reason) => setAside.push({ record, reason }) });
     try {
-      recorder.record(usage({ userPath: '/kept' }));
-      recorder.record(invalid());
+      recorder.record(usage({ userPath: '/kept', requestId: 'req-1' }));
+      recorder.record({ ...invalid(), requestId: 'req-2' });
+      recorder.record(usage({ userPath: '/kept', requestId: 'req-3' }));
       await recorder.flush();
-      assert.equal(recorder.pending, 2);
-      assert.match(errors[0]?.message ?? '', /NOT NULL constraint failed/);
-      assert.equal(await countUsage(storage), 0);
+      assert.equal(recorder.pending, 0);
+      assert.deepEqual(errors, []);
+      assert.equal(await countUsage(storage, '/kept'), 2);
+      assert.deepEqual(setAside.map((s) => s.record.requestId), ['req-2']);
+      assert.match(setAside[0]?.reason.message ?? '', /NOT NULL constraint failed/);
+      assert.equal(recorder.setAside, 1);
     } finally {
-      await recorder.close(); // fails again; the records stay queued
+      await recorder.close();
       await storage.close();
     }
   });

@@ -22,6 +22,12 @@ export interface FakeRealtime {
   usage: { input_tokens: number; output_tokens: number; total_tokens: number };
   /** Destroys the TCP connection of the latest (or given) session without a close frame. */
   drop(index?: number): void;
+  /**
+   * Starts a response on the latest session without a `response.create`, as server voice
+   * detection does: `response.created` now, `response.done` (with usage) after `doneAfterMs`
+   * unless the client cancelled it meanwhile (then it is done as cancelled, without usage).
+   */
+  respondUnprompted(doneAfterMs?: number): void;
 }
 
 export interface FakeBatchApi {
@@ -47,6 +53,17 @@ export function attachFakeRealtime(server: Server, accepts: string | undefined |
     drop(index) {
       const s = state.sessions[index ?? state.sessions.length - 1];
       s?.socket.terminate();
+    },
+    respondUnprompted(doneAfterMs = 100) {
+      const session = state.sessions.at(-1);
+      if (session === undefined) return;
+      const id = `resp_vad_${session.received.length}`;
+      session.socket.send(JSON.stringify({ type: 'response.created', response: { id, status: 'in_progress' } }));
+      setTimeout(() => {
+        const cancelled = session.received.some((e) => (e as { type?: string; response_id?: string }).type === 'response.cancel' && (e as { response_id?: string }).response_id === id);
+        if (session.closed) return;
+        session.socket.send(JSON.stringify({ type: 'response.done', response: { id, status: cancelled ? 'cancelled' : 'completed', usage: cancelled ? null : state.usage } }));
+      }, doneAfterMs);
     },
   };
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {

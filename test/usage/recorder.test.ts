@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it, mock } from 'node:test';
-import { UsageBufferOverflowError, UsageRecorder, type UsageEntry } from '../../src/usage/recorder.ts';
-import type { UsageRecord } from '../../src/storage/types.ts';
+import { UsageBufferOverflowError, UsageRecorder, UsageRecordsLostError, type UsageEntry } from '../../src/usage/recorder.ts';
+import { UsageRejectedError, type UsageRecord } from '../../src/storage/types.ts';
 
 function rec(n: number): UsageEntry {
   return {
@@ -18,13 +18,22 @@ function rec(n: number): UsageEntry {
     status: 200,
     latencyMs: 1,
     apiKeyId: null,
+    requestId: `req-${n}`,
+    estimated: false,
   };
 }
 
-/** A fake sink that records each batch and can be told to fail or to block. */
+/**
+ * A fake sink that records each batch and can be told to fail or to block, as a whole (`failNext`,
+ * `down`) or for batches holding certain records: `refused` ones the database refuses (a
+ * UsageRejectedError), `broken` ones it fails on with an error it does not explain.
+ */
 class FakeSink {
   batches: UsageRecord[][] = [];
   failNext = 0;
+  down = false;
+  refused = new Set<number>();
+  broken = new Set<number>();
   gate: Promise<void> | undefined;
   calls = 0;
 
@@ -35,10 +44,13 @@ class FakeSink {
   async insertUsage(records: readonly UsageRecord[]): Promise<void> {
     this.calls++;
     if (this.gate) await this.gate;
+    if (this.down) throw new Error('database is down');
     if (this.failNext > 0) {
       this.failNext--;
       throw new Error('database is down');
     }
+    if (records.some((r) => this.refused.has(r.promptTokens))) throw new UsageRejectedError(new Error('invalid byte sequence for encoding "UTF8": 0x00'));
+    if (records.some((r) => this.broken.has(r.promptTokens))) throw new Error('something about this row');
     this.batches.push([...records]);
   }
 }
@@ -272,5 +284,108 @@ describe('UsageRecorder', () => {
     });
     assert.equal(rows[0]?.requests, 1234);
     await storage.close();
+  });
+
+  it('writes the other records of a batch the database refuses, and sets the refused one aside at once', async () => {
+    const sink = new FakeSink();
+    sink.refused.add(2);
+    const errors: Error[] = [];
+    const setAside: Array<{ record: UsageRecord; reason: Error }> = [];
+    const recorder = new UsageRecorder(sink, { batchSize: 4, flushIntervalMs: 60_000, onError: (e) => errors.push(e), onSetAside: (record, reason) => setAside.push({ record, reason }) });
+    for (const n of range(0, 7)) recorder.record(rec(n));
+    await recorder.flush();
+    assert.deepEqual(sink.written, [0, 1, 3, 4, 5, 6]);
+    assert.deepEqual(setAside.map((s) => s.record.requestId), ['req-2']);
+    assert.ok(setAside[0]?.reason instanceof UsageRejectedError);
+    assert.equal(recorder.setAside, 1);
+    assert.equal(recorder.pending, 0);
+    assert.equal(recorder.failing, false);
+    assert.deepEqual(errors, []);
+    // Never tried again.
+    const calls = sink.calls;
+    recorder.record(rec(7));
+    await recorder.flush();
+    assert.equal(sink.calls, calls + 1);
+    await recorder.close();
+  });
+
+  it('sets aside a record that keeps failing while the records after it are written, and holds nothing back meanwhile', async () => {
+    const sink = new FakeSink();
+    sink.broken.add(1);
+    const setAside: UsageRecord[] = [];
+    const recorder = new UsageRecorder(sink, { batchSize: 10, flushIntervalMs: 60_000, onError: () => {}, onSetAside: (record) => setAside.push(record) });
+    recorder.record(rec(0));
+    recorder.record(rec(1));
+    recorder.record(rec(2));
+    await recorder.flush();
+    assert.deepEqual(sink.written, [0, 2]);
+    assert.equal(recorder.pending, 1);
+    for (let pass = 0; pass < 5 && setAside.length === 0; pass++) {
+      recorder.record(rec(10 + pass));
+      await recorder.flush();
+    }
+    assert.deepEqual(setAside.map((r) => r.requestId), ['req-1']);
+    assert.equal(recorder.pending, 0);
+    // Every other record was written at its first flush.
+    assert.deepEqual(sink.written, [0, 2, 10, 11]);
+    await recorder.close();
+  });
+
+  it('sets nothing aside while the database is down, and stops a row-by-row pass after a few failures', async () => {
+    const sink = new FakeSink();
+    const setAside: UsageRecord[] = [];
+    const recorder = new UsageRecorder(sink, { batchSize: 50, flushIntervalMs: 60_000, onError: () => {}, onSetAside: (record) => setAside.push(record) });
+    sink.down = true;
+    for (const n of range(0, 40)) recorder.record(rec(n));
+    for (let i = 0; i < 5; i++) await recorder.flush();
+    assert.deepEqual(setAside, []);
+    assert.equal(recorder.pending, 40);
+    assert.ok(sink.calls <= 5 * 4, `${sink.calls} writes for five flushes`);
+    sink.down = false;
+    await recorder.flush();
+    assert.deepEqual(sink.written, range(0, 40));
+    await recorder.close();
+  });
+
+  it('reports the records it could not write before closing, with their request ids', async () => {
+    const sink = new FakeSink();
+    const errors: Error[] = [];
+    const recorder = new UsageRecorder(sink, { flushIntervalMs: 60_000, onError: (e) => errors.push(e) });
+    sink.down = true;
+    recorder.record(rec(1));
+    recorder.record({ ...rec(2), requestId: null });
+    await recorder.close();
+    const lost = errors.find((e) => e instanceof UsageRecordsLostError);
+    assert.ok(lost instanceof UsageRecordsLostError);
+    assert.match(lost.message, /2 usage record\(s\) could not be written/);
+    assert.deepEqual(lost.requestIds, ['req-1']);
+  });
+
+  it('cleans every record before it is priced, counted or written', async () => {
+    const sink = new FakeSink();
+    const seen: UsageRecord[] = [];
+    const priced: UsageEntry[] = [];
+    const recorder = new UsageRecorder(sink, {
+      flushIntervalMs: 60_000,
+      price: (entry) => {
+        priced.push(entry);
+        return entry.promptTokens === 11 ? Infinity : NaN;
+      },
+      onRecord: (r) => seen.push(r),
+    });
+    recorder.record({ ...rec(0), model: 'a\u0000b', userPath: '/t/\ud800x', endpoint: 'e\udc00', requestId: 'id\u0000', promptTokens: 10.5, completionTokens: -3, totalTokens: 1e300, cachedPromptTokens: 99, latencyMs: 12.7 });
+    recorder.record({ ...rec(1), promptTokens: NaN, completionTokens: Infinity, totalTokens: 2 ** 70 });
+    await recorder.flush();
+    const [a, b] = sink.batches.flat();
+    assert.equal(a?.model, 'a\ufffdb');
+    assert.equal(a?.userPath, '/t/\ufffdx');
+    assert.equal(a?.endpoint, 'e\ufffd');
+    assert.equal(a?.requestId, 'id\ufffd');
+    assert.deepEqual([a?.promptTokens, a?.completionTokens, a?.totalTokens, a?.cachedPromptTokens, a?.latencyMs], [11, 0, 1e12, 11, 13]);
+    assert.equal(a?.costUsd, 1e12);
+    assert.deepEqual([b?.promptTokens, b?.completionTokens, b?.totalTokens, b?.costUsd], [0, 1e12, 1e12, 0]);
+    assert.equal(priced[0]?.promptTokens, 11);
+    assert.deepEqual(seen, sink.batches.flat());
+    await recorder.close();
   });
 });

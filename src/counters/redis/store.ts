@@ -1,5 +1,5 @@
 /**
- * Counters in Redis, shared by every gateway that uses the same Redis and prefix (CONTRACT §7).
+ * Counters in Redis, shared by every gateway that uses the same Redis and prefix: a cap of 50 admits 50 in all, however many replicas serve the traffic.
  *
  * One round trip per admission (one script run over every matching rule) and one per completed
  * request for its tokens; releases and the lease renewal are off the request path. The operations

@@ -87,12 +87,12 @@ export function buildOpenApiDocument(routes: readonly RegisteredRoute[], options
     names.set(schema, name);
     registry.add(schema, { id: name });
   }
-  const converted = z.toJSONSchema(registry, { io: 'input', uri: (id) => `#/components/schemas/${id}` }).schemas;
+  const converted = z.toJSONSchema(registry, { io: 'input', unrepresentable: 'any', uri: (id) => `#/components/schemas/${id}` }).schemas;
   const schemas: Json = {};
   for (const [name, schema] of Object.entries(converted)) schemas[name] = withoutIdentity(schema as Json);
   const schemaOf = (schema: z.ZodType): Json => {
     const name = names.get(schema);
-    return name === undefined ? withoutIdentity(z.toJSONSchema(schema, { io: 'input' }) as Json) : { $ref: `#/components/schemas/${name}` };
+    return name === undefined ? withoutIdentity(z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as Json) : { $ref: `#/components/schemas/${name}` };
   };
 
   const paths: Record<string, Record<string, Json>> = {};
@@ -204,7 +204,7 @@ function parametersOf(url: string, doc: OperationDoc, userPathHeader: string | u
   }));
   if (doc.query !== undefined) {
     // Each field of the query's object schema is one parameter.
-    const query = z.toJSONSchema(doc.query, { io: 'input' }) as Json;
+    const query = z.toJSONSchema(doc.query, { io: 'input', unrepresentable: 'any' }) as Json;
     const properties = (query.properties ?? {}) as Record<string, Json>;
     const required = new Set((query.required ?? []) as string[]);
     for (const [name, schema] of Object.entries(properties)) {

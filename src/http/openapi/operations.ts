@@ -1,8 +1,7 @@
 /**
  * What the OpenAPI document says about each route, keyed `METHOD /pattern` as the router knows
- * it. Request bodies and queries are the schemas from src/http/schemas that validate them; the
- * few inputs a handler reads by hand (multipart forms, realtime and batch-list queries) have a
- * documentation-only schema here. A route added without an entry still appears in the document,
+ * it. Request bodies, forms and queries are the schemas from src/http/schemas that validate them
+ * (the transcription form alone is forwarded to the provider as it is, and described here). A route added without an entry still appears in the document,
  * described by its method and pattern only (test/http/openapi.test.ts asks for an entry).
  */
 import { z } from 'zod';
@@ -11,7 +10,8 @@ import { explainQuery } from '../schemas/admin-explain.ts';
 import { createApiKeyBody } from '../schemas/admin-keys.ts';
 import { deleteRateLimitBody, listRateLimitsQuery, putRateLimitBody, resetOneRateLimitBody, resetRateLimitsBody } from '../schemas/admin-rate-limits.ts';
 import { adminUsageQuery } from '../schemas/admin-usage.ts';
-import { createBatchBody } from '../schemas/batches.ts';
+import { createBatchBody, listBatchesQuery, uploadFileForm } from '../schemas/batches.ts';
+import { realtimeQuery } from '../schemas/realtime.ts';
 import { anthropicMessagesBody, chatCompletionBody, embeddingsBody, responsesBody, speechBody } from '../schemas/model-requests.ts';
 import { usageQuery } from '../schemas/usage.ts';
 import type { ErrorStatus, OperationDoc, OperationTable } from './document.ts';
@@ -23,19 +23,6 @@ const uploadedFile = z.string().meta({ contentMediaType: 'application/octet-stre
 
 /** `multipart/form-data` of `POST /v1/audio/transcriptions` (read by the handler, forwarded to the provider). */
 const transcriptionForm = z.looseObject({ file: uploadedFile, model: z.string() });
-/** `multipart/form-data` of `POST /v1/files`. */
-const fileForm = z.object({
-  file: uploadedFile,
-  purpose: z.literal('batch'),
-  'expires_after[anchor]': z.literal('created_at').optional().meta({ description: 'With `expires_after[seconds]`: the file expires that long after its upload.' }),
-  'expires_after[seconds]': z.string().regex(/^\d+$/).optional().meta({ description: 'From 1 to `files.ttl_seconds` (the default life of a file).' }),
-});
-const realtimeQuery = z.object({ model: z.string().meta({ description: 'The model (or alias) of the session.' }) });
-const batchListQuery = z.object({
-  after: z.string().optional().meta({ description: 'A batch id: list the batches after it.' }),
-  limit: z.int().min(1).max(100).optional().meta({ description: 'Page size, 20 by default.' }),
-});
-
 /** Schemas shown under components.schemas, by name. */
 export const OPENAPI_SCHEMAS: Readonly<Record<string, z.ZodType>> = {
   ChatCompletionRequest: chatCompletionBody,
@@ -44,7 +31,7 @@ export const OPENAPI_SCHEMAS: Readonly<Record<string, z.ZodType>> = {
   SpeechRequest: speechBody,
   AnthropicMessagesRequest: anthropicMessagesBody,
   TranscriptionForm: transcriptionForm,
-  FileForm: fileForm,
+  FileForm: uploadFileForm,
   CreateBatchRequest: createBatchBody,
   CreateApiKeyRequest: createApiKeyBody,
   PutRateLimitRequest: putRateLimitBody,
@@ -193,7 +180,7 @@ export const OPENAPI_OPERATIONS: OperationTable = {
     summary: 'Upload a batch input file (JSONL)',
     description: 'Counts as one request against user-path rules and holds no concurrency slot. The caller\'s user path may hold at most `files.max_files_per_user_path` live files of `files.max_bytes_per_user_path` bytes in all; a file expires after `files.ttl_seconds`, or sooner with `expires_after`.',
     tag: 'batches',
-    body: { schema: fileForm, contentType: 'multipart/form-data' },
+    body: { schema: uploadFileForm, contentType: 'multipart/form-data' },
     success: { status: 200, description: 'The stored file.', schema: responses.fileObject, rateLimitHeaders: true },
     errors: [400, 403, 413, 429],
   },
@@ -232,7 +219,7 @@ export const OPENAPI_OPERATIONS: OperationTable = {
     operationId: 'listBatches',
     summary: 'The caller\'s batches',
     tag: 'batches',
-    query: batchListQuery,
+    query: listBatchesQuery,
     success: { status: 200, description: 'A page of batches, newest first.', schema: responses.batchList },
     errors: [400],
   },

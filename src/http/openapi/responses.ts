@@ -12,7 +12,7 @@ import { EXPLAIN_ENDPOINTS } from '../schemas/admin-explain.ts';
 
 const ERROR_TYPES = ['provider_error', 'rate_limit_error', 'invalid_request_error', 'authentication_error', 'not_found_error'] as const satisfies readonly ErrorType[];
 
-/** The gateway error record (CONTRACT §4). */
+/** The gateway error record: what every error answer carries. */
 export const errorRecord = z.object({
   type: z.enum(ERROR_TYPES),
   message: z.string().meta({ description: 'What went wrong; a validation message names the field.' }),
@@ -26,7 +26,7 @@ export const anthropicErrorBody = z
 
 const timestamp = z.string().meta({ description: 'RFC 3339 UTC, e.g. 2025-01-01T00:00:00Z.' });
 
-/** One rule with its live counters (CONTRACT §5, §6). */
+/** One rule with its live counters; every counter field is present on every rule (0 where it does not apply). */
 export const ruleStatusRecord = z.object({
   scope: z.enum(SCOPES),
   subject: z.string(),
@@ -53,7 +53,7 @@ export const rateLimitList = z.object({
   server_time: z.string().meta({ description: 'RFC 3339 UTC with milliseconds.' }),
 });
 
-/** One budget with its spend in the current period (CONTRACT §10). */
+/** One budget with its spend in the current period. */
 export const budgetStatusRecord = z.object({
   user_path: z.string().meta({ description: 'The budget covers this path and everything below it.' }),
   source: z.enum(['manual', 'config']),
@@ -181,6 +181,7 @@ const usageRow = {
   cached_prompt_tokens: z.int().meta({ description: 'Prompt tokens the provider served from its prompt cache.' }),
   cost_usd: z.number().meta({ description: 'What the requests cost in US dollars (0 for models without a price).' }),
   cached_requests: z.int(),
+  estimated_requests: z.int().meta({ description: 'Requests whose token counts the gateway estimated: streams that ended before their provider reported usage.' }),
 };
 export const userPathUsage = ruleStatusRecord.extend({
   requests_usage_ratio: z.number().optional(),

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { BudgetChangeError, type BudgetManager } from '../../admin/budgets.ts';
 import type { BudgetTracker } from '../../budgets/tracker.ts';
 import type { HttpServices } from '../context.ts';
-import { GatewayError, badRequest, notFound } from '../errors.ts';
+import { GatewayError, badRequest, notFound } from '../../errors/gateway-error.ts';
 import { deleteBudgetBody, putBudgetBody } from '../schemas/admin-budgets.ts';
 import { parseBody } from '../validation.ts';
 

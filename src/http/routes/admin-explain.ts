@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { mayWaitFor, type Breach, type ExplainKind } from '../../admission/core.ts';
 import { normalizeUserPath } from '../../user-path/user-path.ts';
 import type { HttpServices } from '../context.ts';
-import { badRequest, notFound } from '../errors.ts';
+import { badRequest, notFound } from '../../errors/gateway-error.ts';
 import { explainQuery, type ExplainEndpoint } from '../schemas/admin-explain.ts';
 import { parseBody } from '../validation.ts';
 import { enabled } from './admin-rate-limits.ts';

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ApiKeyRecord } from '../../storage/types.ts';
 import type { HttpServices } from '../context.ts';
-import { notFound } from '../errors.ts';
+import { notFound } from '../../errors/gateway-error.ts';
 import { createApiKeyBody } from '../schemas/admin-keys.ts';
 import { parseBody } from '../validation.ts';
 

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { RuleChangeError, type RuleManager } from '../../admin/rate-limit-rules.ts';
 import type { RateLimiter } from '../../ratelimit/index.ts';
 import type { HttpServices } from '../context.ts';
-import { GatewayError, badRequest, notFound } from '../errors.ts';
+import { GatewayError, badRequest, notFound } from '../../errors/gateway-error.ts';
 import { deleteRateLimitBody, listRateLimitsQuery, putRateLimitBody, resetOneRateLimitBody, resetRateLimitsBody } from '../schemas/admin-rate-limits.ts';
 import { leadingField } from '../schemas/checks.ts';
 import { parseBody } from '../validation.ts';

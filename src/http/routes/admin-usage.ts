@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { roundUsd } from '../../shared/money.ts';
 import type { UsageBucket } from '../../storage/types.ts';
 import type { HttpServices } from '../context.ts';
-import { badRequest } from '../errors.ts';
+import { badRequest } from '../../errors/gateway-error.ts';
 import { adminUsageQuery } from '../schemas/admin-usage.ts';
 import { parseBody } from '../validation.ts';
 

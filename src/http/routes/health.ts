@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { HttpServices } from '../context.ts';
-import { GatewayError } from '../errors.ts';
+import { GatewayError } from '../../errors/gateway-error.ts';
 
 /**
  * `GET /health` (liveness) and `GET /ready` (readiness), both public; and, while the gateway

@@ -2,11 +2,12 @@ import type { FastifyInstance } from 'fastify';
 import type { HttpServices } from '../context.ts';
 import { asGatewayError } from '../../errors/from-provider.ts';
 import { ResponseEnd } from '../dispatch.ts';
-import { GatewayError, badRequest, notFound } from '../errors.ts';
+import { GatewayError, badRequest, notFound } from '../../errors/gateway-error.ts';
 import { forwardedPath } from '../passthrough-path.ts';
 import { tooDeep } from '../json-body.ts';
 import { MAX_JSON_DEPTH, isRecord, nestsDeeperThan } from '../../shared/json.ts';
 import { sendResult } from '../respond.ts';
+import { RelayedStream, chargedUsage } from '../../tokens/estimate.ts';
 
 /**
  * The methods forwarded. Any other is refused before anything is sent: TRACE would echo the
@@ -36,7 +37,7 @@ export function registerPassthrough(app: FastifyInstance, services: HttpServices
       const queryAt = request.url.indexOf('?');
       const path = queryAt === -1 ? forwarded.path : forwarded.path + request.url.slice(queryAt);
       const body = Buffer.isBuffer(request.body) ? request.body : undefined;
-      const model = modelOf(body, request.headers['content-type']);
+      const { model, json } = await readModel(body, request.headers['content-type']);
       const end = new ResponseEnd(reply.raw);
       const headers = await services.admission.admitOne(request.identity, { provider: provider.name, model }, { lifetime: end });
       const untrack = services.inFlight.track(end);
@@ -49,21 +50,30 @@ export function registerPassthrough(app: FastifyInstance, services: HttpServices
           throw asGatewayError(err, provider.name);
         }
         services.admission.observe({ provider: provider.name, model }, result);
+        // An SSE answer keeps what it relays, in case it ends before its usage report.
+        const relayed = result.status < 400 && (result.headers['content-type'] ?? '').includes('text/event-stream') ? new RelayedStream() : undefined;
         let status = result.status;
+        let broken = false;
         try {
-          await sendResult(reply, result, 'openai', headers);
+          await sendResult(reply, result, 'openai', headers, relayed);
         } catch (err) {
+          broken = true;
           status = err instanceof GatewayError ? err.status : 502;
           request.log.warn({ err, provider: provider.name }, 'upstream stream failed');
         }
+        // Without a model in the request (a GET, a body without one), the answer's names it.
+        const executed = model ?? result.model?.() ?? '';
+        const { usage, estimated } = await chargedUsage({ model: executed, request: json, reported: result.usage(), relayed, cut: end.cancel.cancelled || broken });
         services.admission.complete(request.identity, {
           provider: provider.name,
-          model: model ?? '',
+          model: executed,
           endpoint: 'passthrough',
-          usage: result.usage(),
+          usage,
           status,
           startedAt,
           cached: false,
+          requestId: request.id,
+          estimated,
         });
       } finally {
         untrack();
@@ -73,9 +83,33 @@ export function registerPassthrough(app: FastifyInstance, services: HttpServices
   });
 }
 
-/** A JSON body naming a model lets model rules apply to passthrough calls too. */
-function modelOf(body: Buffer | undefined, contentType: string | undefined): string | undefined {
-  if (body === undefined || body.length === 0 || !contentType?.includes('json')) return undefined;
+/**
+ * The model a passthrough body names, whatever its declared content type (a JSON body sent as
+ * text/plain still names it), so that model rules and prices apply: a JSON object's `model`, a
+ * form's `model` field (multipart or URL-encoded). Also the JSON object, for usage estimates.
+ */
+async function readModel(body: Buffer | undefined, contentType: string | undefined): Promise<{ model?: string; json?: Record<string, unknown> }> {
+  if (body === undefined || body.length === 0) return {};
+  const json = jsonObjectOf(body);
+  if (json !== undefined) return { model: modelName(json.model), json };
+  const type = contentType?.toLowerCase() ?? '';
+  if (type.startsWith('multipart/form-data')) {
+    try {
+      const form = await new Request('http://gateway.invalid/', { method: 'POST', body, headers: { 'content-type': contentType! } }).formData();
+      return { model: modelName(form.get('model')) };
+    } catch {
+      return {}; // not a well-formed form: the upstream will judge the body
+    }
+  }
+  if (type.startsWith('application/x-www-form-urlencoded')) return { model: modelName(new URLSearchParams(body.toString('utf8')).get('model')) };
+  return {};
+}
+
+/** The body as a JSON object when it is one (its first non-blank character is `{`). */
+function jsonObjectOf(body: Buffer): Record<string, unknown> | undefined {
+  let first = 0;
+  while (first < body.length && (body[first] === 0x20 || body[first] === 0x0a || body[first] === 0x0d || body[first] === 0x09)) first++;
+  if (body[first] !== 0x7b) return undefined; // '{'
   let parsed: unknown;
   try {
     parsed = JSON.parse(body.toString('utf8'));
@@ -84,5 +118,9 @@ function modelOf(body: Buffer | undefined, contentType: string | undefined): str
   }
   // Parsed here, so bounded here like every other JSON body the gateway reads.
   if (nestsDeeperThan(parsed, MAX_JSON_DEPTH)) throw tooDeep();
-  return isRecord(parsed) && typeof parsed.model === 'string' && parsed.model !== '' ? parsed.model : undefined;
+  return isRecord(parsed) ? parsed : undefined;
+}
+
+function modelName(value: unknown): string | undefined {
+  return typeof value === 'string' && value !== '' ? value : undefined;
 }

@@ -8,8 +8,10 @@ import { Cancellation } from '../../providers/cancellation.ts';
 import type { RealtimeAbility, RealtimeUpstream } from '../../providers/types.ts';
 import type { AdmissionTicket } from '../../ratelimit/index.ts';
 import { bridge } from '../../realtime/bridge.ts';
-import type { Target } from '../../routing/resolver.ts';
+import type { Target } from '../../routing/types.ts';
 import type { HttpServices } from '../context.ts';
+import { realtimeQuery } from '../schemas/realtime.ts';
+import { parseBody } from '../validation.ts';
 
 /** A session admitted and connected upstream in preHandler, waiting for its client socket. */
 interface Prepared {
@@ -77,9 +79,11 @@ export function registerRealtime(app: FastifyInstance, services: HttpServices): 
           onEnd: () => session.lifetime.end(),
           onUsage: (usage, startedAt) => {
             services.admission.complete(request.identity, {
-              provider: target.provider.name, model: target.model, endpoint: 'realtime', usage, status: 200, startedAt, cached: false,
+              provider: target.provider.name, model: target.model, endpoint: 'realtime', usage, status: 200, startedAt, cached: false, requestId: request.id,
             });
           },
+          // Budgets are checked before each response of the session, not only when it opens.
+          refusal: () => services.admission.budgets?.check(request.identity.userPath)?.message,
         });
       },
     });
@@ -87,9 +91,8 @@ export function registerRealtime(app: FastifyInstance, services: HttpServices): 
 }
 
 async function prepare(request: FastifyRequest, services: HttpServices): Promise<Prepared> {
-  const model = (request.query as Record<string, unknown>).model;
-  if (typeof model !== 'string' || model.trim() === '') throw badRequest('model: required query parameter (GET /v1/realtime?model=...)', 'model');
-  const route = services.resolver.resolve(model.trim());
+  const { model } = parseBody(realtimeQuery, request.query);
+  const route = services.resolver.resolve(model);
   if (!route) throw notFound(`model "${model}" not found`, 'model_not_found');
   // Every target an alias may pick must serve realtime, so that a refusal does not depend on the turn.
   for (const target of route.primary) realtimeOf(target);

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { roundUsd } from '../../shared/money.ts';
 import type { HttpServices } from '../context.ts';
-import { badRequest } from '../errors.ts';
+import { badRequest } from '../../errors/gateway-error.ts';
 import { usageQuery } from '../schemas/usage.ts';
 import { parseBody } from '../validation.ts';
 
@@ -18,7 +18,7 @@ export function registerUsage(app: FastifyInstance, services: HttpServices): voi
     // Recent records may still sit in the recorder's buffer; a usage query is rare enough to wait for them.
     await services.usage.flush();
     const rows = await services.storage.summarizeUsage({ userPathPrefix: userPath, from, to });
-    const totals = { requests: 0, prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, cached_prompt_tokens: 0, cost_usd: 0, cached_requests: 0 };
+    const totals = { requests: 0, prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, cached_prompt_tokens: 0, cost_usd: 0, cached_requests: 0, estimated_requests: 0 };
     const byModel = rows.map((row) => {
       totals.requests += row.requests;
       totals.prompt_tokens += row.promptTokens;
@@ -27,6 +27,7 @@ export function registerUsage(app: FastifyInstance, services: HttpServices): voi
       totals.cached_prompt_tokens += row.cachedPromptTokens;
       totals.cost_usd += row.costUsd;
       totals.cached_requests += row.cachedRequests;
+      totals.estimated_requests += row.estimatedRequests;
       return {
         provider: row.provider,
         model: row.model,
@@ -37,6 +38,7 @@ export function registerUsage(app: FastifyInstance, services: HttpServices): voi
         cached_prompt_tokens: row.cachedPromptTokens,
         cost_usd: roundUsd(row.costUsd),
         cached_requests: row.cachedRequests,
+        estimated_requests: row.estimatedRequests,
       };
     });
     totals.cost_usd = roundUsd(totals.cost_usd);

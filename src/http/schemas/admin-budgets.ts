@@ -1,5 +1,5 @@
 /**
- * Bodies of the budget admin API (CONTRACT §10), with the conventions of the rate-limit admin
+ * Bodies of the budget admin API (`/admin/budgets`), with the conventions of the rate-limit admin
  * bodies: zod gives the shapes, the budgets module says what a path, a period and a cap mean.
  */
 import { z } from 'zod';

@@ -1,5 +1,5 @@
 /**
- * Bodies of the rate-limit admin API (CONTRACT §5). The shapes are zod's; what a value means
+ * Bodies of the rate-limit admin API (`/admin/rate-limits`). The shapes are zod's; what a value means
  * (user-path normalisation, subject rules, periods, caps) is the engine's, called from the
  * transforms so the admin API, the configuration and the engine agree on one definition.
  */
@@ -64,7 +64,7 @@ const limitKey = z
 
 const cap = wholeNumber(1, MAX_CAP, 'A cap; null or absent: none.').nullable().optional();
 
-/** User-path rules only: each direct child of the path counts on a counter of its own (CONTRACT §9). */
+/** User-path rules only: each direct child of the path counts on a counter of its own (its path itself keeps the rule's own). */
 const perChild = z
   .boolean({ error: 'must be true or false' })
   .nullable()

@@ -5,6 +5,7 @@ import { normalizeUsage } from '../usage.ts';
 import { anthropicStopToFinish, anthropicUsageToChat, finishToAnthropicStop } from './anthropic-response.ts';
 import { arr, nowSeconds, num, obj, str } from './json.ts';
 import { isRecord } from '../../shared/json.ts';
+import { sumCounts, tokenCount } from '../../shared/values.ts';
 import type { Json } from './json.ts';
 
 /**
@@ -33,7 +34,7 @@ export class MessagesToChatStream {
 
   usage(): Usage | undefined {
     if (!this.sawUsage) return undefined;
-    return { promptTokens: this.promptTokens, completionTokens: this.completionTokens, totalTokens: this.promptTokens + this.completionTokens };
+    return { promptTokens: this.promptTokens, completionTokens: this.completionTokens, totalTokens: sumCounts(this.promptTokens, this.completionTokens) };
   }
 
   get done(): boolean {
@@ -146,7 +147,7 @@ export class ChatToMessagesStream {
 
   usage(): Usage | undefined {
     if (!this.sawUsage) return undefined;
-    return { promptTokens: this.promptTokens, completionTokens: this.completionTokens, totalTokens: this.promptTokens + this.completionTokens };
+    return { promptTokens: this.promptTokens, completionTokens: this.completionTokens, totalTokens: sumCounts(this.promptTokens, this.completionTokens) };
   }
 
   /** True once a finish_reason was seen: the answer is complete even if `[DONE]` never comes. */
@@ -168,8 +169,8 @@ export class ChatToMessagesStream {
     const u = obj(chunk.usage);
     if (u) {
       this.sawUsage = true;
-      this.promptTokens = num(u.prompt_tokens) ?? this.promptTokens;
-      this.completionTokens = num(u.completion_tokens) ?? this.completionTokens;
+      this.promptTokens = tokenCount(u.prompt_tokens) ?? this.promptTokens;
+      this.completionTokens = tokenCount(u.completion_tokens) ?? this.completionTokens;
     }
     const choice = obj(arr(chunk.choices)[0]);
     if (!choice) return out;

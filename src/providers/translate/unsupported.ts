@@ -1,8 +1,8 @@
 import { SILENT_CONTEXT, UnsupportedParameterError, type ProviderContext } from '../types.ts';
 
 /**
- * What a translation does with a request parameter its provider type cannot honour (CONTRACT §13,
- * `providers.<name>.drop_unsupported`): a 400 naming the parameter (the default), never a silent
+ * What a translation does with a request parameter its provider type cannot honour
+ * (`providers.<name>.drop_unsupported`): a 400 naming the parameter (the default), never a silent
  * drop; with `drop_unsupported: true` the parameter is left out and its name logged once.
  */
 export interface UnsupportedPolicy {

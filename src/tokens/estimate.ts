@@ -1,0 +1,206 @@
+/**
+ * The usage of a streamed answer that ended before its provider reported it (the client left,
+ * the upstream broke, the gateway shut down), or whose provider never reports it: estimated by
+ * the gateway so that token windows and budgets still count the request. Prompt tokens are
+ * counted from the request (its texts, tool definitions and a small per-message overhead);
+ * completion tokens from the content the gateway already relayed to the client. Whatever the
+ * provider did report (Anthropic sends the prompt tokens first) is kept where it is larger. The
+ * usage record of such a request is marked `estimated`.
+ *
+ * The counts come from countTokens (src/tokens/count.ts): exact tokenizers for OpenAI models, an
+ * approximation for others. Images, audio and files in a request are not counted.
+ */
+import { SseParser, parseEventJson, type SseEvent } from '../providers/sse.ts';
+import type { Usage } from '../providers/types.ts';
+import { isRecord } from '../shared/json.ts';
+import { sumCounts } from '../shared/values.ts';
+import { countTokens } from './count.ts';
+
+/** OpenAI's chat format: every message is wrapped in a few tokens, and the reply is primed with a few more. */
+const TOKENS_PER_MESSAGE = 3;
+const REPLY_PRIMING = 3;
+
+/** Request fields that are not shown to the model (or are counted by the per-message overhead). */
+const NOT_PROMPT = new Set([
+  'model', 'stream', 'stream_options', 'user', 'metadata', 'store', 'service_tier', 'modalities', 'tool_choice',
+  'parallel_tool_calls', 'reasoning', 'reasoning_effort', 'include', 'previous_response_id', 'background', 'truncation',
+  'prompt_cache_key', 'safety_identifier', 'seed', 'stop', 'logit_bias', 'voice', 'encoding_format', 'dimensions',
+]);
+/** Top-level fields the model reads as JSON (tool and output schemas): counted as their JSON text. */
+const AS_JSON = new Set(['tools', 'functions', 'response_format', 'text']);
+/**
+ * Keys whose values are not text the model reads as such: identifiers and roles (the per-message
+ * overhead stands for them), and media (base64 images or audio would be counted as huge texts).
+ */
+const NOT_TEXT = new Set([
+  'role', 'type', 'id', 'call_id', 'tool_call_id', 'tool_use_id', 'cache_control', 'image_url', 'input_audio', 'audio',
+  'image', 'file', 'file_data', 'file_id', 'file_url', 'source', 'url', 'data', 'detail', 'format', 'mime_type', 'media_type',
+]);
+
+/** The texts of a request's prompt, and how many messages (or input items) carry them. */
+export function promptParts(body: unknown): { texts: string[]; messages: number } {
+  const texts: string[] = [];
+  let messages = 0;
+  if (!isRecord(body)) return { texts, messages };
+  for (const [key, value] of Object.entries(body)) {
+    if (NOT_PROMPT.has(key) || value === null || value === undefined) continue;
+    if (AS_JSON.has(key) && typeof value === 'object') {
+      texts.push(JSON.stringify(value));
+      continue;
+    }
+    // Chat messages, Responses input items (an embeddings input of plain strings has no messages).
+    if ((key === 'messages' || key === 'input') && Array.isArray(value)) messages += value.filter(isRecord).length;
+    collectTexts(value, texts);
+  }
+  return { texts, messages };
+}
+
+function collectTexts(value: unknown, into: string[], depth = 0): void {
+  // A prompt nests a few levels (messages, parts, tool results); the body was bounded before.
+  if (depth > 32) return;
+  if (typeof value === 'string') {
+    into.push(value);
+  } else if (Array.isArray(value)) {
+    for (const item of value) collectTexts(item, into, depth + 1);
+  } else if (isRecord(value)) {
+    for (const [key, item] of Object.entries(value)) {
+      if (NOT_TEXT.has(key)) continue;
+      // Tool-call arguments and tool inputs the model wrote are JSON it reads back.
+      if (key === 'input' && isRecord(item)) into.push(JSON.stringify(item));
+      else collectTexts(item, into, depth + 1);
+    }
+  }
+}
+
+/** The prompt tokens of a request, as `model`'s tokenizer counts them (see count.ts). */
+export async function estimatePromptTokens(model: string, body: unknown): Promise<number> {
+  const { texts, messages } = promptParts(body);
+  const tokens = await countTokens(model, texts);
+  return messages === 0 ? tokens : sumCounts(tokens, messages * TOKENS_PER_MESSAGE, REPLY_PRIMING);
+}
+
+/** Bytes of a relayed stream kept for an estimate; past it the count is extrapolated. */
+const MAX_KEPT_BYTES = 1024 * 1024;
+
+/**
+ * The bytes of a streamed answer as they were relayed to the client, kept (up to MAX_KEPT_BYTES)
+ * until the stream is over, in case its usage report never comes. Keeping a chunk is an array
+ * push: nothing is parsed unless an estimate is asked for.
+ */
+export class RelayedStream {
+  #chunks: Buffer[] = [];
+  #kept = 0;
+  #total = 0;
+
+  add(chunk: Buffer): void {
+    this.#total += chunk.length;
+    const room = MAX_KEPT_BYTES - this.#kept;
+    if (room <= 0) return;
+    const kept = chunk.length <= room ? chunk : chunk.subarray(0, room);
+    this.#chunks.push(kept);
+    this.#kept += kept.length;
+  }
+
+  /** Bytes relayed so far. */
+  get bytes(): number {
+    return this.#total;
+  }
+
+  /** The completion tokens of the content relayed, as `model`'s tokenizer counts them. */
+  async completionTokens(model: string): Promise<number> {
+    const parser = new SseParser();
+    const texts: string[] = [];
+    try {
+      for (const chunk of this.#chunks) for (const event of parser.push(chunk)) contentOf(event, texts);
+      for (const event of parser.end()) contentOf(event, texts);
+    } catch {
+      // An event past the parser's size limit: the content read before it is what counts.
+    }
+    const counted = await countTokens(model, texts);
+    // Past the bytes kept, the rest of the stream is assumed to carry content at the same rate.
+    return this.#total > this.#kept && this.#kept > 0 ? Math.ceil((counted * this.#total) / this.#kept) : counted;
+  }
+}
+
+/**
+ * The content texts of one relayed SSE event, in any dialect the gateway relays: chat chunks
+ * (content, refusal, reasoning, tool-call names and arguments, legacy `text`), Responses events
+ * (`*.delta` strings; audio deltas are base64 and left out), Anthropic events (`text_delta`,
+ * `input_json_delta`, `thinking_delta`).
+ */
+function contentOf(event: SseEvent, into: string[]): void {
+  const o = parseEventJson(event);
+  if (o === undefined) return;
+  if (Array.isArray(o.choices)) {
+    for (const choice of o.choices) {
+      if (!isRecord(choice)) continue;
+      pushStrings(into, choice.text);
+      const delta = choice.delta;
+      if (!isRecord(delta)) continue;
+      pushStrings(into, delta.content, delta.refusal, delta.reasoning_content, delta.reasoning);
+      if (!Array.isArray(delta.tool_calls)) continue;
+      for (const call of delta.tool_calls) if (isRecord(call) && isRecord(call.function)) pushStrings(into, call.function.name, call.function.arguments);
+    }
+    return;
+  }
+  const delta = o.delta;
+  if (typeof delta === 'string') {
+    if (!(typeof o.type === 'string' && o.type.includes('audio.delta'))) into.push(delta);
+  } else if (isRecord(delta)) {
+    pushStrings(into, delta.text, delta.partial_json, delta.thinking);
+  }
+}
+
+function pushStrings(into: string[], ...values: unknown[]): void {
+  for (const value of values) if (typeof value === 'string' && value !== '') into.push(value);
+}
+
+export interface StreamEstimate {
+  /** The model the request ran on (its tokenizer counts). */
+  model: string;
+  /** The request body (JSON), or undefined when it had none the gateway could read. */
+  request: unknown;
+  relayed: RelayedStream;
+  /** What the provider reported before the stream ended, if anything. */
+  reported: Usage | undefined;
+}
+
+/**
+ * The usage of a stream that ended without its final report: each count the larger of what the
+ * provider reported and the gateway's estimate.
+ */
+export async function estimateStreamUsage(input: StreamEstimate): Promise<Usage> {
+  const { reported } = input;
+  const [prompt, completion] = await Promise.all([
+    estimatePromptTokens(input.model, input.request),
+    input.relayed.completionTokens(input.model),
+  ]);
+  const promptTokens = Math.max(prompt, reported?.promptTokens ?? 0);
+  const completionTokens = Math.max(completion, reported?.completionTokens ?? 0);
+  const usage: Usage = { promptTokens, completionTokens, totalTokens: sumCounts(promptTokens, completionTokens) };
+  if (reported?.cachedPromptTokens !== undefined) usage.cachedPromptTokens = reported.cachedPromptTokens;
+  return usage;
+}
+
+export interface StreamCharge {
+  /** The model the request ran on. */
+  model: string;
+  /** The request body (JSON), or undefined. */
+  request: unknown;
+  /** What the provider reported. */
+  reported: Usage | undefined;
+  /** The stream as relayed; undefined for an answer whose usage is never estimated. */
+  relayed: RelayedStream | undefined;
+  /** The stream did not end normally: the client left, the upstream broke, or it was cut. */
+  cut: boolean;
+}
+
+/**
+ * The usage an answer is charged: the provider's report; for a relayed stream that was cut, or
+ * whose provider reported nothing, the estimate (`estimated` then true).
+ */
+export async function chargedUsage(input: StreamCharge): Promise<{ usage: Usage | undefined; estimated: boolean }> {
+  const { relayed, reported } = input;
+  if (relayed === undefined || (!input.cut && reported !== undefined)) return { usage: reported, estimated: false };
+  return { usage: await estimateStreamUsage({ model: input.model, request: input.request, relayed, reported }), estimated: true };
+}
