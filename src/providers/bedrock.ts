@@ -304,5 +304,5 @@ function chatId(requestId: string | undefined): string {
 function errorResult(err: ServiceError, status: number, dialect: Pick<ChatDialect, 'error'>): ProviderResult {
   const openai = openaiErrorBody(status, err.message || `Bedrock answered ${status}`, err.name);
   // A throttled call says no more than its status: the gateway cools the model down for a while.
-  return { ...buffered(status, { ...JSON_HEADERS }, dialect.error(openai, status)), capacity: refusalCapacity(status) };
+  return buffered(status, { ...JSON_HEADERS }, dialect.error(openai, status), undefined, refusalCapacity(status));
 }

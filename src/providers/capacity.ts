@@ -32,11 +32,12 @@ const ANTHROPIC_TOKEN_KINDS = ['tokens', 'input-tokens', 'output-tokens'] as con
  * `retry-after`) are measured against.
  */
 export function readCapacity(headers: AnswerHeaders, status: number, nowMs: number = Date.now()): Capacity | undefined {
+  // Most answers of most upstreams say nothing: found out with a few lookups, nothing built.
+  if (status !== 429 && status !== 503 && !reportsRemaining(headers)) return undefined;
   const bad: string[] = [];
   let requests = openaiDimension(headers, 'requests', bad);
   let tokens = openaiDimension(headers, 'tokens', bad);
-  if (headers['anthropic-ratelimit-requests-remaining'] !== undefined || headers['anthropic-ratelimit-tokens-remaining'] !== undefined
-    || headers['anthropic-ratelimit-input-tokens-remaining'] !== undefined || headers['anthropic-ratelimit-output-tokens-remaining'] !== undefined) {
+  if (reportsAnthropic(headers)) {
     requests = tighter(requests, anthropicDimension(headers, 'requests', nowMs, bad));
     for (const kind of ANTHROPIC_TOKEN_KINDS) tokens = tighter(tokens, anthropicDimension(headers, kind, nowMs, bad));
   }
@@ -47,9 +48,11 @@ export function readCapacity(headers: AnswerHeaders, status: number, nowMs: numb
   return { requests, tokens, throttled, retryAfterMs, malformed: bad };
 }
 
-/** `result` with the capacity its upstream answer reported (`headers`: the answer's own, not the ones passed on). */
-export function withCapacity<T extends ProviderResult>(result: T, headers: AnswerHeaders, status: number): T {
-  const capacity = readCapacity(headers, status);
+/**
+ * `result` with `capacity`, what its upstream answer reported (see readCapacity: read from the
+ * answer's own headers, not from the ones passed on).
+ */
+export function withCapacity<T extends ProviderResult>(result: T, capacity: Capacity | undefined): T {
   if (capacity !== undefined) result.capacity = capacity;
   return result;
 }
@@ -59,10 +62,26 @@ export function refusalCapacity(status: number): Capacity | undefined {
   return status === 429 ? { requests: undefined, tokens: undefined, throttled: true, retryAfterMs: undefined, malformed: [] } : undefined;
 }
 
+/** Whether an answer reports what remains of any limit (a limit or reset alone says nothing to act on). */
+function reportsRemaining(headers: AnswerHeaders): boolean {
+  return headers['x-ratelimit-remaining-requests'] !== undefined || headers['x-ratelimit-remaining-tokens'] !== undefined || reportsAnthropic(headers);
+}
+
+function reportsAnthropic(headers: AnswerHeaders): boolean {
+  return headers['anthropic-ratelimit-requests-remaining'] !== undefined || headers['anthropic-ratelimit-tokens-remaining'] !== undefined
+    || headers['anthropic-ratelimit-input-tokens-remaining'] !== undefined || headers['anthropic-ratelimit-output-tokens-remaining'] !== undefined;
+}
+
+const OPENAI_NAMES = {
+  requests: { remaining: 'x-ratelimit-remaining-requests', limit: 'x-ratelimit-limit-requests', reset: 'x-ratelimit-reset-requests' },
+  tokens: { remaining: 'x-ratelimit-remaining-tokens', limit: 'x-ratelimit-limit-tokens', reset: 'x-ratelimit-reset-tokens' },
+} as const;
+
 function openaiDimension(headers: AnswerHeaders, kind: 'requests' | 'tokens', bad: string[]): CapacityDimension | undefined {
-  const remaining = header(headers, `x-ratelimit-remaining-${kind}`, parseCount, bad);
-  const limit = header(headers, `x-ratelimit-limit-${kind}`, parseCount, bad);
-  const resetInMs = header(headers, `x-ratelimit-reset-${kind}`, parseDuration, bad);
+  const names = OPENAI_NAMES[kind];
+  const remaining = header(headers, names.remaining, parseCount, bad);
+  const limit = header(headers, names.limit, parseCount, bad);
+  const resetInMs = header(headers, names.reset, parseDuration, bad);
   return remaining === undefined ? undefined : { limit, remaining, resetInMs };
 }
 

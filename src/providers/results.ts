@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { Transform, type Readable, type TransformCallback } from 'node:stream';
 import { buffer } from 'node:stream/consumers';
 import type { Cancellation } from './cancellation.ts';
-import { withCapacity } from './capacity.ts';
+import { readCapacity, type Capacity } from './capacity.ts';
 import { SseUsageTap } from './stream-usage.ts';
 import type { Endpoint, ProviderResult, Usage } from './types.ts';
 import { isEventStream, isJson, passthroughResponseHeaders, relay } from './upstream.ts';
@@ -12,8 +12,8 @@ import { modelFromJsonBuffer, usageFromJsonBuffer } from './usage.ts';
 export const JSON_HEADERS: Readonly<Record<string, string>> = { 'content-type': 'application/json' };
 export const SSE_HEADERS: Readonly<Record<string, string>> = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' };
 
-export function buffered(status: number, headers: Record<string, string>, body: Buffer, usage?: Usage): ProviderResult {
-  return { status, headers, body, usage: () => usage };
+export function buffered(status: number, headers: Record<string, string>, body: Buffer, usage?: Usage, capacity?: Capacity): ProviderResult {
+  return { status, headers, body, usage: () => usage, capacity };
 }
 
 /** A result's whole body: a buffered answer as it is, a stream read to its end. */
@@ -98,13 +98,10 @@ class JsonUsageTap extends Transform {
  * provider's `max_response_bytes`.
  */
 export function passthroughResult(client: UpstreamClient, res: UpstreamResponse, cancel: Cancellation, buffered = false): ProviderResult {
-  return withCapacity(passthroughAnswer(client, res, cancel, buffered), res.headers, res.status);
-}
-
-function passthroughAnswer(client: UpstreamClient, res: UpstreamResponse, cancel: Cancellation, buffered: boolean): ProviderResult {
   const headers = passthroughResponseHeaders(res.headers);
+  const capacity = readCapacity(res.headers, res.status);
   const mapError = (err: unknown): unknown => client.mapError(err, cancel);
-  if (buffered || res.status >= 400) return { status: res.status, headers, body: relay(res.body, mapError, client.bounded()), usage: () => undefined };
+  if (buffered || res.status >= 400) return { status: res.status, headers, body: relay(res.body, mapError, client.bounded()), usage: () => undefined, capacity };
   const tap = isEventStream(res.headers) ? new SseUsageTap({ limit: client.sseLimit }) : isJson(res.headers) ? new JsonUsageTap() : undefined;
   return {
     status: res.status,
@@ -112,5 +109,6 @@ function passthroughAnswer(client: UpstreamClient, res: UpstreamResponse, cancel
     body: relay(res.body, mapError, tap),
     usage: () => tap?.usage(),
     model: () => tap?.model(),
+    capacity,
   };
 }
