@@ -99,6 +99,8 @@ export interface LearnedReading {
  * What an answer teaches, for a provider with these settings, at `atMs`: the reported dimensions
  * with absolute resets (a spent dimension without a reset cools down instead), and a refusal's
  * cooldown (its retry-after, else the provider's cooldown). Undefined when there is nothing to learn.
+ * `atMs` is when the gateway learns it (a buffered answer once read), a moment after the upstream
+ * said it: resets and cooldowns end a little late, never early.
  */
 export function updateFrom(capacity: Capacity, settings: LearnedSettings, atMs: number): LearnedUpdate | undefined {
   const requests = dimensionFrom(capacity.requests, settings, atMs);

@@ -600,7 +600,9 @@ export class RateLimiter {
   /** The engine's answer to a store's: a ticket, a refusal, or what the store's fallback says. */
   private decide(plan: MatchPlan, outcome: AdmitOutcome): AdmissionResult {
     if (outcome.status === 'unavailable') {
-      if (outcome.fallback === 'allow') return NO_OP_TICKET;
+      // Only the learned capacity was asked (no rule governs the request): without an answer, the
+      // target is not known to be saturated, and `deny` is for requests rules govern.
+      if (outcome.fallback === 'allow' || plan.rules.length === 0) return NO_OP_TICKET;
       throw new CounterStoreUnavailableError(outcome.reason);
     }
     const { rules } = plan;

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { MemoryCounterStore } from '../../src/counters/memory.ts';
-import { RateLimiter, type AdmissionRefusal, type LearnedSettings, type RuleDefinition } from '../../src/ratelimit/index.ts';
+import { RateLimiter, type AdmissionRefusal, type AdmitOutcome, type LearnedSettings, type RuleDefinition } from '../../src/ratelimit/index.ts';
 import type { Capacity } from '../../src/shared/capacity.ts';
 import { immediate, rule, T0 } from './helpers.ts';
 
@@ -104,6 +104,19 @@ describe('learned capacity in the engine', () => {
     assert.equal(withRules.refusal?.breach.kind, 'learned');
     assert.equal(withRules.rules[0]?.requests_used, 0);
     assert.equal((await limiter.explain({ provider: 'p', model: 'other' })).learned, undefined);
+  });
+
+  it('lets a request no rule governs through when the counters cannot answer, even under on_error deny', async () => {
+    /** Counters that cannot be reached, with the operator's `deny`. */
+    class Unreachable extends MemoryCounterStore {
+      override tryAdmit(): AdmitOutcome {
+        return { status: 'unavailable', fallback: 'deny', reason: 'the rate-limit counters (Redis) cannot be reached' };
+      }
+    }
+    const limiter = new RateLimiter({ clock: { now: () => T0 * 1000 }, store: new Unreachable(), learned: new Map([['p', SETTINGS]]) });
+    limiter.replaceRules([rule('user_path', '/capped', 60, { maxRequests: 1 })]);
+    assert.equal(immediate(limiter.admit({ userPath: '/free', provider: 'p', model: 'm' })).ok, true, 'only the learned capacity was asked');
+    assert.throws(() => limiter.admit({ userPath: '/capped', provider: 'p', model: 'm' }), { name: 'CounterStoreUnavailableError' });
   });
 
   it('lists what was learned, for the providers that learn, by provider and model', () => {
