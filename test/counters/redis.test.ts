@@ -10,7 +10,8 @@ import { Redis } from 'ioredis';
 import { MemoryCounterStore } from '../../src/counters/memory.ts';
 import { RateLimiter, type AdmissionResult, type CounterAdmission, type CounterRule, type CounterStore, type MaybePromise, type RuleDefinition, type SlotLease } from '../../src/ratelimit/index.ts';
 import { prng } from '../support/random.ts';
-import { freshSecond, openRedisStore, ownRedis, type OwnRedis, type TestRedisStore } from '../support/redis.ts';
+import { listenForSaturations } from '../../src/counters/redis/saturations.ts';
+import { freshSecond, openRedisStore, ownRedis, REDIS_URL, type OwnRedis, type TestRedisStore } from '../support/redis.ts';
 import { admit, admitLearned, childRule, counterRule, counterStoreContract, learnedRecord, lesson, LONG, ownKey, read, ruleKey } from './contract.ts';
 
 counterStoreContract('RedisCounterStore', () => openRedisStore());
@@ -217,6 +218,32 @@ describe('RedisCounterStore: learned capacity', () => {
       assert.equal(refused.rows[0]!.requestsCurrent, 0);
       assert.equal((await b.store.readLearned(undefined, Date.now())).records.length, 1, 'listed by every gateway');
     } finally {
+      await b.close();
+      await a.close();
+    }
+  });
+
+  it('tells every gateway of a saturation: an admission no rule governs is judged at once from what it heard', async () => {
+    const a = await openRedisStore();
+    const b = await openRedisStore({ prefix: a.prefix });
+    const subscriber = new Redis(REDIS_URL, { protocol: 2 });
+    try {
+      listenForSaturations(subscriber, b.names.learnedChannel, (saturation) => b.store.heardSaturation(saturation));
+      await subscriber.subscribe(b.names.learnedChannel);
+      const onB = b.store.learnedCounter('openai', 'gpt-4o');
+      const before = b.store.tryAdmit([], Math.floor(Date.now() / 1000), { handle: onB, nowMs: Date.now() });
+      assert.ok(!(before instanceof Promise), 'answered at once, without a round trip');
+      assert.equal((before as CounterAdmission).status, 'admitted');
+      a.store.learn(a.store.learnedCounter('openai', 'gpt-4o'), lesson({ requests: { limit: 10, remaining: 0, resetIn: 30_000 } }));
+      await waitUntil(() => (b.store.tryAdmit([], 0, { handle: onB, nowMs: Date.now() }) as CounterAdmission).status === 'refused');
+      const refused = b.store.tryAdmit([], 0, { handle: onB, nowMs: Date.now() }) as CounterAdmission;
+      assert.equal(refused.learned?.cause, 'requests');
+      assert.ok(Math.abs(refused.learned!.untilMs - (Date.now() + 30_000)) < 1500);
+      // A later answer that ends the saturation is heard too.
+      a.store.learn(a.store.learnedCounter('openai', 'gpt-4o'), lesson({ requests: { limit: 10, remaining: 10, resetIn: 30_000 } }));
+      await waitUntil(() => (b.store.tryAdmit([], 0, { handle: onB, nowMs: Date.now() }) as CounterAdmission).status === 'admitted');
+    } finally {
+      subscriber.disconnect();
       await b.close();
       await a.close();
     }

@@ -10,6 +10,7 @@
  *   {floodgate:}rl:user_path:/team:60:/bob  its counter for the child /team/bob (and all below it)
  *   {floodgate:}lc:openai/gpt-4o            the learned capacity of a provider's model (see scripts.ts)
  *   {floodgate:}lc                          the index of the learned capacity records (sorted set)
+ *   {floodgate:}lc:saturated                the pub/sub channel of targets saturated by learned capacity
  *   floodgate:events                        the pub/sub channel of rule changes and resets
  *   floodgate:released                      the pub/sub channel of concurrency slots given back
  */
@@ -47,6 +48,11 @@ export class RedisNames {
   /** The index of the learned capacity records. */
   get learnedIndex(): string {
     return `${this.tag}lc`;
+  }
+
+  /** The pub/sub channel of targets saturated by learned capacity, and of saturations over (named by the script after the index). */
+  get learnedChannel(): string {
+    return `${this.learnedIndex}:saturated`;
   }
 
   /** The provider and model of a learned capacity key; undefined for a key that is none. */

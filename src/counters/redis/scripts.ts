@@ -33,6 +33,9 @@
  * A sorted set beside them (the index: member = key, score = expiry) lists them for reading.
  * An admission may carry its target's key as its last key: the key is judged in the same script,
  * before anything is counted, and a saturated target refuses the admission like a breached rule.
+ * A write that leaves a target saturated, or ends its saturation, is published on the channel
+ * `<index>:saturated` (the key, a newline, the ms it lasts from now or 0 when over, a newline, its cause): gateways judge an
+ * admission no rule governs from what they heard, without a round trip (see store.ts).
  */
 
 /** Sliding-window helpers. */
@@ -303,6 +306,11 @@ local function learn(first, n, v, at)
   redis.call('ZADD', index, expires, key)
   redis.call('ZREMRANGEBYSCORE', index, '-inf', nowMs)
   if redis.call('PTTL', index) < expires - nowMs then redis.call('PEXPIREAT', index, expires) end
+  if cause > 0 then
+    redis.call('PUBLISH', index .. ':saturated', key .. '\\n' .. string.format('%d', math.ceil(untilMs - nowMs)) .. '\\n' .. cause)
+  elseif old and old[1] > nowMs and old[2] > 0 then
+    redis.call('PUBLISH', index .. ':saturated', key .. '\\n0\\n0')
+  end
   return at + 10
 end
 

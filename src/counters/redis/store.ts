@@ -1,9 +1,11 @@
 /**
  * Counters in Redis, shared by every gateway that uses the same Redis and prefix: a cap of 50 admits 50 in all, however many replicas serve the traffic.
  *
- * One round trip per admission (one script run over every matching rule) and one per completed
- * request for its tokens; releases and the lease renewal are off the request path. The operations
- * of one event-loop turn travel together in one script call (batch.ts).
+ * One round trip per admission (one script run over every matching rule, and the target's learned
+ * capacity) and one per completed request for its tokens; releases, the lease renewal and the
+ * writes of learned capacity are off the request path. The operations of one event-loop turn travel
+ * together in one script call (batch.ts). An admission no rule governs takes no round trip: its
+ * learned capacity is judged from the saturations this gateway learned or heard (saturations.ts).
  *
  * When Redis fails or does not answer within `timeoutMs`, the store degrades at once and stays
  * degraded until a probe gets an answer (see availability.ts); meanwhile `onError` decides:
@@ -30,6 +32,7 @@ import {
   type CounterRow,
   type CounterRule,
   type CounterStore,
+  type LearnedCause,
   type LearnedCheck,
   type LearnedDimension,
   type LearnedHandle,
@@ -46,6 +49,7 @@ import { within, type CountersClient } from './client.ts';
 import type { RedisNames } from './keys.ts';
 import type { RedisDiagnosis } from './diagnosis.ts';
 import { LeaseBook, RedisLease } from './leases.ts';
+import type { HeardSaturation } from './saturations.ts';
 
 export type RedisOnError = 'local' | 'allow' | 'deny';
 
@@ -95,14 +99,20 @@ class RedisLearned implements LearnedHandle {
   readonly provider: string;
   readonly model: string;
   readonly redisKey: Buffer;
+  /** The same key as text: what saturation messages name. */
+  readonly redisKeyText: string;
 
   constructor(provider: string, model: string, redisKey: string) {
     this.key = learnedKey(provider, model);
     this.provider = provider;
     this.model = model;
     this.redisKey = Buffer.from(redisKey);
+    this.redisKeyText = redisKey;
   }
 }
+
+/** Most targets whose saturation a gateway keeps from what it heard (their number is the saturated targets'). */
+const MAX_HEARD = 10_000;
 
 /**
  * What this gateway learned of one target and has yet to write. The first answer of a burst is
@@ -217,6 +227,12 @@ export class RedisCounterStore implements CounterStore {
   readonly #announceReleased: ((keys: readonly string[]) => void) | undefined;
   /** Learned capacity waiting to be written, by learned key. */
   readonly #learning = new Map<string, PendingLearned>();
+  /**
+   * Targets saturated by learned capacity as this gateway learned or heard it (see saturations.ts),
+   * by Redis key: until when on this process's clock (Date.now), and why. Admissions no rule
+   * governs are judged from it, without a round trip; the others in their script.
+   */
+  readonly #saturated = new Map<string, { untilMs: number; cause: LearnedCause }>();
 
   constructor(options: RedisCounterStoreOptions) {
     this.#client = options.client;
@@ -238,6 +254,8 @@ export class RedisCounterStore implements CounterStore {
       onRecover: () => {
         this.#local.resetAll();
         this.#local.forgetLearned();
+        // What was heard before the outage may be over without this gateway hearing it.
+        this.#saturated.clear();
       },
       explain: (err) => options.diagnosis?.explain(err) ?? err,
     });
@@ -333,8 +351,10 @@ export class RedisCounterStore implements CounterStore {
   tryAdmit(rules: readonly CounterRule[], nowSeconds: number, learned?: LearnedCheck): MaybePromise<AdmitOutcome> {
     const plan = this.#plan(rules);
     if (!this.#availability.up) return this.#fallbackAdmit(plan, nowSeconds, learned);
-    const leaseId = plan.hasSlots ? this.#leases.nextId() : '';
     const handle = learned?.handle as RedisLearned | undefined;
+    // Nothing to count: what this gateway heard decides, at once.
+    if (rules.length === 0 && handle !== undefined) return this.#heardAdmission(handle, nowSeconds);
+    const leaseId = plan.hasSlots ? this.#leases.nextId() : '';
     const keys = handle === undefined ? plan.keys : plan.keysWith(handle);
     const numbers = handle === undefined ? plan.capNumbers : plan.learnedCapNumbers;
     return this.#batch.add(ADMIT, keys, this.#leaseMs, numbers, leaseId, plan.width + (handle === undefined ? 0 : ROW_WIDTH)).then(
@@ -362,13 +382,15 @@ export class RedisCounterStore implements CounterStore {
     }
     // Onto this process's clock: the write, maybe later, sends times as delays from its moment.
     const shifted = shiftUpdate(update, Date.now() - update.atMs);
+    const saturation = saturationOf(shifted);
+    if (saturation !== undefined) this.#heard((handle as RedisLearned).redisKeyText, saturation.untilMs, saturation.cause);
     let pending = this.#learning.get(handle.key);
     if (pending === undefined) {
       pending = { handle: handle as RedisLearned, update: undefined, writtenUntil: 0, cooling: undefined };
       this.#learning.set(handle.key, pending);
     }
     pending.update = pending.update === undefined ? shifted : combineUpdates(pending.update, shifted);
-    const newlySaturated = pending.writtenUntil <= Date.now() && saturationOf(shifted) !== undefined;
+    const newlySaturated = pending.writtenUntil <= Date.now() && saturation !== undefined;
     if (pending.cooling === undefined || newlySaturated) this.#writeLearned(pending);
   }
 
@@ -432,6 +454,32 @@ export class RedisCounterStore implements CounterStore {
         return this.#local.read(this.#localRules(plan, nowSeconds), nowSeconds);
       },
     );
+  }
+
+  /**
+   * A target's saturation another gateway (or this one) wrote, as the script published it: kept
+   * until it ends; a message saying it is over forgets it.
+   */
+  heardSaturation({ redisKey, forMs, cause }: HeardSaturation): void {
+    if (forMs === 0 || cause === undefined) this.#saturated.delete(redisKey);
+    else this.#heard(redisKey, Date.now() + forMs, cause, true);
+  }
+
+  #heard(redisKey: string, untilMs: number, cause: LearnedCause, replace = false): void {
+    const known = this.#saturated.get(redisKey);
+    if (known !== undefined && !replace && known.untilMs >= untilMs) return;
+    if (known === undefined && this.#saturated.size >= MAX_HEARD) this.#saturated.delete(this.#saturated.keys().next().value!);
+    this.#saturated.set(redisKey, { untilMs, cause });
+  }
+
+  /** An admission with no rule, judged from what this gateway heard. */
+  #heardAdmission(handle: RedisLearned, nowSeconds: number): AdmitOutcome {
+    const nowMs = Date.now();
+    const known = this.#saturated.get(handle.redisKeyText);
+    if (known !== undefined && known.untilMs <= nowMs) this.#saturated.delete(handle.redisKeyText);
+    const saturated = known !== undefined && known.untilMs > nowMs;
+    const verdict = saturated ? { untilMs: known.untilMs, cause: known.cause, nowMs } : undefined;
+    return { status: saturated ? 'refused' : 'admitted', nowSeconds, rows: [], lease: undefined, learned: verdict };
   }
 
   /** Stops renewing leases, probing and writing what was learned. The client is closed by its owner. */
