@@ -5,7 +5,7 @@
  * nothing of HTTP: routes hand it the caller, the route and a function that calls one target, and
  * send what it answers.
  */
-import type { BudgetTracker } from '../budgets/tracker.ts';
+import type { BudgetBreach, BudgetTracker } from '../budgets/tracker.ts';
 import { upstreamError } from '../errors/from-provider.ts';
 import { GatewayError } from '../errors/gateway-error.ts';
 import type { Cancellation } from '../providers/cancellation.ts';
@@ -69,6 +69,11 @@ export interface Completion {
   readonly requestId: string;
   /** True when `usage` is the gateway's estimate (src/tokens/estimate.ts), not the provider's report. */
   readonly estimated?: boolean;
+  /**
+   * Default true: its tokens count on the matching token windows. False for a batch line, which
+   * the gateway runs in the background long after the submission was admitted.
+   */
+  readonly windows?: boolean;
 }
 
 /** What the core reports to the gateway's metrics. */
@@ -355,8 +360,16 @@ export class AdmissionCore {
 
   /** The budgets governing a user path: throws the 429 `budget_exceeded` when one is reached. One in-memory lookup. */
   checkBudget(userPath: string): void {
-    const breach = this.#budgets?.check(userPath);
+    const breach = this.budgetBreach(userPath);
     if (breach !== undefined) throw budgetExceededError(breach);
+  }
+
+  /**
+   * The reached budget governing a user path, if any, for what is refused in its own way rather
+   * than with a 429 (a batch line, a realtime `response.create`).
+   */
+  budgetBreach(userPath: string): BudgetBreach | undefined {
+    return this.#budgets?.check(userPath);
   }
 
   /**
@@ -367,7 +380,7 @@ export class AdmissionCore {
   complete(caller: Caller, done: Completion): void {
     const usage = done.usage;
     if (!done.cached) {
-      if (usage !== undefined && this.#limiter !== undefined) {
+      if (usage !== undefined && this.#limiter !== undefined && done.windows !== false) {
         // A shared store answers later and never rejects: nothing here waits for the charge to land.
         void this.#limiter.chargeTokens({ userPath: caller.userPath, provider: done.provider, model: done.model }, usage.totalTokens);
       }

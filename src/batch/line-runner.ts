@@ -33,7 +33,7 @@ export async function runLines(
   lines: readonly BatchLine[],
   cancel: Cancellation,
   now: () => number,
-  observe: ((target: Target, result: ProviderResult) => void) | undefined,
+  observe: (result: ProviderResult) => void,
   onLine: (outcome: LineOutcome) => Promise<void>,
   shouldStop: () => boolean,
   refuse: () => LineRefusal | undefined = () => undefined,
@@ -51,7 +51,7 @@ export async function runLines(
     let usage: LineOutcome['usage'];
     try {
       const result = await target.provider.call({ endpoint, model: target.model, json: { ...line.body, model: target.model }, stream: false, cancel });
-      observe?.(target, result);
+      observe(result);
       const buf = await readBody(result.body);
       status = result.status;
       try {
