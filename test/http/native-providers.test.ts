@@ -369,8 +369,17 @@ describe('native providers: azure and bedrock through the official clients', () 
       assert.deepEqual(bedrock.calls.map((c) => c.status), [429], 'Bedrock was left alone for its cooldown');
       assert.equal(azure.calls.length, 2);
 
+      // A batch line the gateway runs is an answer like any other.
       azure.inner.failNext(1, { status: 429, headers: { 'retry-after': '3', 'retry-after-ms': '20000' } });
-      assert.equal((await chat('az/gpt-4o-mini')).status, 429, "the deployment's own refusal");
+      const sdk = new OpenAI({ baseURL: `${learning.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+      const line = JSON.stringify({ custom_id: 'r0', method: 'POST', url: '/v1/chat/completions', body: { model: 'az/gpt-4o-mini', messages: [{ role: 'user', content: 'x' }] } });
+      const file = await sdk.files.create({ file: await toFile(Buffer.from(line + '\n'), 'in.jsonl'), purpose: 'batch' });
+      let batch = await sdk.batches.create({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+      for (let i = 0; i < 200 && batch.status !== 'completed'; i++) {
+        await new Promise((r) => setTimeout(r, 10));
+        batch = await sdk.batches.retrieve(batch.id);
+      }
+      assert.deepEqual([batch.status, batch.request_counts?.failed], ['completed', 1], "the line got the deployment's 429");
       const cooling = await chat('az/gpt-4o-mini');
       assert.equal(cooling.json().error.message, 'rate limit exceeded for model az/gpt-4o-mini: the provider refused and asked to retry later (learned from its answers)');
       assert.equal(cooling.headers.get('retry-after'), '20', 'retry-after-ms wins over retry-after');
