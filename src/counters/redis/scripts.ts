@@ -34,8 +34,9 @@
  * An admission may carry its target's key as its last key: the key is judged in the same script,
  * before anything is counted, and a saturated target refuses the admission like a breached rule.
  * A write that leaves a target saturated, or ends its saturation, is published on the channel
- * `<index>:saturated` (the key, a newline, the ms it lasts from now or 0 when over, a newline, its cause): gateways judge an
- * admission no rule governs from what they heard, without a round trip (see store.ts).
+ * `<index>:saturated` (the key, a newline, the ms it lasts from now or 0 when over, a newline, its
+ * cause code): gateways judge an admission no rule governs from what they heard, without a round
+ * trip (see saturations.ts).
  */
 
 /** Sliding-window helpers. */
