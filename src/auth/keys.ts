@@ -4,6 +4,7 @@
  */
 
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import type { Priority } from '../ratelimit/types.ts';
 import { Serial } from '../shared/serial.ts';
 import type { ApiKeyRecord, Storage } from '../storage/types.ts';
 
@@ -27,6 +28,8 @@ export interface CreateKeyInput {
   name: string;
   /** Normalised user path to bind the key to, or null for an unbound key. */
   userPath: string | null;
+  /** The highest priority the key's requests are served at; default normal. */
+  maxPriority?: Priority;
 }
 
 export interface CreatedKey {
@@ -69,6 +72,7 @@ export class KeyRing {
         name: input.name,
         userPath: input.userPath,
         keyHash: hashSecret(secret),
+        maxPriority: input.maxPriority ?? 'normal',
         createdAt: new Date(),
       };
       await this.storage.insertApiKey(record);

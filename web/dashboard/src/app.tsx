@@ -9,15 +9,17 @@ import { BudgetsDisabled, BudgetsPage } from './pages/budgets.tsx';
 import { ExplainPage } from './pages/explain.tsx';
 import { KeysPage } from './pages/keys.tsx';
 import { ProvidersPage } from './pages/providers.tsx';
+import { QueuePage } from './pages/queue.tsx';
 import { RateLimitsDisabled, RateLimitsPage } from './pages/rate-limits.tsx';
 import { UsagePage } from './pages/usage.tsx';
 
-type Page = 'rate-limits' | 'explain' | 'providers' | 'budgets' | 'keys' | 'usage';
+type Page = 'rate-limits' | 'queue' | 'explain' | 'providers' | 'budgets' | 'keys' | 'usage';
 /** A feature a gateway can switch off; its pages disappear then. */
 type Feature = 'rate-limits' | 'budgets';
 
 const PAGES: ReadonlyArray<{ page: Page; label: string; feature?: Feature }> = [
   { page: 'rate-limits', label: 'Rate limits', feature: 'rate-limits' },
+  { page: 'queue', label: 'Queue', feature: 'rate-limits' },
   { page: 'explain', label: 'Explain a request', feature: 'rate-limits' },
   { page: 'providers', label: 'Providers', feature: 'rate-limits' },
   { page: 'budgets', label: 'Budgets', feature: 'budgets' },
@@ -136,6 +138,8 @@ export function App() {
           <BudgetsDisabled />
         ) : page === 'rate-limits' ? (
           <RateLimitsPage onDisabled={() => disable('rate-limits')} />
+        ) : page === 'queue' ? (
+          <QueuePage onDisabled={() => disable('rate-limits')} />
         ) : page === 'explain' ? (
           <ExplainPage onDisabled={() => disable('rate-limits')} />
         ) : page === 'providers' ? (
