@@ -15,7 +15,7 @@ describe('learned capacity across replicas sharing Redis', () => {
   let primary: FakeUpstream;
   let backup: FakeUpstream;
   let prefix: string;
-  let replicas: [Replica, Replica];
+  let replicas: [Replica, Replica] | undefined;
 
   before(async () => {
     primary = await startFakeUpstream({ name: 'primary' });
@@ -35,15 +35,16 @@ describe('learned capacity across replicas sharing Redis', () => {
   });
 
   after(async () => {
-    await Promise.all(replicas.map((replica) => replica.stop()));
-    await Promise.all([primary.close(), backup.close()]);
+    // A replica that never started (a loaded machine) must not keep the upstreams, and the run, alive.
+    await Promise.all((replicas ?? []).map((replica) => replica.stop()));
+    await Promise.all([primary?.close(), backup?.close()]);
     await dropPrefix(prefix);
   });
 
   const chatOn = (replica: Replica) => replica.request('POST', CHAT, { body: chat('primary/m') });
 
   it('makes B skip the primary on its very next request after A got a 429', async () => {
-    const [a, b] = replicas;
+    const [a, b] = replicas!;
     primary.failNext(1, { status: 429, headers: { 'retry-after': '30' } });
     const onA = await chatOn(a);
     assert.equal(onA.status, 200, onA.text);
@@ -52,7 +53,7 @@ describe('learned capacity across replicas sharing Redis', () => {
     assert.equal(onB.status, 200, onB.text);
     assert.deepEqual([primary.callCount(CHAT), backup.callCount(CHAT)], [1, 2], 'B never called the primary');
 
-    for (const replica of replicas) {
+    for (const replica of replicas!) {
       const listed = (await replica.request('GET', '/admin/providers')).json().providers;
       assert.deepEqual(listed.map((p: { provider: string; model: string; cause: string; saturated: boolean }) => [p.provider, p.model, p.cause, p.saturated]), [['primary', 'm', 'cooldown', true]]);
     }
