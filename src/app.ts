@@ -3,14 +3,15 @@ import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { AdmissionCore } from './admission/core.ts';
 import { BatchService } from './batch/service.ts';
 import { WaitQueue } from './admission/queue.ts';
+import { SaturationLog } from './admission/saturation-log.ts';
 import { KeyRing } from './auth/keys.ts';
 import { loadStoredBudgets, startBudgetManager, type BudgetManager } from './admin/budgets.ts';
 import { startRuleManager, type RuleManager } from './admin/rate-limit-rules.ts';
 import { BudgetTracker } from './budgets/tracker.ts';
 import { BUDGETS_WITHOUT_USAGE_WARNING, TOKEN_RULES_WITHOUT_USAGE_WARNING, isLoopbackHost, nonLoopbackMessage, type BudgetSeed, type RuleSeed } from './config/load.ts';
 import { openCounters, type Counters } from './counters/index.ts';
-import { RateLimiter } from './ratelimit/index.ts';
-import type { GatewayConfig } from './config/schema.ts';
+import { RateLimiter, type LearnedSettings } from './ratelimit/index.ts';
+import type { GatewayConfig, LearnedConfig } from './config/schema.ts';
 import type { HttpServices } from './http/context.ts';
 import { GatewayError } from './errors/gateway-error.ts';
 import { StartupError } from './errors/startup-error.ts';
@@ -96,7 +97,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     });
     cleanup.unshift(() => usage.close());
 
-    const { limiter, rules, counters, stopFollowing } = await startRateLimits(config, storage, options.rateLimitSeeds ?? [], now, logger, options.warnings ?? []);
+    const learned = learnedSettings(providerConfigs);
+    const { limiter, rules, counters, stopFollowing } = await startRateLimits(config, storage, options.rateLimitSeeds ?? [], now, logger, options.warnings ?? [], learned);
     if (counters !== undefined) {
       cleanup.unshift(() => {
         stopFollowing();
@@ -112,10 +114,13 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     }
 
     const inFlight = new InFlightRequests();
+    const saturation = new SaturationLog(logger, now);
+    cleanup.unshift(async () => saturation.close());
     const queue = limiter === undefined ? undefined : new WaitQueue({ maxDepth: config.rate_limits.queue.max_depth });
     if (queue !== undefined) counters?.onSlotsReleased((keys) => queue.released(keys));
     const metrics = new GatewayMetrics({
       rules: limiter,
+      learned: limiter,
       budgets: tracker,
       queue,
       version: GATEWAY_VERSION,
@@ -129,7 +134,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       refusedWithoutCounters: config.rate_limits.redis.on_error === 'deny',
       pingStorage: () => storage.ping(),
     });
-    const admission = new AdmissionCore({ limiter, budgets: tracker, usage, metrics, queue, now });
+    const admission = new AdmissionCore({ limiter, budgets: tracker, usage, metrics, queue, saturation, now });
     const batches = new BatchService({
       storage,
       resolver,
@@ -205,6 +210,19 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   }
 }
 
+/**
+ * The `learned` settings of every provider that learns its capacity from its answers (all but
+ * those with `learned.enabled: false`); the built-in mock, configured by no file, takes the defaults.
+ */
+function learnedSettings(providers: Readonly<Record<string, { type: string; learned?: LearnedConfig }>>): Map<string, LearnedSettings> {
+  const settings = new Map<string, LearnedSettings>();
+  for (const [name, { learned }] of Object.entries(providers)) {
+    if (learned?.enabled === false) continue;
+    settings.set(name, { reserve: learned?.reserve ?? 0, cooldownMs: Math.round((learned?.cooldown_seconds ?? 5) * 1000) });
+  }
+  return settings;
+}
+
 /** The safety net under the rule-change notifications between replicas. */
 const RULES_RELOAD_INTERVAL_MS = 30_000;
 /** The safety net under the storage's announcements of key changes (a revoked key must not linger). */
@@ -222,6 +240,7 @@ async function startRateLimits(
   now: () => number,
   logger: FastifyBaseLogger,
   warnings: readonly string[],
+  learned: ReadonlyMap<string, LearnedSettings>,
 ): Promise<{ limiter: RateLimiter | undefined; rules: RuleManager | undefined; counters: Counters | undefined; stopFollowing: () => void }> {
   for (const warning of warnings) logger.warn(warning);
   if (!config.rate_limits.enabled) {
@@ -229,7 +248,7 @@ async function startRateLimits(
     return { limiter: undefined, rules: undefined, counters: undefined, stopFollowing: () => {} };
   }
   const counters = await openCounters(config.rate_limits, logger, { storage, now });
-  const limiter = new RateLimiter({ clock: { now }, store: counters.store, enforceTokens: config.usage.enabled, headroom: config.rate_limits.queue.headroom });
+  const limiter = new RateLimiter({ clock: { now }, store: counters.store, enforceTokens: config.usage.enabled, headroom: config.rate_limits.queue.headroom, learned });
   let started: Awaited<ReturnType<typeof startRuleManager>>;
   try {
     started = await startRuleManager(storage, limiter, seeds, now);

@@ -12,7 +12,7 @@ import type { Cancellation } from '../providers/cancellation.ts';
 import { readBody } from '../providers/results.ts';
 import type { ProviderResult, Usage } from '../providers/types.ts';
 import type { BudgetStatus } from '../budgets/types.ts';
-import type { AdmissionRefusal, AdmissionResult, AdmissionTarget, AdmissionTicket, AdmitOptions, Priority, RateLimiter, RuleStatus, Scope } from '../ratelimit/index.ts';
+import { saturationOf, type AdmissionRefusal, type AdmissionResult, type AdmissionTarget, type AdmissionTicket, type AdmitOptions, type LearnedCause, type LearnedVerdict, type Priority, type RateLimiter, type RuleStatus, type Scope } from '../ratelimit/index.ts';
 import type { Route, Target } from '../routing/types.ts';
 import type { UsageEntry } from '../usage/recorder.ts';
 import { directChild } from '../user-path/user-path.ts';
@@ -83,6 +83,18 @@ export interface AdmissionMetrics {
   queueWait(outcome: QueueOutcome, seconds: number): void;
   upstream<T extends { readonly status: number }>(provider: string, call: () => Promise<T>): Promise<T>;
   tokens(provider: string, model: string, usage: Usage | undefined): void;
+  /** An upstream answered 429 (`model` '' when the request named none). */
+  throttled(provider: string, model: string): void;
+  /** An upstream answer carried rate-limit headers that could not be read (they were ignored). */
+  malformedHeaders(provider: string, names: readonly string[]): void;
+}
+
+/**
+ * Told when an answer makes a target saturated by what was learned (see src/ratelimit/learned.ts):
+ * the gateway logs when it enters and when it leaves.
+ */
+export interface SaturationListener {
+  saturated(provider: string, model: string, untilMs: number, cause: LearnedCause): void;
 }
 
 /** Where usage records go (the usage recorder: priced, shown to budgets, written off the request path). */
@@ -99,6 +111,8 @@ export interface AdmissionCoreOptions {
   readonly metrics: AdmissionMetrics;
   /** Where refused requests wait for capacity; absent: every refusal is answered at once. */
   readonly queue?: WaitQueue | undefined;
+  /** Told when an upstream answer saturates its target. */
+  readonly saturation?: SaturationListener | undefined;
   now(): number;
 }
 
@@ -137,6 +151,7 @@ export class AdmissionCore {
   readonly #metrics: AdmissionMetrics;
   readonly #now: () => number;
   readonly #queue: WaitQueue | undefined;
+  readonly #saturation: SaturationListener | undefined;
   /** Real admission at each priority: counts, and reports each check to the metrics. */
   readonly #admit: Readonly<Record<Priority, Admitter>>;
 
@@ -147,6 +162,7 @@ export class AdmissionCore {
     this.#metrics = options.metrics;
     this.#now = options.now;
     this.#queue = options.queue;
+    this.#saturation = options.saturation;
     this.#admit = { high: this.#admitter('high'), normal: this.#admitter('normal'), low: this.#admitter('low') };
   }
 
@@ -201,6 +217,7 @@ export class AdmissionCore {
         const canFailOver = next < total;
         try {
           const result = await this.#metrics.upstream(target.provider.name, () => call(target));
+          this.observe({ provider: target.provider.name, model: target.model }, result);
           if (!canFailOver) return { result, target, headers };
           if (isRetryable(result.status)) {
             failure = upstreamError(result.status, await readBody(result.body), result.headers);
@@ -324,6 +341,23 @@ export class AdmissionCore {
     }
   }
 
+  /**
+   * An upstream answer of `target` (its model undefined when the request named none): what it says
+   * about the provider's own rate limits is learned (see src/ratelimit/learned.ts) and counted.
+   * Every upstream answer comes through here; it never waits and never throws.
+   */
+  observe(target: { readonly provider: string; readonly model: string | undefined }, result: ProviderResult): void {
+    const { provider, model } = target;
+    if (result.status === 429) this.#metrics.throttled(provider, model ?? '');
+    const capacity = result.capacity;
+    if (capacity === undefined) return;
+    if (capacity.malformed.length > 0) this.#metrics.malformedHeaders(provider, capacity.malformed);
+    if (model === undefined || this.#limiter === undefined) return;
+    const update = this.#limiter.learn({ provider, model }, capacity);
+    const saturation = update && saturationOf(update);
+    if (saturation !== undefined) this.#saturation?.saturated(provider, model, saturation.untilMs, saturation.cause);
+  }
+
   /** The budgets governing a user path: throws the 429 `budget_exceeded` when one is reached. One in-memory lookup. */
   checkBudget(userPath: string): void {
     const breach = this.budgetBreach(userPath);
@@ -414,7 +448,7 @@ export class AdmissionCore {
     for (const [i, candidate] of candidates.entries()) {
       const own = await limiter.explain({ provider: candidate.provider.name, model: candidate.model });
       collect(own.rules);
-      targets.push({ target: candidate, failover: i >= route.primary.length, breach: own.refusal && breachOf(own.refusal) });
+      targets.push({ target: candidate, failover: i >= route.primary.length, breach: own.refusal && breachOf(own.refusal), learned: own.learned });
     }
     return { breach, target, targets, rules: [...rules.values()], budgets: this.#budgets?.statusFor(userPath) ?? [], refusal: budget === undefined ? refusal : undefined };
   }
@@ -463,8 +497,10 @@ export interface TargetCapacity {
   readonly target: Target;
   /** A failover candidate rather than one of the route's primary targets. */
   readonly failover: boolean;
-  /** Why its own provider and model rules would skip it now; undefined when it has capacity. */
+  /** Why its own provider and model rules (or its learned capacity) would skip it now; undefined when it has capacity. */
   readonly breach: Breach | undefined;
+  /** Its learned capacity saturates it: until when, and why. */
+  readonly learned: LearnedVerdict | undefined;
 }
 
 export interface Explanation {

@@ -1,7 +1,7 @@
 import type { Cancellation } from '../providers/cancellation.ts';
 import type { Target } from '../routing/types.ts';
 import { readBody } from '../providers/results.ts';
-import type { Endpoint, Usage } from '../providers/types.ts';
+import type { Endpoint, ProviderResult, Usage } from '../providers/types.ts';
 import type { BatchRecord } from '../storage/types.ts';
 import type { BatchLine } from './jsonl.ts';
 
@@ -33,6 +33,7 @@ export async function runLines(
   lines: readonly BatchLine[],
   cancel: Cancellation,
   now: () => number,
+  observe: (result: ProviderResult) => void,
   onLine: (outcome: LineOutcome) => Promise<void>,
   shouldStop: () => boolean,
   refuse: () => LineRefusal | undefined = () => undefined,
@@ -50,6 +51,7 @@ export async function runLines(
     let usage: LineOutcome['usage'];
     try {
       const result = await target.provider.call({ endpoint, model: target.model, json: { ...line.body, model: target.model }, stream: false, cancel });
+      observe(result);
       const buf = await readBody(result.body);
       status = result.status;
       try {

@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { AdmissionCore } from '../admission/core.ts';
 import { Cancellation } from '../providers/cancellation.ts';
+import type { ProviderResult } from '../providers/types.ts';
 import { GatewayError, badRequest, notFound, unsupportedByProvider } from '../errors/gateway-error.ts';
 import type { Resolver } from '../routing/resolver.ts';
 import type { Target } from '../routing/types.ts';
@@ -34,7 +35,7 @@ export interface BatchServiceOptions {
    * The admission core: the budgets each line the gateway runs is checked against, and the usage
    * record of every line that ran.
    */
-  admission: Pick<AdmissionCore, 'budgetBreach' | 'complete'>;
+  admission: Pick<AdmissionCore, 'budgetBreach' | 'complete' | 'observe'>;
   logger: FastifyBaseLogger;
   files: FileLimits;
   now(): number;
@@ -298,7 +299,9 @@ export class BatchService {
     const output: string[] = [];
     const failed: string[] = [];
     let index = 0;
-    await runLines(target, BATCH_ENDPOINTS[batch.endpoint]!, lines, this.shutdown, now, async (outcome: LineOutcome) => {
+    // Each answer says what it says of the provider's capacity, like any other (learned capacity).
+    const observe = (result: ProviderResult): void => this.opts.admission.observe({ provider: target.provider.name, model: target.model }, result);
+    await runLines(target, BATCH_ENDPOINTS[batch.endpoint]!, lines, this.shutdown, now, observe, async (outcome: LineOutcome) => {
       const at = index++;
       const line = outputLine(batch, at, outcome);
       if (outcome.status < 400) {

@@ -189,6 +189,16 @@ const providerCommon = {
   max_response_bytes: defByteSize(DEFAULT_MAX_RESPONSE_BYTES),
   // The largest event of a relayed SSE stream: the stream ends with an error event beyond it.
   max_event_bytes: defByteSize(DEFAULT_MAX_EVENT_BYTES),
+  // Capacity learned from the provider's own answers (rate-limit headers, 429s): see docs/rate-limits.md.
+  learned: section(
+    z.strictObject({
+      enabled: defBool(true),
+      // At or below this many remaining requests (or tokens), the model is routed around until the reset.
+      reserve: defInt(0, 0),
+      // How long a 429 without a retry-after routes the model around.
+      cooldown_seconds: defNumber(5, 0, 86_400),
+    }).prefault({}),
+  ),
 };
 
 const PROVIDER_TYPE_NAMES = PROVIDER_TYPES.map((t) => t.type).join(', ');
@@ -214,7 +224,14 @@ const providerSchema = z.discriminatedUnion('type', providerVariants as [typeof 
     const type = (input as Record<string, unknown>)['type'];
     return type === undefined ? `required (one of ${PROVIDER_TYPE_NAMES})` : `must be one of ${PROVIDER_TYPE_NAMES}`;
   },
-}) as unknown as z.ZodType<ProviderConfig & { connect_timeout_ms: number; timeout_ms: number; max_response_bytes: number; max_event_bytes: number }, unknown>;
+}) as unknown as z.ZodType<ProviderConfig & { connect_timeout_ms: number; timeout_ms: number; max_response_bytes: number; max_event_bytes: number; learned: LearnedConfig }, unknown>;
+
+/** `providers.<name>.learned`: capacity learned from the provider's own answers. */
+export interface LearnedConfig {
+  enabled: boolean;
+  reserve: number;
+  cooldown_seconds: number;
+}
 
 const providerName = z.string().superRefine((v, ctx) => {
   const err = providerNameError(v);

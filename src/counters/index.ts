@@ -17,6 +17,7 @@ import { RedisDiagnosis } from './redis/diagnosis.ts';
 import { RedisNames } from './redis/keys.ts';
 import { RedisRuleChanges } from './redis/notifications.ts';
 import { RedisSlotReleases } from './redis/releases.ts';
+import { listenForSaturations } from './redis/saturations.ts';
 import { RedisCounterStore } from './redis/store.ts';
 
 export type { CountersLogger } from './redis/availability.ts';
@@ -96,6 +97,8 @@ export async function openCounters(config: RateLimitsConfig, logger: CountersLog
   releases = new RedisSlotReleases({ publisher: client, subscriber, channel: names.releaseChannel, self, logger });
   await ruleChanges.start();
   await subscribe(subscriber, names.releaseChannel, connectMs, logger);
+  listenForSaturations(subscriber, names.learnedChannel, (saturation) => store.heardSaturation(saturation));
+  await subscribe(subscriber, names.learnedChannel, connectMs, logger);
   logger.info({ prefix, leaseSeconds, timeoutMs, onError }, 'rate-limit counters: shared in Redis');
   return {
     store,

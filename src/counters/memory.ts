@@ -10,8 +10,11 @@
 import {
   childCounterKey,
   concurrencyRow,
+  learnedKey,
+  mergeLearned,
   rowMatters,
   slidingEstimate,
+  verdictOf,
   windowedRow,
   windowStart,
   type AdmitOutcome,
@@ -22,6 +25,12 @@ import {
   type CounterRow,
   type CounterRule,
   type CounterStore,
+  type LearnedCheck,
+  type LearnedHandle,
+  type LearnedReading,
+  type LearnedRecord,
+  type LearnedUpdate,
+  type LearnedVerdict,
   type MaybePromise,
   type SlotLease,
 } from '../ratelimit/index.ts';
@@ -63,6 +72,19 @@ export interface MemoryCounterStoreOptions {
 }
 
 export const DEFAULT_MAX_CHILDREN = 100_000;
+
+/**
+ * Most (provider, model) records of learned capacity kept; past it the least recently written one
+ * goes. Targets are the configured models, but a passthrough body may name any model.
+ */
+export const MAX_LEARNED = 10_000;
+
+/** One target's learned capacity, with whose it is. */
+interface LearnedEntry {
+  readonly provider: string;
+  readonly model: string;
+  readonly record: LearnedRecord;
+}
 
 /** One rule's counters. A rule has both a request and a token window on the same clock. */
 class MemoryCounter implements CounterHandle {
@@ -289,6 +311,8 @@ export class MemoryCounterStore implements CounterStore {
   /** The lease of the current generation, shared by every admission until the next reset. */
   private lease = new GenerationLease(0);
   private readonly releaseListeners: Array<(keys: readonly string[]) => void> = [];
+  /** Learned capacity by learned key, in the order of their last write (oldest first). */
+  private readonly learned = new Map<string, LearnedEntry>();
 
   constructor(options: MemoryCounterStoreOptions = {}) {
     this.maxChildren = options.maxChildren ?? DEFAULT_MAX_CHILDREN;
@@ -372,8 +396,10 @@ export class MemoryCounterStore implements CounterStore {
     return this.journal?.removed({ all: true });
   }
 
-  tryAdmit(rules: readonly CounterRule[], nowSeconds: number): AdmitOutcome {
-    let breached = false;
+  tryAdmit(rules: readonly CounterRule[], nowSeconds: number, learned?: LearnedCheck): AdmitOutcome {
+    // A saturated target refuses like a breached rule: nothing is counted.
+    const verdict = learned === undefined ? undefined : this.verdict(learned.handle, learned.nowMs);
+    let breached = verdict !== undefined;
     let slots = false;
     const count = rules.length;
     for (let i = 0; i < count; i++) {
@@ -408,7 +434,7 @@ export class MemoryCounterStore implements CounterStore {
       const counter = rule.counter as MemoryCounter;
       rows[i] = rule.periodSeconds === 0 ? concurrencyRow(counter.inFlight) : counter.windowedRow();
     }
-    return { status: breached ? 'refused' : 'admitted', nowSeconds, rows, lease: !breached && slots ? this.lease : undefined };
+    return { status: breached ? 'refused' : 'admitted', nowSeconds, rows, lease: !breached && slots ? this.lease : undefined, learned: verdict };
   }
 
   release(rules: readonly CounterRule[], lease: SlotLease): void {
@@ -443,6 +469,37 @@ export class MemoryCounterStore implements CounterStore {
   read(rules: readonly CounterRule[], nowSeconds: number): CounterReading {
     const rows = rules.map((rule): CounterRow => readRow(rule.counter as MemoryCounter, rule.periodSeconds, nowSeconds));
     return { nowSeconds, rows };
+  }
+
+  learnedCounter(provider: string, model: string): LearnedHandle {
+    return { key: learnedKey(provider, model), provider, model };
+  }
+
+  learn(handle: LearnedHandle, update: LearnedUpdate): void {
+    const nowMs = update.atMs;
+    const entry = this.learned.get(handle.key);
+    const record = mergeLearned(entry !== undefined && entry.record.expiresAtMs > nowMs ? entry.record : undefined, update, nowMs);
+    // Written last, so listed last: the oldest write is the first to go for room.
+    if (entry !== undefined) this.learned.delete(handle.key);
+    else if (this.learned.size >= MAX_LEARNED) this.learned.delete(this.learned.keys().next().value!);
+    this.learned.set(handle.key, { provider: handle.provider, model: handle.model, record });
+  }
+
+  readLearned(handles: readonly LearnedHandle[] | undefined, nowMs: number): LearnedReading {
+    const records: Array<LearnedReading['records'][number]> = [];
+    const keys = handles === undefined ? [...this.learned.keys()] : handles.map((handle) => handle.key);
+    for (const key of keys) {
+      const entry = this.learned.get(key);
+      if (entry === undefined) continue;
+      if (entry.record.expiresAtMs <= nowMs) this.learned.delete(key);
+      else records.push(entry);
+    }
+    return { nowMs, records };
+  }
+
+  /** Forgets every learned record (the Redis store's fallback, once Redis answers again). */
+  forgetLearned(): void {
+    this.learned.clear();
   }
 
   /** How many children the per-child rule `ownKey` keeps counters for now (idle ones not yet dropped included). */
@@ -500,6 +557,17 @@ export class MemoryCounterStore implements CounterStore {
     }
     counter.restore(saved);
     return true;
+  }
+
+  /** Whether a target's learned capacity saturates it at `nowMs`; an expired record is dropped. */
+  private verdict(handle: LearnedHandle, nowMs: number): LearnedVerdict | undefined {
+    const entry = this.learned.get(handle.key);
+    if (entry === undefined) return undefined;
+    if (entry.record.expiresAtMs <= nowMs) {
+      this.learned.delete(handle.key);
+      return undefined;
+    }
+    return verdictOf(entry.record, nowMs);
   }
 
   /**

@@ -14,6 +14,7 @@ import { registerAdminBudgets } from './routes/admin-budgets.ts';
 import { registerAdminExplain } from './routes/admin-explain.ts';
 import { rateLimitsUnavailable } from '../admission/refusals.ts';
 import { registerAdminKeys } from './routes/admin-keys.ts';
+import { registerAdminProviders } from './routes/admin-providers.ts';
 import { registerAdminQueue } from './routes/admin-queue.ts';
 import { registerAdminRateLimits } from './routes/admin-rate-limits.ts';
 import { registerAdminUsage } from './routes/admin-usage.ts';
@@ -103,6 +104,7 @@ export function buildServer(services: HttpServices): FastifyInstance {
     registerAdminUsage(scope, services);
     registerAdminExplain(scope, services);
     registerAdminQueue(scope, services);
+    registerAdminProviders(scope, services);
     registerAdminBudgets(scope, services);
   });
 

@@ -3,7 +3,7 @@ import { Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { BudgetStatus } from '../budgets/types.ts';
 import type { CacheMode } from '../cache/response-cache.ts';
 import type { Usage } from '../providers/types.ts';
-import { PRIORITIES, type AdmissionResult, type Priority, type RuleStatus, type Scope } from '../ratelimit/index.ts';
+import { PRIORITIES, type AdmissionResult, type LearnedReading, type MaybePromise, type Priority, type RuleStatus, type Scope } from '../ratelimit/index.ts';
 import type { ModelListing } from '../routing/resolver.ts';
 import { LabelledChildren } from './children.ts';
 import { TallyCounter, type Tally } from './tally.ts';
@@ -11,6 +11,11 @@ import { TallyCounter, type Tally } from './tally.ts';
 /** Where the scrape-time rule gauges come from: the limiter (its status may be read asynchronously). */
 export interface RuleStatusSource {
   status(): readonly RuleStatus[] | Promise<readonly RuleStatus[]>;
+}
+
+/** Where the scrape-time learned capacity gauges come from: the limiter. */
+export interface LearnedCapacitySource {
+  learnedCapacity(): MaybePromise<LearnedReading>;
 }
 
 /** Where the scrape-time budget gauges come from: the budget tracker. */
@@ -21,6 +26,8 @@ export interface BudgetStatusSource {
 export interface GatewayMetricsOptions {
   /** Absent when rate limits are disabled: no rule gauges then. */
   readonly rules?: RuleStatusSource | undefined;
+  /** Absent when rate limits are disabled: no learned capacity gauges then. */
+  readonly learned?: LearnedCapacitySource | undefined;
   /** Absent when budgets are disabled: no budget gauges then. */
   readonly budgets?: BudgetStatusSource | undefined;
   /** `floodgate_build_info`'s version label. */
@@ -63,6 +70,7 @@ interface TokenChildren {
 export class GatewayMetrics {
   readonly registry = new Registry();
   readonly #rules: RuleStatusSource | undefined;
+  readonly #learned: LearnedCapacitySource | undefined;
   readonly #budgets: BudgetStatusSource | undefined;
   readonly #clock: () => number;
   readonly #onRuleStatusError: (err: unknown) => void;
@@ -84,9 +92,14 @@ export class GatewayMetrics {
   readonly #queueWait: Histogram<'outcome'>;
   readonly #budgetSpent: Gauge<'user_path' | 'period'>;
   readonly #budgetLimit: Gauge<'user_path' | 'period'>;
+  readonly #providerThrottled: LabelledChildren<Tally>;
+  readonly #providerSkipped: LabelledChildren<Tally>;
+  readonly #unreadableHeaders: LabelledChildren<Tally>;
+  readonly #providerRemaining: Gauge<'provider' | 'model' | 'kind'>;
 
   constructor(options: GatewayMetricsOptions) {
     this.#rules = options.rules;
+    this.#learned = options.learned;
     this.#budgets = options.budgets;
     this.#clock = options.clock ?? (() => performance.now());
     this.#onRuleStatusError = options.onRuleStatusError ?? (() => {});
@@ -221,6 +234,34 @@ export class GatewayMetrics {
       labelNames: ['user_path', 'period'] as const,
       registers,
     });
+
+    const throttled = new TallyCounter({
+      name: 'floodgate_provider_throttled_total',
+      help: 'Upstream answers with status 429, by provider and model ("other": a model the provider does not list, or none named).',
+      labelNames: ['provider', 'model'] as const,
+      registers,
+    });
+    this.#providerThrottled = new LabelledChildren((provider, model) => throttled.series({ provider, model }));
+    const skipped = new TallyCounter({
+      name: 'floodgate_provider_skipped_total',
+      help: 'Targets not called because what was learned from the provider\'s answers says it has no capacity now (routed around, or refused when none was left), by provider and model.',
+      labelNames: ['provider', 'model'] as const,
+      registers,
+    });
+    this.#providerSkipped = new LabelledChildren((provider, model) => skipped.series({ provider, model }));
+    const unreadable = new TallyCounter({
+      name: 'floodgate_provider_unreadable_headers_total',
+      help: 'Rate-limit headers of upstream answers whose values could not be read (they were ignored), by provider and header name.',
+      labelNames: ['provider', 'header'] as const,
+      registers,
+    });
+    this.#unreadableHeaders = new LabelledChildren((provider, header) => unreadable.series({ provider, header }));
+    this.#providerRemaining = new Gauge({
+      name: 'floodgate_provider_remaining',
+      help: 'What the provider\'s last answers said remains of its own request or token limit before its reset (the limit again once the reset passed), by provider and model, read at scrape time.',
+      labelNames: ['provider', 'model', 'kind'] as const,
+      registers,
+    });
   }
 
   get contentType(): string {
@@ -256,6 +297,7 @@ export class GatewayMetrics {
   admission(result: AdmissionResult, userPath: string | undefined, provider: string | undefined, model: string | undefined): void {
     if (!result.ok) {
       this.#refused[result.breach.scope].inc();
+      if (result.breach.kind === 'learned' && provider !== undefined) this.#providerSkipped.get(provider, this.#modelLabel(provider, model)).inc();
       return;
     }
     if (userPath !== undefined) this.#admitted.user_path.inc();
@@ -278,6 +320,21 @@ export class GatewayMetrics {
     if (usage.completionTokens > 0) children.completion.inc(usage.completionTokens);
   }
 
+  /** An upstream answered 429. */
+  throttled(provider: string, model: string): void {
+    this.#providerThrottled.get(provider, this.#modelLabel(provider, model)).inc();
+  }
+
+  /** An upstream answer's rate-limit headers that could not be read. */
+  malformedHeaders(provider: string, names: readonly string[]): void {
+    for (const name of names) this.#unreadableHeaders.get(provider, name).inc();
+  }
+
+  /** A model's label: as listed by its provider, else `other`. */
+  #modelLabel(provider: string, model: string | undefined): string {
+    return model !== undefined && this.#served.get(provider)?.has(model) === true ? model : OTHER_MODEL;
+  }
+
   /** A cacheable request met the cache: `mode` as the client's Cache-Control set it, and whether it hit. */
   cacheLookup(mode: CacheMode, hit: boolean): void {
     (mode !== 'use' ? this.#cacheLookups.bypass : hit ? this.#cacheLookups.hit : this.#cacheLookups.miss).inc();
@@ -291,6 +348,7 @@ export class GatewayMetrics {
   /** The text exposition, with the rule and budget gauges read now. */
   async exposition(): Promise<string> {
     await this.#readRuleGauges();
+    await this.#readLearnedGauges();
     this.#readBudgetGauges();
     return this.registry.metrics();
   }
@@ -303,6 +361,36 @@ export class GatewayMetrics {
       this.#budgetSpent.labels(budget.user_path, budget.period_label).set(budget.spent_usd);
       this.#budgetLimit.labels(budget.user_path, budget.period_label).set(budget.max_usd);
     }
+  }
+
+  /**
+   * One series per provider, listed model and dimension learned (unlisted models share `other`,
+   * with the least remaining among them).
+   */
+  async #readLearnedGauges(): Promise<void> {
+    let reading: LearnedReading = { nowMs: 0, records: [] };
+    if (this.#learned !== undefined) {
+      try {
+        reading = await this.#learned.learnedCapacity();
+      } catch (err) {
+        this.#onRuleStatusError(err);
+      }
+    }
+    const values = new Map<string, { provider: string; model: string; kind: string; value: number }>();
+    for (const { provider, model, record } of reading.records) {
+      const label = this.#modelLabel(provider, model);
+      for (const [kind, dimension] of [['requests', record.requests], ['tokens', record.tokens]] as const) {
+        if (dimension === undefined) continue;
+        const reset = dimension.resetAtMs !== undefined && dimension.resetAtMs <= reading.nowMs;
+        const value = reset ? dimension.limit : dimension.remaining;
+        if (value === undefined) continue;
+        const key = `${provider}\u0000${label}\u0000${kind}`;
+        const seen = values.get(key);
+        if (seen === undefined || value < seen.value) values.set(key, { provider, model: label, kind, value });
+      }
+    }
+    this.#providerRemaining.reset();
+    for (const { provider, model, kind, value } of values.values()) this.#providerRemaining.labels(provider, model, kind).set(value);
   }
 
   async #readRuleGauges(): Promise<void> {

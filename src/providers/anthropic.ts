@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { defaultUrlSetting } from '../shared/config-fields.ts';
 import { isRecord } from '../shared/json.ts';
 import { Cancellation } from './cancellation.ts';
+import { readCapacity, withCapacity } from './capacity.ts';
 import { SseUsageTap } from './stream-usage.ts';
 import { chatToMessagesRequest } from './translate/anthropic-request.ts';
 import { errorToOpenAI, messagesToChatResponse } from './translate/anthropic-response.ts';
@@ -103,13 +104,14 @@ class AnthropicProvider implements Provider {
   private async messages(call: ProviderCall): Promise<ProviderResult> {
     const res = await this.send(call.json ?? { model: call.model }, call);
     const headers = pickHeaders(res.headers);
+    const capacity = readCapacity(res.headers, res.status);
     if (res.status < 400 && isEventStream(res.headers)) {
       const tap = new SseUsageTap({ limit: this.client.sseLimit });
       const mapError = (err: unknown): unknown => this.client.mapError(err, call.cancel);
-      return { status: res.status, headers, body: relay(res.body, mapError, tap), usage: () => tap.usage() };
+      return { status: res.status, headers, body: relay(res.body, mapError, tap), usage: () => tap.usage(), capacity };
     }
     const buf = await this.client.readAll(res.body, call.cancel);
-    return buffered(res.status, headers, buf, res.status < 400 ? usageFromJsonBuffer(buf) : undefined);
+    return buffered(res.status, headers, buf, res.status < 400 ? usageFromJsonBuffer(buf) : undefined, capacity);
   }
 
   /** OpenAI chat completions served by the Messages API. */
@@ -117,20 +119,21 @@ class AnthropicProvider implements Provider {
     const json = call.json ?? {};
     const req = chatToMessagesRequest({ ...json, model: call.model, stream: call.stream });
     const res = await this.send(req, call);
+    const capacity = readCapacity(res.headers, res.status);
     if (res.status >= 400) {
       const buf = await this.client.readAll(res.body, call.cancel);
-      return buffered(res.status, { ...pickHeaders(res.headers), ...JSON_HEADERS }, errorToOpenAI(buf, res.status));
+      return buffered(res.status, { ...pickHeaders(res.headers), ...JSON_HEADERS }, errorToOpenAI(buf, res.status), undefined, capacity);
     }
     if (isEventStream(res.headers)) {
       const so = isRecord(json.stream_options) ? json.stream_options : undefined;
       const translator = new MessagesToChatStream({ model: call.model, includeUsage: so?.include_usage === true });
       const mapError = (err: unknown): unknown => this.client.mapError(err, call.cancel);
-      return { status: res.status, headers: { ...SSE_HEADERS }, body: relay(res.body, mapError, messagesToChatTransform(translator, this.client.sseLimit)), usage: () => translator.usage() };
+      return { status: res.status, headers: { ...SSE_HEADERS }, body: relay(res.body, mapError, messagesToChatTransform(translator, this.client.sseLimit)), usage: () => translator.usage(), capacity };
     }
     const buf = await this.client.readAll(res.body, call.cancel);
     const parsed = parseJsonObject(buf.toString('utf8'));
     if (!parsed) throw new UpstreamUnavailableError(this.name, `provider ${this.name} answered with a body that is not JSON`, 502);
-    return jsonResult(res.status, messagesToChatResponse(parsed), usageFromJsonBuffer(buf));
+    return withCapacity(jsonResult(res.status, messagesToChatResponse(parsed), usageFromJsonBuffer(buf)), capacity);
   }
 
   private async discover(): Promise<string[]> {

@@ -6,6 +6,7 @@ import type {
 import { z } from 'zod';
 import { booleanSetting, coerceString, optionalUrlSetting, str } from '../shared/config-fields.ts';
 import type { Cancellation } from './cancellation.ts';
+import { refusalCapacity } from './capacity.ts';
 import { buffered, JSON_HEADERS, jsonResult, SSE_HEADERS, unsupportedEndpoint } from './results.ts';
 import { asOpenAIError, chatDialect, openaiErrorBody, type ChatDialect } from './translate/chat-dialect.ts';
 import { chatToConverse, converseToChat, converseUsage, ConverseToChatStream } from './translate/converse.ts';
@@ -302,5 +303,6 @@ function chatId(requestId: string | undefined): string {
 /** A Bedrock error answer in the endpoint's dialect; `code` is the exception's name (e.g. `ThrottlingException`). */
 function errorResult(err: ServiceError, status: number, dialect: Pick<ChatDialect, 'error'>): ProviderResult {
   const openai = openaiErrorBody(status, err.message || `Bedrock answered ${status}`, err.name);
-  return buffered(status, { ...JSON_HEADERS }, dialect.error(openai, status));
+  // A throttled call says no more than its status: the gateway cools the model down for a while.
+  return buffered(status, { ...JSON_HEADERS }, dialect.error(openai, status), undefined, refusalCapacity(status));
 }

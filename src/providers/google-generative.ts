@@ -5,6 +5,7 @@
  * `streamGenerateContent?alt=sse`); embeddings go to the API's own embedding call.
  */
 import type { Cancellation } from './cancellation.ts';
+import { readCapacity } from './capacity.ts';
 import { buffered, jsonResult, JSON_HEADERS, passthroughRequestHeaders, passthroughResult, SSE_HEADERS, unsupportedEndpoint } from './results.ts';
 import { asOpenAIError, chatDialect, type ChatDialect } from './translate/chat-dialect.ts';
 import { embeddingsResponse, readEmbeddingsRequest, type Embeddings, type EmbeddingsInput } from './translate/embeddings.ts';
@@ -125,7 +126,8 @@ export class GoogleGenerativeProvider implements Provider {
     const buf = await this.client.readAll(res.body, cancel);
     const translated = googleErrorToOpenAI(buf, res.status);
     const headers = { ...translated.headers, ...pickHeaders(res.headers), ...JSON_HEADERS };
-    return buffered(res.status, headers, dialect.error(translated.body, res.status));
+    // Google's retry delay lives in the body: read from the headers it became.
+    return buffered(res.status, headers, dialect.error(translated.body, res.status), undefined, readCapacity({ ...res.headers, ...headers }, res.status));
   }
 
   private async json(res: UpstreamResponse, cancel: Cancellation): Promise<Json> {

@@ -1,4 +1,5 @@
 import { urlSetting } from '../shared/config-fields.ts';
+import { readCapacity, withCapacity } from './capacity.ts';
 import { isRecord } from '../shared/json.ts';
 import { Cancellation } from './cancellation.ts';
 import { connectRealtimeUpstream } from './realtime-socket.ts';
@@ -153,17 +154,18 @@ export class OpenAIProvider implements Provider {
 
   private async result(res: UpstreamResponse, cancel: Cancellation, stripUsage: boolean): Promise<ProviderResult> {
     const headers = pickHeaders(res.headers);
+    const capacity = readCapacity(res.headers, res.status);
     const mapError = (err: unknown): unknown => this.client.mapError(err, cancel);
     if (res.status < 400 && isEventStream(res.headers)) {
       const tap = new SseUsageTap({ stripChatUsageChunk: stripUsage, limit: this.client.sseLimit });
-      return { status: res.status, headers, body: relay(res.body, mapError, tap), usage: () => tap.usage() };
+      return { status: res.status, headers, body: relay(res.body, mapError, tap), usage: () => tap.usage(), capacity };
     }
     if (res.status >= 400 || isJson(res.headers) || (headers['content-type'] ?? '').startsWith('text/')) {
       const buf = await this.client.readAll(res.body, cancel);
-      return buffered(res.status, headers, buf, res.status < 400 ? usageFromJsonBuffer(buf) : undefined);
+      return buffered(res.status, headers, buf, res.status < 400 ? usageFromJsonBuffer(buf) : undefined, capacity);
     }
     // Binary (speech audio): relayed as it arrives; these answers carry no usage.
-    return { status: res.status, headers, body: relay(res.body, mapError), usage: () => undefined };
+    return { status: res.status, headers, body: relay(res.body, mapError), usage: () => undefined, capacity };
   }
 
   /** The chat request an Anthropic Messages request becomes (`azure` adds its unsupported policy). */
@@ -177,21 +179,22 @@ export class OpenAIProvider implements Provider {
     const res = await this.client.request({
       method: 'POST', path: this.endpointPath('chat', call.model), headers: await this.headers('application/json'), body: JSON.stringify(chat), cancel: call.cancel,
     });
+    const capacity = readCapacity(res.headers, res.status);
     if (res.status >= 400) {
       const buf = await this.client.readAll(res.body, call.cancel);
-      return buffered(res.status, { ...pickHeaders(res.headers), ...JSON_HEADERS }, errorToAnthropic(buf, res.status));
+      return buffered(res.status, { ...pickHeaders(res.headers), ...JSON_HEADERS }, errorToAnthropic(buf, res.status), undefined, capacity);
     }
     if (isEventStream(res.headers)) {
       const translator = new ChatToMessagesStream({ model: call.model });
       const mapError = (err: unknown): unknown => this.client.mapError(err, call.cancel);
-      return { status: res.status, headers: { ...SSE_HEADERS }, body: relay(res.body, mapError, chatToMessagesTransform(translator, this.client.sseLimit)), usage: () => translator.usage() };
+      return { status: res.status, headers: { ...SSE_HEADERS }, body: relay(res.body, mapError, chatToMessagesTransform(translator, this.client.sseLimit)), usage: () => translator.usage(), capacity };
     }
     const buf = await this.client.readAll(res.body, call.cancel);
     const parsed = parseJsonObject(buf.toString('utf8'));
     if (!parsed) {
       throw new UpstreamUnavailableError(this.name, `provider ${this.name} answered the chat request with a body that is not JSON`, 502);
     }
-    return jsonResult(res.status, chatToMessagesResponse(parsed), usageFromJsonBuffer(buf));
+    return withCapacity(jsonResult(res.status, chatToMessagesResponse(parsed), usageFromJsonBuffer(buf)), capacity);
   }
 
   private async discover(): Promise<string[]> {

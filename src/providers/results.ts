@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { Transform, type Readable, type TransformCallback } from 'node:stream';
 import { buffer } from 'node:stream/consumers';
 import type { Cancellation } from './cancellation.ts';
+import { readCapacity, type Capacity } from './capacity.ts';
 import { SseUsageTap } from './stream-usage.ts';
 import type { Endpoint, ProviderResult, Usage } from './types.ts';
 import { isEventStream, isJson, passthroughResponseHeaders, relay } from './upstream.ts';
@@ -11,8 +12,8 @@ import { modelFromJsonBuffer, usageFromJsonBuffer } from './usage.ts';
 export const JSON_HEADERS: Readonly<Record<string, string>> = { 'content-type': 'application/json' };
 export const SSE_HEADERS: Readonly<Record<string, string>> = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' };
 
-export function buffered(status: number, headers: Record<string, string>, body: Buffer, usage?: Usage): ProviderResult {
-  return { status, headers, body, usage: () => usage };
+export function buffered(status: number, headers: Record<string, string>, body: Buffer, usage?: Usage, capacity?: Capacity): ProviderResult {
+  return { status, headers, body, usage: () => usage, capacity };
 }
 
 /** A result's whole body: a buffered answer as it is, a stream read to its end. */
@@ -98,8 +99,9 @@ class JsonUsageTap extends Transform {
  */
 export function passthroughResult(client: UpstreamClient, res: UpstreamResponse, cancel: Cancellation, buffered = false): ProviderResult {
   const headers = passthroughResponseHeaders(res.headers);
+  const capacity = readCapacity(res.headers, res.status);
   const mapError = (err: unknown): unknown => client.mapError(err, cancel);
-  if (buffered || res.status >= 400) return { status: res.status, headers, body: relay(res.body, mapError, client.bounded()), usage: () => undefined };
+  if (buffered || res.status >= 400) return { status: res.status, headers, body: relay(res.body, mapError, client.bounded()), usage: () => undefined, capacity };
   const tap = isEventStream(res.headers) ? new SseUsageTap({ limit: client.sseLimit }) : isJson(res.headers) ? new JsonUsageTap() : undefined;
   return {
     status: res.status,
@@ -107,5 +109,6 @@ export function passthroughResult(client: UpstreamClient, res: UpstreamResponse,
     body: relay(res.body, mapError, tap),
     usage: () => tap?.usage(),
     model: () => tap?.model(),
+    capacity,
   };
 }

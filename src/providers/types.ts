@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { z } from 'zod';
+import type { Capacity } from '../shared/capacity.ts';
 import type { Cancellation } from './cancellation.ts';
 
 /** The model endpoints a provider adapter can serve, named after the gateway's routes. */
@@ -77,6 +78,12 @@ export interface ProviderResult {
    * passthrough answers, whose requests need not name one.
    */
   model?(): string | undefined;
+  /**
+   * What the upstream's answer said about the provider's rate limits (read from its raw headers
+   * by `capacity.ts`, which the client never sees), for the gateway to learn from; absent when
+   * it said nothing.
+   */
+  capacity?: Capacity | undefined;
 }
 
 /**

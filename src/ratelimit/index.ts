@@ -15,6 +15,7 @@ export type {
   CounterRow,
   CounterRule,
   CounterStore,
+  LearnedCheck,
   MaybePromise,
   SlotLease,
   StoreUnavailable,
@@ -31,3 +32,5 @@ export type {
   RateLimiterOptions,
 } from './limiter.ts';
 export { RateLimiter } from './limiter.ts';
+export type { LearnedCause, LearnedDimension, LearnedHandle, LearnedReading, LearnedRecord, LearnedSettings, LearnedUpdate, LearnedVerdict } from './learned.ts';
+export { CAUSE_CODES, CAUSES, combineUpdates, learnedKey, LINGER_MS, mergeLearned, saturationOf, updateFrom, verdictOf } from './learned.ts';

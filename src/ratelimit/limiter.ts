@@ -5,8 +5,10 @@
  * method that reads or changes counters answers a value when the store did, a promise
  * when it did not, so the in-memory hot path never awaits.
  */
+import type { Capacity } from '../shared/capacity.ts';
 import type { RateLimitHeaderData } from './headers.ts';
 import { successHeaders } from './headers.ts';
+import { updateFrom, verdictOf, type LearnedCause, type LearnedHandle, type LearnedReading, type LearnedSettings, type LearnedUpdate, type LearnedVerdict } from './learned.ts';
 import { directChild, normalizeUserPath } from '../user-path/user-path.ts';
 import { buildRule } from './normalize.ts';
 import { RuleIndex } from './rule-index.ts';
@@ -48,6 +50,11 @@ export interface RateLimiterOptions {
   readonly enforceTokens?: boolean;
   /** The part of each cap kept free of lower priorities; none when absent. */
   readonly headroom?: Headroom;
+  /**
+   * Provider instance name → its `learned` settings, for every provider whose capacity is learned
+   * from its answers (see learned.ts); a provider left out learns nothing and is never saturated by it.
+   */
+  readonly learned?: ReadonlyMap<string, LearnedSettings>;
 }
 
 /** An admitted request. Call release() once the response is fully sent or the client is gone. */
@@ -74,9 +81,10 @@ export interface AdmissionRefusal {
   /** Seconds until a retry would be admitted with no other traffic (>= 1). */
   readonly retryAfterSeconds: number;
   /**
-   * The moment, in whole seconds of the counters' clock, when capacity can have freed (the
-   * breached window's estimate drops below its cap; for concurrency, a second on, though a release
-   * may come sooner); Infinity when this request's priority is never admitted by the rule.
+   * The moment, in seconds of the counters' clock, when capacity can have freed (the breached
+   * window's estimate drops below its cap; for concurrency, a second on, though a release may come
+   * sooner; for learned capacity, the reset or cooldown end, to the millisecond); Infinity when this
+   * request's priority is never admitted by the rule.
    */
   readonly retryAtSeconds: number;
   /** The breached counter's key: slot releases name it. */
@@ -100,6 +108,8 @@ export interface AdmissionPreview {
   readonly rules: RuleStatus[];
   /** The refusal admit() would answer; undefined when it would admit. */
   readonly refusal: AdmissionRefusal | undefined;
+  /** The target's learned capacity saturates it (whatever refusal wins): until when and why. */
+  readonly learned: LearnedVerdict | undefined;
 }
 
 /** Returned whenever no rule applies: nothing to release, no headers, no allocation. */
@@ -127,10 +137,13 @@ class MatchPlan {
   readonly blocked: FoundBreach | undefined;
   /** A rule whose cap this plan's priority has no share of: it refuses every admission. */
   readonly closed: CompiledRule | undefined;
+  /** The target's learned capacity, checked with the rules; undefined when none is learned for it. */
+  readonly learned: LearnedHandle | undefined;
 
-  constructor(rules: readonly CompiledRule[], blocked: FoundBreach | undefined) {
+  constructor(rules: readonly CompiledRule[], blocked: FoundBreach | undefined, learned: LearnedHandle | undefined) {
     this.rules = rules;
     this.blocked = blocked;
+    this.learned = learned;
     this.closed = rules.find((rule) => rule.closed);
     this.slots = rules.filter((rule) => rule.concurrent);
     this.userSlots = this.slots.filter((rule) => rule.scope === 'user_path');
@@ -163,12 +176,12 @@ class MatchSet extends MatchPlan {
    */
   others: Map<string, Map<string, MatchSet>> | undefined;
 
-  constructor(rules: readonly CompiledRule[], provider: string | undefined, model: string | undefined, blocked: BlockedChildren = NOT_BLOCKED) {
-    super(rules, blocked.any);
+  constructor(rules: readonly CompiledRule[], provider: string | undefined, model: string | undefined, learned: LearnedHandle | undefined, blocked: BlockedChildren = NOT_BLOCKED) {
+    super(rules, blocked.any, learned);
     this.provider = provider;
     this.model = model;
     this.blockedChildren = blocked;
-    this.withoutSlots = this.slots.length === 0 && blocked.any === blocked.windowed ? this : new MatchPlan(rules.filter((rule) => !rule.concurrent), blocked.windowed);
+    this.withoutSlots = this.slots.length === 0 && blocked.any === blocked.windowed ? this : new MatchPlan(rules.filter((rule) => !rule.concurrent), blocked.windowed, learned);
     this.tokenRules = rules.filter((rule) => rule.configuredMaxTokens > 0);
     const children = rules.filter((rule) => rule.parent !== undefined);
     this.children = children.length > 0 ? children : undefined;
@@ -180,7 +193,7 @@ class MatchSet extends MatchPlan {
     if (priority === undefined || priority === 'high' || headroom === undefined || headroom[priority] === 0) return whole;
     const at = (priority === 'normal' ? 0 : 2) + (withSlots ? 0 : 1);
     const shares = (this.shares ??= [undefined, undefined, undefined, undefined]);
-    return (shares[at] ??= new MatchPlan(whole.rules.map((rule) => rule.forPriority(priority, headroom)), withSlots ? this.blockedChildren.any : this.blockedChildren.windowed));
+    return (shares[at] ??= new MatchPlan(whole.rules.map((rule) => rule.forPriority(priority, headroom)), withSlots ? this.blockedChildren.any : this.blockedChildren.windowed, this.learned));
   }
 }
 
@@ -265,6 +278,9 @@ export class RateLimiter {
   private readonly store: CounterStore;
   private readonly enforceTokens: boolean;
   private readonly headroom: Headroom | undefined;
+  private readonly learnedSettings: ReadonlyMap<string, LearnedSettings>;
+  /** The refusal of each learned cause, per target: made at its first refusal, then kept. */
+  private readonly learnedBreaches = new WeakMap<LearnedHandle, Partial<Record<LearnedCause, BreachedLimit>>>();
   private readonly index = new RuleIndex();
   /**
    * Resolved match sets by user path (NONE for an absent one), then provider and model (see
@@ -287,6 +303,7 @@ export class RateLimiter {
     this.store = options.store;
     this.enforceTokens = options.enforceTokens ?? true;
     this.headroom = options.headroom;
+    this.learnedSettings = options.learned ?? new Map();
   }
 
   get ruleCount(): number {
@@ -309,8 +326,9 @@ export class RateLimiter {
    * CounterStoreUnavailableError; under `allow` the request is admitted uncounted.
    */
   admit(target: AdmissionTarget, options?: AdmitOptions): MaybePromise<AdmissionResult> {
-    if (this.index.size === 0) return NO_OP_TICKET;
-    const now = this.nowSeconds();
+    if (this.index.size === 0 && this.learnedSettings.size === 0) return NO_OP_TICKET;
+    const nowMs = this.clock.now();
+    const now = Math.floor(nowMs / 1000);
     const withSlots = options === undefined || options.holdSlot !== false;
     let set = this.matchSet(target.userPath, target.provider, target.model, now);
     if (set.children !== undefined) {
@@ -321,10 +339,42 @@ export class RateLimiter {
     const plan = set.planFor(withSlots, options?.priority, this.headroom);
     if (plan.blocked !== undefined) return refusalOf(plan.blocked);
     if (plan.closed !== undefined) return refusalOf(closedBreach(plan.closed, now));
-    if (plan.rules.length === 0) return NO_OP_TICKET;
-    const outcome = this.store.tryAdmit(plan.rules, now);
+    const learned = plan.learned;
+    if (plan.rules.length === 0 && learned === undefined) return NO_OP_TICKET;
+    const outcome = this.store.tryAdmit(plan.rules, now, learned === undefined ? undefined : { handle: learned, nowMs });
     if (outcome instanceof Promise) return outcome.then((answer) => this.decide(plan, answer));
     return this.decide(plan, outcome);
+  }
+
+  /**
+   * Learns from an upstream answer of `target` what it said about the provider's own limits (see
+   * learned.ts), when the provider learns at all. Answers what was learned (undefined: nothing),
+   * so the caller can tell when the target became saturated. Never waits, never throws.
+   */
+  learn(target: { readonly provider: string; readonly model: string }, capacity: Capacity): LearnedUpdate | undefined {
+    const settings = this.learnedSettings.get(target.provider);
+    if (settings === undefined) return undefined;
+    const nowMs = this.clock.now();
+    const update = updateFrom(capacity, settings, nowMs);
+    if (update === undefined) return undefined;
+    const handle = this.matchSet(undefined, target.provider, target.model, Math.floor(nowMs / 1000)).learned!;
+    this.store.learn(handle, update);
+    return update;
+  }
+
+  /**
+   * Every target's learned capacity the counters hold (every replica's, with shared counters), for
+   * the providers that learn, sorted by provider and model. Never rejects.
+   */
+  learnedCapacity(): MaybePromise<LearnedReading> {
+    const reading = this.store.readLearned(undefined, this.clock.now());
+    const shown = ({ nowMs, records }: LearnedReading): LearnedReading => ({
+      nowMs,
+      records: records
+        .filter((entry) => this.learnedSettings.has(entry.provider))
+        .sort((a, b) => (a.provider === b.provider ? compareText(a.model, b.model) : compareText(a.provider, b.provider))),
+    });
+    return reading instanceof Promise ? reading.then(shown) : shown(reading);
   }
 
   /**
@@ -333,7 +383,12 @@ export class RateLimiter {
    * reads over the network.
    */
   async explain(target: AdmissionTarget, options?: AdmitOptions): Promise<AdmissionPreview> {
-    if (this.index.size === 0) return { rules: [], refusal: undefined };
+    const handle = target.provider !== undefined && target.model !== undefined && this.learnedSettings.has(target.provider)
+      ? this.store.learnedCounter(target.provider, target.model)
+      : undefined;
+    const learned = handle === undefined ? undefined : await this.store.readLearned([handle], this.clock.now());
+    const verdict = learned === undefined ? undefined : verdictOf(learned.records[0]?.record, learned.nowMs);
+    if (this.index.size === 0) return { rules: [], refusal: verdict && refusalOf(this.learnedBreach(handle!, verdict)), learned: verdict };
     // Resolved like admit()'s set, without making counters for children not counted yet (they read as zero).
     const rules: CompiledRule[] = [];
     const lowerPath = target.userPath === undefined ? undefined : normalizedLowerPath(target.userPath);
@@ -355,8 +410,8 @@ export class RateLimiter {
       const closed = judged.find((rule) => rule.closed);
       const found = blocked !== undefined
         ? childrenFull(blocked.rule.parent ?? blocked.rule, blocked.rule.child!, blocked.full!, nowSeconds)
-        : closed !== undefined ? closedBreach(closed, nowSeconds) : this.findBreach(judged, rows, nowSeconds);
-      return { rules: counted.map((rule, i) => ruleStatus(rule, rows[i]!)), refusal: found === undefined ? undefined : refusalOf(found) };
+        : closed !== undefined ? closedBreach(closed, nowSeconds) : this.findBreach(judged, rows, nowSeconds, handle, verdict);
+      return { rules: counted.map((rule, i) => ruleStatus(rule, rows[i]!)), refusal: found === undefined ? undefined : refusalOf(found), learned: verdict };
     });
   }
 
@@ -545,12 +600,14 @@ export class RateLimiter {
   /** The engine's answer to a store's: a ticket, a refusal, or what the store's fallback says. */
   private decide(plan: MatchPlan, outcome: AdmitOutcome): AdmissionResult {
     if (outcome.status === 'unavailable') {
-      if (outcome.fallback === 'allow') return NO_OP_TICKET;
+      // Only the learned capacity was asked (no rule governs the request): without an answer, the
+      // target is not known to be saturated, and `deny` is for requests rules govern.
+      if (outcome.fallback === 'allow' || plan.rules.length === 0) return NO_OP_TICKET;
       throw new CounterStoreUnavailableError(outcome.reason);
     }
     const { rules } = plan;
     const { rows, nowSeconds } = outcome;
-    if (outcome.status === 'refused') return this.refusal(rules, rows, nowSeconds);
+    if (outcome.status === 'refused') return this.refusal(plan, rows, nowSeconds, outcome.learned);
     const headers = successHeaders(rules, rows, nowSeconds);
     if (outcome.lease !== undefined) return new HeldTicket(this.store, plan, outcome.lease, headers);
     return headers === undefined ? NO_OP_TICKET : new HeadersTicket(headers);
@@ -609,7 +666,8 @@ export class RateLimiter {
       this.index.collectProvider(lowerProvider, rules);
       if (model !== undefined) this.index.collectModel(lowerProvider, model.toLowerCase(), rules);
     }
-    const set = new MatchSet(rules, provider, model, blocked);
+    const learned = provider !== undefined && model !== undefined && this.learnedSettings.has(provider) ? this.store.learnedCounter(provider, model) : undefined;
+    const set = new MatchSet(rules, provider, model, learned, blocked);
     // Asked again next time: a child may have room by then.
     if (blocked !== undefined) return set;
     // A flood of distinct paths must not grow memory without bound: start over past the limit.
@@ -664,8 +722,8 @@ export class RateLimiter {
     return any === undefined ? undefined : { any, windowed };
   }
 
-  private refusal(rules: readonly CompiledRule[], rows: readonly CounterRow[], now: number): AdmissionRefusal {
-    const found = this.findBreach(rules, rows, now);
+  private refusal(plan: MatchPlan, rows: readonly CounterRow[], now: number, learned: LearnedVerdict | undefined): AdmissionRefusal {
+    const found = this.findBreach(plan.rules, rows, now, plan.learned, learned);
     if (found === undefined) {
       // The store refused but the engine sees no breach: the two disagree on the arithmetic.
       throw new Error('rate-limit store refused a request without a breached rule');
@@ -673,8 +731,11 @@ export class RateLimiter {
     return refusalOf(found);
   }
 
-  /** Every breached limit in the rows; the one with the longest Retry-After wins (first on a tie). */
-  private findBreach(rules: readonly CompiledRule[], rows: readonly CounterRow[], now: number): FoundBreach | undefined {
+  /**
+   * Every breached limit in the rows, and the target's learned capacity when it saturates it; the
+   * one with the longest Retry-After wins (first on a tie, the learned capacity last).
+   */
+  private findBreach(rules: readonly CompiledRule[], rows: readonly CounterRow[], now: number, handle?: LearnedHandle, learned?: LearnedVerdict): FoundBreach | undefined {
     let worst: BreachedLimit | undefined;
     let worstRule: CompiledRule | undefined;
     let worstRetry = 0;
@@ -722,8 +783,24 @@ export class RateLimiter {
         }
       }
     }
+    if (learned !== undefined && handle !== undefined) {
+      const found = this.learnedBreach(handle, learned);
+      if (found.retryAfterSeconds > worstRetry) return { ...found, userPathBreached };
+    }
     if (worst === undefined) return undefined;
     return { breach: worst, retryAfterSeconds: worstRetry, retryAtSeconds: now + worstRetry, counterKey: worstRule!.counter.key, userPathBreached };
+  }
+
+  /**
+   * A target saturated by what was learned, as a breach of a model rule: Retry-After until the
+   * reset or cooldown end (at least a second), waited on to the millisecond under the target's key.
+   */
+  private learnedBreach(handle: LearnedHandle, verdict: LearnedVerdict): FoundBreach {
+    let breaches = this.learnedBreaches.get(handle);
+    if (breaches === undefined) this.learnedBreaches.set(handle, (breaches = {}));
+    const breach = (breaches[verdict.cause] ??= learnedLimit(handle, verdict.cause));
+    const retryAfterSeconds = Math.max(1, Math.ceil((verdict.untilMs - verdict.nowMs) / 1000));
+    return { breach, retryAfterSeconds, retryAtSeconds: verdict.untilMs / 1000, counterKey: handle.key, userPathBreached: false };
   }
 }
 
@@ -755,6 +832,22 @@ function closedBreach(rule: CompiledRule, now: number): FoundBreach {
 /** The row of a counter that holds nothing, at `now`. */
 function emptyRow(rule: CompiledRule, now: number): CounterRow {
   return rule.concurrent ? concurrencyRow(0) : windowedRow(windowStart(now, rule.periodSeconds), 0, 0, 0, 0, rule.periodSeconds, now);
+}
+
+const LEARNED_REASONS: Readonly<Record<LearnedCause, string>> = {
+  cooldown: 'the provider refused and asked to retry later',
+  requests: "the provider's own request limit is spent until it resets",
+  tokens: "the provider's own token limit is spent until it resets",
+};
+
+/** The refusal of a target its learned capacity saturates: scope model, subject `provider/model`. */
+function learnedLimit(handle: LearnedHandle, cause: LearnedCause): BreachedLimit {
+  const subject = `${handle.provider}/${handle.model}`;
+  return { scope: 'model', subject, periodSeconds: 0, label: 'learned', kind: 'learned', cap: 0, message: `rate limit exceeded for model ${subject}: ${LEARNED_REASONS[cause]} (learned from its answers)` };
+}
+
+function compareText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 function refusalOf(found: FoundBreach): AdmissionRefusal {

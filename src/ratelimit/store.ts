@@ -12,6 +12,7 @@
  * (`MaybePromise`): the memory store answers at once, so a caller that awaits only when it got a
  * promise never yields on the in-memory hot path. Every answer is fresh: callers may keep it.
  */
+import type { LearnedHandle, LearnedReading, LearnedUpdate, LearnedVerdict } from './learned.ts';
 import { slidingEstimate } from './window.ts';
 
 /** A value now, or later. Callers should await only when they got a promise. */
@@ -70,6 +71,17 @@ export interface CounterAdmission extends CounterReading {
   readonly status: 'admitted' | 'refused';
   /** Set when admitted with concurrency rules among the rules: what release() takes. */
   readonly lease: SlotLease | undefined;
+  /** Set when the admission's learned capacity saturates its target (the admission is then refused). */
+  readonly learned?: LearnedVerdict | undefined;
+}
+
+/**
+ * The learned capacity an admission checks besides its rules (see learned.ts): the record of the
+ * target's (provider, model), judged at `nowMs` on the engine's clock (a shared store uses its own).
+ */
+export interface LearnedCheck {
+  readonly handle: LearnedHandle;
+  readonly nowMs: number;
 }
 
 /**
@@ -154,12 +166,14 @@ export interface CounterStore {
   /** Zero every counter. Rejects with CounterStoreUnavailableError when it cannot. */
   resetAll(): MaybePromise<void>;
   /**
-   * Atomically: check every rule; if none is breached, increment every windowed rule's request
-   * count and take every concurrency slot. Either way, report each rule's counters (after this
-   * request was counted, when it was). `nowSeconds` is the engine's clock; a shared store uses its
-   * own and says which in the answer. Never rejects: an unreachable store answers `unavailable`.
+   * Atomically: check every rule and, with `learned`, the target's learned capacity; if no rule is
+   * breached and the target is not saturated, increment every windowed rule's request count and
+   * take every concurrency slot. Either way, report each rule's counters (after this request was
+   * counted, when it was) and the learned verdict when it saturates. `nowSeconds` is the engine's
+   * clock; a shared store uses its own and says which in the answer. Never rejects: an unreachable
+   * store answers `unavailable`.
    */
-  tryAdmit(rules: readonly CounterRule[], nowSeconds: number): MaybePromise<AdmitOutcome>;
+  tryAdmit(rules: readonly CounterRule[], nowSeconds: number, learned?: LearnedCheck): MaybePromise<AdmitOutcome>;
   /** Give back the slots `lease` holds on these (concurrency) rules; ignored where the counter was reset since. */
   release(rules: readonly CounterRule[], lease: SlotLease): void;
   /**
@@ -171,6 +185,19 @@ export interface CounterStore {
   addTokens(rules: readonly CounterRule[], tokens: number, nowSeconds: number): MaybePromise<void>;
   /** The rules' counters, without changing anything observable. Never rejects. */
   read(rules: readonly CounterRule[], nowSeconds: number): MaybePromise<CounterReading>;
+  /** The handle of a (provider, model)'s learned capacity. Called when match sets are made, never per request. */
+  learnedCounter(provider: string, model: string): LearnedHandle;
+  /**
+   * Merges what an answer taught into the target's record (see mergeLearned), which expires at its
+   * last reset or cooldown end. A shared store may coalesce the updates of a burst into one write,
+   * but writes one that saturates the target at once. Never throws.
+   */
+  learn(handle: LearnedHandle, update: LearnedUpdate): void;
+  /**
+   * The learned records of these targets (those it has), or of every target when `handles` is
+   * undefined, read without changing them. `nowMs` is the engine's clock. Never rejects.
+   */
+  readLearned(handles: readonly LearnedHandle[] | undefined, nowMs: number): MaybePromise<LearnedReading>;
 }
 
 /** A windowed rule's row from its window (already rolled to `nowSeconds`), with the sliding estimates. */

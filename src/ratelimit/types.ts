@@ -12,9 +12,10 @@ export type RuleSource = 'manual' | 'config';
 
 /**
  * Which cap a breach hit. `children`: a per-child rule already keeps counters for as many active
- * children as it may (rate_limits.max_children), so a new child cannot be counted yet.
+ * children as it may (rate_limits.max_children), so a new child cannot be counted yet. `learned`:
+ * no rule, but the provider's own limit as learned from its answers (see learned.ts).
  */
-export type LimitKind = 'requests' | 'tokens' | 'concurrent' | 'children';
+export type LimitKind = 'requests' | 'tokens' | 'concurrent' | 'children' | 'learned';
 
 export const SCOPES: readonly Scope[] = ['user_path', 'provider', 'model'];
 

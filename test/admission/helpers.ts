@@ -11,7 +11,7 @@ import type { BudgetDefinition } from '../../src/budgets/types.ts';
 import { MemoryCounterStore } from '../../src/counters/memory.ts';
 import { Cancellation } from '../../src/providers/cancellation.ts';
 import type { Provider, ProviderResult, Usage } from '../../src/providers/types.ts';
-import { RateLimiter, type AdmissionTicket, type Headroom, type RuleDefinition } from '../../src/ratelimit/index.ts';
+import { RateLimiter, type AdmissionTicket, type Headroom, type LearnedCause, type LearnedSettings, type RuleDefinition } from '../../src/ratelimit/index.ts';
 import { Resolver, type RoutingConfig } from '../../src/routing/resolver.ts';
 import type { Target } from '../../src/routing/types.ts';
 import type { UsageEntry } from '../../src/usage/recorder.ts';
@@ -115,6 +115,9 @@ export interface CoreWorld {
   records: UsageEntry[];
   admissions: Array<{ ok: boolean; userPath: string | undefined; provider: string | undefined; model: string | undefined }>;
   clock: { now(): number; set(ms: number): void };
+  /** Upstream 429s and targets saturated by what was learned, as the core reported them. */
+  throttled: string[];
+  saturated: Array<{ target: string; untilMs: number; cause: LearnedCause }>;
   route(model: string): NonNullable<ReturnType<Resolver['resolve']>>;
 }
 
@@ -130,13 +133,15 @@ export function coreWorld(options: {
   maxChildren?: number;
   headroom?: Headroom;
   maxDepth?: number;
+  /** Provider → its learned-capacity settings (providers left out learn nothing). */
+  learned?: Record<string, LearnedSettings>;
 }): CoreWorld {
   const timers = new FakeTimers(T0_MS);
   const clock = { now: timers.now, set: (ms: number) => timers.set(ms) };
   const providers = Object.entries(options.providers).map(([name, models]) => provider(name, models));
   const resolver = new Resolver(providers, new Map(Object.entries(options.providers).map(([name, models]) => [name, [...models]])), options.routing);
   const store = new MemoryCounterStore({ maxChildren: options.maxChildren });
-  const limiter = new RateLimiter({ clock, store, headroom: options.headroom });
+  const limiter = new RateLimiter({ clock, store, headroom: options.headroom, learned: new Map(Object.entries(options.learned ?? {})) });
   const queue = new WaitQueue({ maxDepth: options.maxDepth ?? 10_000, timers });
   store.onReleased((keys) => queue.released(keys));
   const waits: CoreWorld['waits'] = [];
@@ -145,13 +150,18 @@ export function coreWorld(options: {
   budgets.replaceAll(options.budgets ?? []);
   const records: UsageEntry[] = [];
   const admissions: CoreWorld['admissions'] = [];
+  const throttled: string[] = [];
+  const saturated: CoreWorld['saturated'] = [];
   const metrics: AdmissionMetrics = {
     admission: (result, userPath, providerName, model) => void admissions.push({ ok: result.ok, userPath, provider: providerName, model }),
     upstream: (_provider, call) => call(),
     tokens: () => {},
+    throttled: (providerName, model) => void throttled.push(`${providerName}/${model}`),
+    malformedHeaders: () => {},
     queueWait: (outcome, seconds) => void waits.push({ outcome, seconds }),
   };
-  const core = new AdmissionCore({ limiter, budgets, usage: { record: (entry) => void records.push(entry) }, metrics, queue, now: clock.now });
+  const saturation = { saturated: (providerName: string, model: string, untilMs: number, cause: LearnedCause) => void saturated.push({ target: `${providerName}/${model}`, untilMs, cause }) };
+  const core = new AdmissionCore({ limiter, budgets, usage: { record: (entry) => void records.push(entry) }, metrics, queue, saturation, now: clock.now });
   return {
     core,
     queue,
@@ -163,6 +173,8 @@ export function coreWorld(options: {
     records,
     admissions,
     clock,
+    throttled,
+    saturated,
     route(model) {
       const route = resolver.resolve(model);
       if (route === undefined) throw new Error(`${model} does not resolve`);

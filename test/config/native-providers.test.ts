@@ -13,11 +13,11 @@ providers:
 `);
     assert.deepEqual(config.providers.az, {
       type: 'azure', base_url: 'https://res.openai.azure.com', api_key: 'k', api_version: '2024-10-21', realtime_api_version: '2024-10-01-preview',
-      deployments: { 'gpt-4o': 'prod' }, drop_unsupported: false, connect_timeout_ms: 10000, timeout_ms: 600000, max_response_bytes: 67108864, max_event_bytes: 16777216,
+      deployments: { 'gpt-4o': 'prod' }, drop_unsupported: false, connect_timeout_ms: 10000, timeout_ms: 600000, max_response_bytes: 67108864, max_event_bytes: 16777216, learned: { enabled: true, reserve: 0, cooldown_seconds: 5 },
     });
     assert.deepEqual((config.providers.az2 as { entra?: unknown }).entra, { tenant_id: 't', client_id: 'c', client_secret: 's' });
     assert.deepEqual(config.providers.br, {
-      type: 'bedrock', region: 'eu-central-1', models: ['amazon.nova-lite-v1:0'], drop_unsupported: true, connect_timeout_ms: 10000, timeout_ms: 600000, max_response_bytes: 67108864, max_event_bytes: 16777216,
+      type: 'bedrock', region: 'eu-central-1', models: ['amazon.nova-lite-v1:0'], drop_unsupported: true, connect_timeout_ms: 10000, timeout_ms: 600000, max_response_bytes: 67108864, max_event_bytes: 16777216, learned: { enabled: true, reserve: 0, cooldown_seconds: 5 },
     });
   });
 

@@ -14,7 +14,7 @@ providers:
   g2: { type: gemini, base_url: "https://proxy.example.com/v1beta/", drop_unsupported: yes }
 `);
     assert.deepEqual(config.providers.g, {
-      type: 'gemini', api_key: 'k', base_url: 'https://generativelanguage.googleapis.com', drop_unsupported: false, connect_timeout_ms: 10000, timeout_ms: 600000, max_response_bytes: 67108864, max_event_bytes: 16777216,
+      type: 'gemini', api_key: 'k', base_url: 'https://generativelanguage.googleapis.com', drop_unsupported: false, connect_timeout_ms: 10000, timeout_ms: 600000, max_response_bytes: 67108864, max_event_bytes: 16777216, learned: { enabled: true, reserve: 0, cooldown_seconds: 5 },
     });
     assert.equal((config.providers.g2 as { base_url: string }).base_url, 'https://proxy.example.com');
     assert.equal((config.providers.g2 as { drop_unsupported: boolean }).drop_unsupported, true);
@@ -28,7 +28,7 @@ providers:
   adc: { type: vertex, project: other-project, location: global }
 `);
     assert.deepEqual(config.providers.v, {
-      type: 'vertex', project: 'my-project', location: 'us-central1', credentials_file: account.file, drop_unsupported: false, connect_timeout_ms: 10000, timeout_ms: 600000, max_response_bytes: 67108864, max_event_bytes: 16777216,
+      type: 'vertex', project: 'my-project', location: 'us-central1', credentials_file: account.file, drop_unsupported: false, connect_timeout_ms: 10000, timeout_ms: 600000, max_response_bytes: 67108864, max_event_bytes: 16777216, learned: { enabled: true, reserve: 0, cooldown_seconds: 5 },
     });
     assert.equal(config.providers.adc?.type, 'vertex');
   });

@@ -78,6 +78,20 @@ providers:
     assertErrors('providers:\n  up: { type: mock, max_event_bytes: 1kib }', ['providers.up.max_event_bytes: must be a size in bytes: <n>, <n>kb, <n>mb or <n>gb (e.g. 10mb)']);
   });
 
+  it('learned capacity: per provider, on by default, with a reserve and a cooldown; bad values named', () => {
+    const { config } = load(`
+providers:
+  up: { type: openai, base_url: "http://127.0.0.1:1/v1", learned: { reserve: 5, cooldown_seconds: 2.5 } }
+  off: { type: mock, learned: { enabled: false } }
+`);
+    assert.deepEqual(config.providers['up']?.learned, { enabled: true, reserve: 5, cooldown_seconds: 2.5 });
+    assert.deepEqual(config.providers['off']?.learned, { enabled: false, reserve: 0, cooldown_seconds: 5 });
+    assertErrors('providers:\n  up: { type: mock, learned: { reserve: -1 } }', ['providers.up.learned.reserve: must be an integer >= 0']);
+    assertErrors('providers:\n  up: { type: mock, learned: { cooldown_seconds: 90000 } }', ['providers.up.learned.cooldown_seconds: must be a number from 0 to 86400']);
+    assertErrors('providers:\n  up: { type: mock, learned: { enabled: sometimes } }', ['providers.up.learned.enabled: must be a boolean (true/false/yes/no/on/off/1/0)']);
+    assertErrors('providers:\n  up: { type: mock, learned: { cooldown: 3 } }', ['providers.up.learned.cooldown: unknown key']);
+  });
+
   it('provider defaults: anthropic base_url, /v1 stripped, trailing slash dropped, timeouts', () => {
     const { config } = load(`
 providers:
@@ -93,6 +107,7 @@ providers:
       timeout_ms: 600000,
       max_response_bytes: 64 * 1024 * 1024,
       max_event_bytes: 16 * 1024 * 1024,
+      learned: { enabled: true, reserve: 0, cooldown_seconds: 5 },
     });
     assert.equal((config.providers['claude-eu'] as { base_url?: string } | undefined)?.base_url, 'https://eu.example.com');
     assert.deepEqual(config.providers['openai'], {
@@ -103,6 +118,7 @@ providers:
       timeout_ms: 5000,
       max_response_bytes: 64 * 1024 * 1024,
       max_event_bytes: 16 * 1024 * 1024,
+      learned: { enabled: true, reserve: 0, cooldown_seconds: 5 },
     });
     assert.equal(config.providers['local']?.type, 'mock');
   });

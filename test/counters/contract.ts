@@ -6,7 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, it } from 'node:test';
-import type { AdmitOutcome, CounterAdmission, CounterReading, CounterRow, CounterRule, CounterStore, SlotLease } from '../../src/ratelimit/index.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { AdmitOutcome, CounterAdmission, CounterReading, CounterRow, CounterRule, CounterStore, LearnedDimension, LearnedHandle, LearnedRecord, LearnedUpdate, SlotLease } from '../../src/ratelimit/index.ts';
 
 export interface StoreUnderTest {
   store: CounterStore;
@@ -43,6 +44,48 @@ export async function admit(store: CounterStore, rules: readonly CounterRule[]):
   const outcome: AdmitOutcome = await store.tryAdmit(rules, wallSeconds());
   assert.notEqual(outcome.status, 'unavailable');
   return outcome as CounterAdmission;
+}
+
+/** An admission that also checks `target`'s learned capacity (on the wall clock, as the stores' clocks are). */
+export async function admitLearned(store: CounterStore, rules: readonly CounterRule[], target: LearnedHandle): Promise<CounterAdmission> {
+  const outcome: AdmitOutcome = await store.tryAdmit(rules, wallSeconds(), { handle: target, nowMs: Date.now() });
+  assert.notEqual(outcome.status, 'unavailable');
+  return outcome as CounterAdmission;
+}
+
+/** What one answer taught, at the wall clock's now: `in` fields are delays from now. */
+export function lesson(fields: {
+  requests?: { limit?: number; remaining: number; resetIn?: number };
+  tokens?: { limit?: number; remaining: number; resetIn?: number };
+  cooldownIn?: number;
+  throttled?: boolean;
+  reserve?: number;
+}): LearnedUpdate {
+  const atMs = Date.now();
+  const dimension = (d: { limit?: number; remaining: number; resetIn?: number } | undefined): LearnedDimension | undefined =>
+    d && { limit: d.limit, remaining: d.remaining, resetAtMs: d.resetIn === undefined ? undefined : atMs + d.resetIn };
+  return {
+    requests: dimension(fields.requests),
+    tokens: dimension(fields.tokens),
+    cooldownUntilMs: fields.cooldownIn === undefined ? undefined : atMs + fields.cooldownIn,
+    throttled: fields.throttled ?? false,
+    reserve: fields.reserve ?? 0,
+    atMs,
+  };
+}
+
+/** The record a store holds for `target`, read now. */
+export async function learnedRecord(store: CounterStore, target: LearnedHandle): Promise<LearnedRecord | undefined> {
+  const reading = await store.readLearned([target], Date.now());
+  assert.ok(reading.records.length <= 1);
+  return reading.records[0]?.record;
+}
+
+/** `actual` is `expected` ms from now, give or take the clocks of the test, the store and the round trips. */
+function near(actual: number | undefined, expectedFromNow: number, what: string): void {
+  assert.ok(actual !== undefined, `${what} is set`);
+  const expected = Date.now() + expectedFromNow;
+  assert.ok(Math.abs(actual - expected) < 1500, `${what}: ${actual} is about ${expected}`);
 }
 
 export async function read(store: CounterStore, rules: readonly CounterRule[]): Promise<CounterReading> {
@@ -240,6 +283,86 @@ export function counterStoreContract(name: string, open: () => Promise<StoreUnde
       store.release([alice], lease);
       assert.deepEqual((await read(store, [alice])).rows, [slots(0)]);
       assert.deepEqual(await store.readChildren(own, 0, wallSeconds()), []);
+    });
+
+    it('judges learned capacity in the admission: a saturated target refuses and counts nothing', async () => {
+      const rule = counterRule(store, 'p/m', LONG, { maxRequests: 9 }, 'model');
+      const target = store.learnedCounter('p', 'm');
+      assert.equal((await admitLearned(store, [rule], target)).status, 'admitted', 'nothing learned: capacity');
+      assert.equal((await admitLearned(store, [], target)).status, 'admitted', 'without any rule too');
+      store.learn(target, lesson({ requests: { limit: 100, remaining: 0, resetIn: 60_000 } }));
+      const refused = await admitLearned(store, [rule], target);
+      assert.equal(refused.status, 'refused');
+      assert.equal(refused.learned?.cause, 'requests');
+      near(refused.learned?.untilMs, 60_000, 'the reset');
+      near(refused.learned?.nowMs, 0, "the store's clock");
+      assert.deepEqual(refused.rows, [windowed(refused.nowSeconds, LONG, 1)], 'the refusal counted nothing');
+      assert.equal((await admitLearned(store, [], target)).status, 'refused', 'without any rule too');
+      assert.equal((await admit(store, [rule])).status, 'admitted', 'an admission that does not check it is not refused');
+      const other = store.learnedCounter('p', 'other-model');
+      assert.equal((await admitLearned(store, [rule], other)).status, 'admitted', 'another model of the provider has capacity');
+    });
+
+    it('saturates at or below the reserve, and on a refusal until its cooldown ends', async () => {
+      const reserved = store.learnedCounter('p', 'reserved');
+      store.learn(reserved, lesson({ tokens: { remaining: 6, resetIn: 60_000 }, reserve: 5 }));
+      assert.equal((await admitLearned(store, [], reserved)).status, 'admitted', 'above the reserve');
+      store.learn(reserved, lesson({ tokens: { remaining: 5, resetIn: 60_000 }, reserve: 5 }));
+      const atReserve = await admitLearned(store, [], reserved);
+      assert.equal(atReserve.learned?.cause, 'tokens');
+
+      const throttled = store.learnedCounter('p', 'throttled');
+      store.learn(throttled, lesson({ cooldownIn: 30_000, throttled: true }));
+      const cooling = await admitLearned(store, [], throttled);
+      assert.equal(cooling.status, 'refused');
+      assert.equal(cooling.learned?.cause, 'cooldown');
+      near(cooling.learned?.untilMs, 30_000, 'the cooldown end');
+    });
+
+    it('merges what answers teach: dimensions replaced, limits kept, cooldowns only lengthened', async () => {
+      const target = store.learnedCounter('p', 'm');
+      store.learn(target, lesson({ requests: { limit: 100, remaining: 40, resetIn: 20_000 }, tokens: { limit: 5000, remaining: 4000, resetIn: 30_000 } }));
+      store.learn(target, lesson({ requests: { remaining: 39, resetIn: 10_000 }, cooldownIn: 60_000, throttled: true }));
+      store.learn(target, lesson({ cooldownIn: 5_000, throttled: true }));
+      const record = await learnedRecord(store, target);
+      assert.ok(record !== undefined);
+      assert.equal(record.requests?.limit, 100, 'a limit the later answer left out is kept');
+      assert.equal(record.requests?.remaining, 39);
+      near(record.requests?.resetAtMs, 10_000, 'the requests reset');
+      assert.equal(record.tokens?.limit, 5000, 'a dimension the later answers left out is kept');
+      assert.equal(record.tokens?.remaining, 4000);
+      near(record.cooldownUntilMs, 60_000, 'the longer cooldown');
+      near(record.throttledAtMs, 0, 'the last refusal');
+      near(record.updatedAtMs, 0, 'the last write');
+      assert.equal(record.cause, 'cooldown');
+      near(record.saturatedUntilMs, 60_000, 'the saturation');
+      near(record.expiresAtMs, 60_000, 'the expiry');
+    });
+
+    it('lets a target go once its reset has passed', async () => {
+      const target = store.learnedCounter('p', 'm');
+      store.learn(target, lesson({ requests: { limit: 10, remaining: 0, resetIn: 300 } }));
+      assert.equal((await admitLearned(store, [], target)).status, 'refused');
+      await sleep(400);
+      assert.equal((await admitLearned(store, [], target)).status, 'admitted');
+      const record = await learnedRecord(store, target);
+      assert.equal(record?.saturatedUntilMs !== undefined && record.saturatedUntilMs <= Date.now(), true, 'the record stays, no longer saturating');
+      assert.equal(record?.requests?.remaining, 0);
+    });
+
+    it('lists every learned record, reads only the targets asked for, and keeps them through a counter reset', async () => {
+      const a = store.learnedCounter('p', 'a');
+      const b = store.learnedCounter('q', 'b/with/slashes');
+      const never = store.learnedCounter('p', 'never');
+      store.learn(a, lesson({ requests: { remaining: 3, resetIn: 1000 } }));
+      store.learn(b, lesson({ cooldownIn: 1000, throttled: true }));
+      assert.equal(await learnedRecord(store, never), undefined);
+      const all = await store.readLearned(undefined, Date.now());
+      near(all.nowMs, 0, "the store's clock");
+      assert.deepEqual(all.records.map((entry) => `${entry.provider} ${entry.model}`).sort(), ['p a', 'q b/with/slashes']);
+      await store.resetAll();
+      assert.equal((await learnedRecord(store, a))?.requests?.remaining, 3, 'a counter reset leaves what the providers said');
+      assert.equal((await admitLearned(store, [], b)).status, 'refused');
     });
 
     it('answers each call with rows of its own', async () => {

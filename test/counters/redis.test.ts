@@ -6,11 +6,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
 import { MemoryCounterStore } from '../../src/counters/memory.ts';
 import { RateLimiter, type AdmissionResult, type CounterAdmission, type CounterRule, type CounterStore, type MaybePromise, type RuleDefinition, type SlotLease } from '../../src/ratelimit/index.ts';
 import { prng } from '../support/random.ts';
-import { freshSecond, openRedisStore, ownRedis, type OwnRedis, type TestRedisStore } from '../support/redis.ts';
-import { admit, childRule, counterRule, counterStoreContract, LONG, ownKey, read, ruleKey } from './contract.ts';
+import { listenForSaturations } from '../../src/counters/redis/saturations.ts';
+import { freshSecond, openRedisStore, ownRedis, REDIS_URL, type OwnRedis, type TestRedisStore } from '../support/redis.ts';
+import { admit, admitLearned, childRule, counterRule, counterStoreContract, learnedRecord, lesson, LONG, ownKey, read, ruleKey } from './contract.ts';
 
 counterStoreContract('RedisCounterStore', () => openRedisStore());
 
@@ -197,6 +199,124 @@ describe('RedisCounterStore: per-child rules', () => {
     } finally {
       await b.close();
       await a.close();
+    }
+  });
+});
+
+describe('RedisCounterStore: learned capacity', () => {
+  it('shares it: what one gateway learned refuses the next admission on another', async () => {
+    const a = await openRedisStore();
+    const b = await openRedisStore({ prefix: a.prefix });
+    try {
+      const onB = b.store.learnedCounter('openai', 'gpt-4o');
+      assert.equal((await admitLearned(b.store, [], onB)).status, 'admitted');
+      a.store.learn(a.store.learnedCounter('openai', 'gpt-4o'), lesson({ cooldownIn: 20_000, throttled: true }));
+      // The write travels with a's next batch: any later call on a sees it, and b once it landed.
+      await learnedRecord(a.store, a.store.learnedCounter('openai', 'gpt-4o'));
+      const refused = await admitLearned(b.store, [counterRule(b.store, 'openai', LONG, { maxRequests: 9 }, 'provider')], onB);
+      assert.equal(refused.learned?.cause, 'cooldown');
+      assert.equal(refused.rows[0]!.requestsCurrent, 0);
+      assert.equal((await b.store.readLearned(undefined, Date.now())).records.length, 1, 'listed by every gateway');
+    } finally {
+      await b.close();
+      await a.close();
+    }
+  });
+
+  it('tells every gateway of a saturation: an admission no rule governs is judged at once from what it heard', async () => {
+    const a = await openRedisStore();
+    const b = await openRedisStore({ prefix: a.prefix });
+    const subscriber = new Redis(REDIS_URL, { protocol: 2 });
+    try {
+      listenForSaturations(subscriber, b.names.learnedChannel, (saturation) => b.store.heardSaturation(saturation));
+      await subscriber.subscribe(b.names.learnedChannel);
+      const onB = b.store.learnedCounter('openai', 'gpt-4o');
+      const before = b.store.tryAdmit([], Math.floor(Date.now() / 1000), { handle: onB, nowMs: Date.now() });
+      assert.ok(!(before instanceof Promise), 'answered at once, without a round trip');
+      assert.equal((before as CounterAdmission).status, 'admitted');
+      a.store.learn(a.store.learnedCounter('openai', 'gpt-4o'), lesson({ requests: { limit: 10, remaining: 0, resetIn: 30_000 } }));
+      await waitUntil(() => (b.store.tryAdmit([], 0, { handle: onB, nowMs: Date.now() }) as CounterAdmission).status === 'refused');
+      const refused = b.store.tryAdmit([], 0, { handle: onB, nowMs: Date.now() }) as CounterAdmission;
+      assert.equal(refused.learned?.cause, 'requests');
+      assert.ok(Math.abs(refused.learned!.untilMs - (Date.now() + 30_000)) < 1500);
+      // A later answer that ends the saturation is heard too.
+      a.store.learn(a.store.learnedCounter('openai', 'gpt-4o'), lesson({ requests: { limit: 10, remaining: 10, resetIn: 30_000 } }));
+      await waitUntil(() => (b.store.tryAdmit([], 0, { handle: onB, nowMs: Date.now() }) as CounterAdmission).status === 'admitted');
+    } finally {
+      subscriber.disconnect();
+      await b.close();
+      await a.close();
+    }
+  });
+
+  it('keeps one small key per target, under the hash tag, expiring at its last reset, listed in the index', async () => {
+    const gateway = await openRedisStore();
+    try {
+      const target = gateway.store.learnedCounter('anthropic', 'claude-x');
+      gateway.store.learn(target, lesson({ requests: { limit: 50, remaining: 0, resetIn: 90_000 }, tokens: { remaining: 10, resetIn: 120_000 } }));
+      await learnedRecord(gateway.store, target);
+      const key = gateway.names.learnedKey('anthropic', 'claude-x');
+      assert.ok(key.startsWith(`{${gateway.prefix}}`));
+      assert.equal(Number(await gateway.client.strlen(key)), 96);
+      const [seconds, micros] = await gateway.client.time();
+      const nowMs = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+      const expiry = Number(await gateway.client.pexpiretime(key));
+      assert.ok(Math.abs(expiry - (nowMs + 120_000)) < 1000, `expires at the tokens' reset: ${expiry - nowMs} ms`);
+      assert.deepEqual(await gateway.client.zrange(gateway.names.learnedIndex, '0', '-1'), [key]);
+      // A refusal of a counter reset leaves it.
+      await gateway.store.resetAll();
+      assert.equal(Number(await gateway.client.exists(key)), 1);
+    } finally {
+      await gateway.close();
+    }
+  });
+
+  it('writes the first answer of a burst at once, the rest at most once a second, and a saturating one at once', async () => {
+    const gateway = await openRedisStore();
+    try {
+      const target = gateway.store.learnedCounter('p', 'm');
+      gateway.store.learn(target, lesson({ requests: { remaining: 10, resetIn: 60_000 } }));
+      assert.equal((await learnedRecord(gateway.store, target))?.requests?.remaining, 10);
+      gateway.store.learn(target, lesson({ requests: { remaining: 9, resetIn: 60_000 } }));
+      gateway.store.learn(target, lesson({ requests: { remaining: 8, resetIn: 60_000 } }));
+      assert.equal((await learnedRecord(gateway.store, target))?.requests?.remaining, 10, 'held back');
+      await sleep(1100);
+      assert.equal((await learnedRecord(gateway.store, target))?.requests?.remaining, 8, 'one write carried both');
+      gateway.store.learn(target, lesson({ requests: { remaining: 7, resetIn: 60_000 } }));
+      gateway.store.learn(target, lesson({ requests: { remaining: 0, resetIn: 60_000 } }));
+      assert.equal((await admitLearned(gateway.store, [], target)).learned?.cause, 'requests', 'the saturating answer went out at once');
+    } finally {
+      await gateway.close();
+    }
+  });
+
+  it('reads the learned key in the admission script: one command per admission', async () => {
+    const redis = await ownRedis();
+    const gateway = await openRedisStore({ url: redis.url });
+    const observer = new Redis(redis.url, { protocol: 2 });
+    const monitor = await observer.monitor();
+    try {
+      const target = gateway.store.learnedCounter('p', 'm');
+      gateway.store.learn(target, lesson({ cooldownIn: 60_000, throttled: true }));
+      const rules = [counterRule(gateway.store, '/a', LONG, { maxRequests: 9 })];
+      const sent: string[] = [];
+      const fromScripts: string[] = [];
+      monitor.on('monitor', (_time: string, args: string[], source: string) => (source.startsWith('lua') ? fromScripts : sent).push(String(args[0]).toLowerCase()));
+      // The first call loads the script; the monitor reports it a moment later.
+      await admitLearned(gateway.store, rules, target);
+      await waitUntil(() => sent.includes('eval'));
+      await sleep(50);
+      sent.length = 0;
+      fromScripts.length = 0;
+      assert.equal((await admitLearned(gateway.store, rules, target)).status, 'refused');
+      await waitUntil(() => sent.length > 0 && fromScripts.includes('get'));
+      assert.deepEqual(sent, ['evalsha'], 'one command from the gateway');
+      assert.ok(fromScripts.includes('get'), 'the learned key is read inside the script');
+    } finally {
+      monitor.disconnect();
+      observer.disconnect();
+      await gateway.close();
+      await redis.stop();
     }
   });
 });

@@ -48,7 +48,7 @@ describe('dashboard: budgets', { timeout: 180_000 }, () => {
 
   it('lists the budgets, a config budget read-only with its source', async () => {
     const nav = await page.getByRole('navigation', { name: 'Dashboard' }).getByRole('link').allTextContents();
-    assert.deepEqual(nav, ['Rate limits', 'Queue', 'Explain a request', 'Budgets', 'API keys', 'Usage']);
+    assert.deepEqual(nav, ['Rate limits', 'Queue', 'Explain a request', 'Providers', 'Budgets', 'API keys', 'Usage']);
     await page.getByRole('link', { name: 'Budgets' }).click();
     const row = budgetRow(page, '/research month');
     await row.waitFor(SHOWN);
@@ -143,7 +143,7 @@ describe('dashboard: budgets', { timeout: 180_000 }, () => {
     try {
       await signIn(other, off.url);
       const nav = await other.getByRole('navigation', { name: 'Dashboard' }).getByRole('link').allTextContents();
-      assert.deepEqual(nav, ['Rate limits', 'Queue', 'Explain a request', 'API keys', 'Usage']);
+      assert.deepEqual(nav, ['Rate limits', 'Queue', 'Explain a request', 'Providers', 'API keys', 'Usage']);
       await other.goto(`${off.url}/dashboard#/budgets`);
       await other.getByRole('heading', { name: 'Budgets are disabled' }).waitFor(SHOWN);
       assert.match(await other.locator('main').textContent() ?? '', /BUDGETS_ENABLED=false/);

@@ -61,7 +61,7 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('heading', { name: 'Rate limits', exact: true }).waitFor(SHOWN);
     const nav = await page.getByRole('navigation', { name: 'Dashboard' }).getByRole('link').allTextContents();
-    assert.deepEqual(nav, ['Rate limits', 'Queue', 'Explain a request', 'Budgets', 'API keys', 'Usage']);
+    assert.deepEqual(nav, ['Rate limits', 'Queue', 'Explain a request', 'Providers', 'Budgets', 'API keys', 'Usage']);
 
     await page.reload();
     await page.getByRole('heading', { name: 'Rate limits', exact: true }).waitFor(SHOWN);

@@ -23,6 +23,7 @@ describe('error responses (CONTRACT §4)', () => {
         'server: { body_limit: 1kb }\n' +
         'providers:\n' +
         openaiProvider('up', up.url, ['gpt-x']) +
+        `  refusing: { type: openai, base_url: ${up.url}/v1, api_key: k-up, models: [gpt-r] }\n` +
         openaiProvider('slow', up.url, ['gpt-slow'], 'timeout_ms: 300') +
         openaiProvider('dead', deadUrl, ['gpt-dead'], 'connect_timeout_ms: 1000') +
         anthropicProvider('ant', ant.url, ['claude-x']) +
@@ -124,12 +125,16 @@ describe('error responses (CONTRACT §4)', () => {
     assert.match(err.message, /forced error 500/);
   });
 
-  it('upstream 429 → 429 provider_error, Retry-After passed on', async () => {
+  it('upstream 429 → 429 provider_error, Retry-After passed on; then the gateway\'s own 429 while it runs', async () => {
     up.reset();
     up.failNext(1, { status: 429, headers: { 'retry-after': '7' } });
-    const res = await gw.request('POST', '/v1/chat/completions', { body: chat() });
+    // A model of its own: the refusal cools it down (learned capacity) for the tests after this one.
+    const res = await gw.request('POST', '/v1/chat/completions', { body: chat('hi', 'refusing/gpt-r') });
     assertOpenAiError(res, 429, 'provider_error');
     assert.equal(res.headers.get('retry-after'), '7');
+    const cooling = await gw.request('POST', '/v1/chat/completions', { body: chat('hi', 'refusing/gpt-r') });
+    assertOpenAiError(cooling, 429, 'rate_limit_error');
+    assert.equal(up.callCount('/v1/chat/completions'), 1);
   });
 
   it('upstream error with a non-JSON body is still a clean provider_error', async () => {

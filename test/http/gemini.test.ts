@@ -359,27 +359,6 @@ describe('type gemini: the official SDKs through the gateway', () => {
     }
   });
 
-  it('a 429 RESOURCE_EXHAUSTED fails over, and without failover carries its retryDelay as retry-after', async () => {
-    google.reset();
-    backup.reset();
-    google.exhaustNext(1, '7.5s');
-    const res = await openai.chat.completions.create({ model: 'gem/gemini-pro', messages: [{ role: 'user', content: 'fail me over' }] });
-    assert.equal(res.choices[0]?.message.content, 'fail me over');
-    assert.equal(backup.callCount('/v1/chat/completions'), 1);
-
-    google.exhaustNext(1, '7.5s');
-    const direct = await gw.request('POST', '/v1/chat/completions', { body: { model: 'gem/gemini-flash', messages: [{ role: 'user', content: 'x' }] } });
-    const err = assertOpenAiError(direct, 429, 'provider_error');
-    assert.equal(err.code, 'RESOURCE_EXHAUSTED');
-    assert.match(err.message, /quota/);
-    assert.equal(direct.headers.get('retry-after'), '8');
-    assert.equal(direct.headers.get('retry-after-ms'), '7500');
-
-    google.failNext(1, 400, 'INVALID_ARGUMENT', 'Request contains an invalid argument.');
-    const bad = await gw.request('POST', '/v1/messages', { body: { model: 'gem/gemini-flash', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] } });
-    assert.match(assertAnthropicError(bad, 400, 'provider_error').message, /invalid argument/);
-  });
-
   it('an endpoint Gemini cannot serve is a 400 naming it; an unknown model is Google\'s 404', async () => {
     const speech = await gw.request('POST', '/v1/audio/speech', { body: { model: 'gem/gemini-flash', input: 'hi', voice: 'alloy' } });
     assert.match(assertOpenAiError(speech, 400, 'provider_error').message, /does not support the speech endpoint/);
@@ -418,6 +397,37 @@ describe('type gemini: the official SDKs through the gateway', () => {
     google.dropStreamNext();
     const res = await gw.request('POST', '/v1/chat/completions', { body: { model: 'gem/gemini-flash', stream: true, messages: [{ role: 'user', content: 'one two three four five' }] } });
     assert.ok(!res.text.includes('[DONE]'), res.text);
+  });
+
+  // Last: the 429s cool their models down for their retryDelay (learned capacity), which the tests above would meet.
+  it('a 429 RESOURCE_EXHAUSTED fails over, and without failover carries its retryDelay as retry-after, which then cools the model down', async () => {
+    google.reset();
+    backup.reset();
+    google.failNext(1, 400, 'INVALID_ARGUMENT', 'Request contains an invalid argument.');
+    const bad = await gw.request('POST', '/v1/messages', { body: { model: 'gem/gemini-flash', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] } });
+    assert.match(assertAnthropicError(bad, 400, 'provider_error').message, /invalid argument/);
+
+    google.exhaustNext(1, '7.5s');
+    const res = await openai.chat.completions.create({ model: 'gem/gemini-pro', messages: [{ role: 'user', content: 'fail me over' }] });
+    assert.equal(res.choices[0]?.message.content, 'fail me over');
+    assert.equal(backup.callCount('/v1/chat/completions'), 1);
+
+    google.exhaustNext(1, '7.5s');
+    const direct = await gw.request('POST', '/v1/chat/completions', { body: { model: 'gem/gemini-flash', messages: [{ role: 'user', content: 'x' }] } });
+    const err = assertOpenAiError(direct, 429, 'provider_error');
+    assert.equal(err.code, 'RESOURCE_EXHAUSTED');
+    assert.match(err.message, /quota/);
+    assert.equal(direct.headers.get('retry-after'), '8');
+    assert.equal(direct.headers.get('retry-after-ms'), '7500');
+
+    const calls = google.calls.length;
+    const cooling = await gw.request('POST', '/v1/chat/completions', { body: { model: 'gem/gemini-flash', messages: [{ role: 'user', content: 'x' }] } });
+    assert.equal(assertOpenAiError(cooling, 429, 'rate_limit_error').message, 'rate limit exceeded for model gem/gemini-flash: the provider refused and asked to retry later (learned from its answers)');
+    assert.ok(Number(cooling.headers.get('retry-after')) >= 7, 'until its retryDelay ends');
+    assert.equal(google.calls.length, calls, 'Google was not asked again');
+    assert.equal((await openai.chat.completions.create({ model: 'gem/gemini-pro', messages: [{ role: 'user', content: 'again' }] })).choices[0]?.message.content, 'again');
+    assert.equal(backup.callCount('/v1/chat/completions'), 2, 'the cooling model goes straight to its failover');
+    assert.equal(google.calls.length, calls);
   });
 });
 

@@ -40,7 +40,8 @@ describe('GET /metrics after known traffic', () => {
   before(async () => {
     up = await startFakeUpstream({ name: 'up', models: ['gpt-x'] });
     open = await startFakeUpstream({ name: 'open' });
-    const yaml = 'providers:\n' + openaiProvider('up', up.url, ['gpt-x']) + openaiProvider('open', open.url, ['fake-model']) + [
+    // The provider's 429 below would cool gpt-x down (learned capacity, tested on its own).
+    const yaml = 'providers:\n' + openaiProvider('up', up.url, ['gpt-x'], 'learned: { enabled: false }') + openaiProvider('open', open.url, ['fake-model']) + [
       'rate_limits:',
       '  user_paths: [ { path: /capped, limits: [ { period: minute, max_requests: 2 } ] } ]',
       '  providers: [ { name: up, limits: [ { period: concurrent, max_requests: 5 } ] } ]',
@@ -83,6 +84,7 @@ describe('GET /metrics after known traffic', () => {
 
     assert.equal(m.value('floodgate_upstream_responses_total', { provider: 'up', status: '200' }), served.length);
     assert.equal(m.value('floodgate_upstream_responses_total', { provider: 'up', status: '429' }), 1);
+    assert.equal(m.value('floodgate_provider_throttled_total', { provider: 'up', model: 'gpt-x' }), 1, 'counted with learning off too');
     assert.equal(m.families.get('floodgate_upstream_duration_seconds')?.type, 'HISTOGRAM');
     assert.equal(m.value('floodgate_upstream_duration_seconds_count', { provider: 'up' }), upstreamCalls);
     assert.equal(m.value('floodgate_upstream_duration_seconds_bucket', { provider: 'up', le: '+Inf' }), upstreamCalls);

@@ -37,8 +37,9 @@ describe('native providers: azure and bedrock through the official clients', () 
     gw = await startTestGateway({
       yaml:
         'providers:\n' +
-        `  az: { type: azure, base_url: ${azure.url}, api_key: az-secret, deployments: { gpt-4o-mini: mini-prod } }\n` +
-        `  br: { type: bedrock, region: us-west-2, endpoint: ${bedrock.url}, access_key_id: AKIDE2E, secret_access_key: e2e-secret, models: ["${CLAUDE}", "${TITAN}"] }\n` +
+        // What the throttling answers teach (learned capacity) has a test of its own, below.
+        `  az: { type: azure, base_url: ${azure.url}, api_key: az-secret, deployments: { gpt-4o-mini: mini-prod }, learned: { enabled: false } }\n` +
+        `  br: { type: bedrock, region: us-west-2, endpoint: ${bedrock.url}, access_key_id: AKIDE2E, secret_access_key: e2e-secret, models: ["${CLAUDE}", "${TITAN}"], learned: { enabled: false } }\n` +
         'failover:\n' +
         `  "br/${CLAUDE}": [az/gpt-4o-mini]\n` +
         'rate_limits:\n' +
@@ -349,5 +350,44 @@ describe('native providers: azure and bedrock through the official clients', () 
       other.on('error', () => {}); // terminate() before the handshake completed
     });
     assert.equal(refused, 400);
+  });
+
+  it("learns from their throttling: Bedrock's bare ThrottlingException cools the model down, Azure's retry hints are followed", async () => {
+    const learning = await startTestGateway({
+      yaml:
+        'providers:\n' +
+        `  az: { type: azure, base_url: ${azure.url}, api_key: az-secret, deployments: { gpt-4o-mini: mini-prod } }\n` +
+        `  br: { type: bedrock, region: us-west-2, endpoint: ${bedrock.url}, access_key_id: AKIDE2E, secret_access_key: e2e-secret, models: ["${CLAUDE}"], learned: { cooldown_seconds: 30 } }\n` +
+        'failover:\n' +
+        `  "br/${CLAUDE}": [az/gpt-4o-mini]\n`,
+    });
+    try {
+      const chat = (model: string) => learning.request('POST', '/v1/chat/completions', { body: { model, messages: [{ role: 'user', content: 'x' }] } });
+      bedrock.failNext(1, { status: 429, type: 'ThrottlingException', message: 'slow' });
+      assert.equal((await chat(`br/${CLAUDE}`)).status, 200, 'failed over to Azure');
+      assert.equal((await chat(`br/${CLAUDE}`)).status, 200);
+      assert.deepEqual(bedrock.calls.map((c) => c.status), [429], 'Bedrock was left alone for its cooldown');
+      assert.equal(azure.calls.length, 2);
+
+      // A batch line the gateway runs is an answer like any other.
+      azure.inner.failNext(1, { status: 429, headers: { 'retry-after': '3', 'retry-after-ms': '20000' } });
+      const sdk = new OpenAI({ baseURL: `${learning.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+      const line = JSON.stringify({ custom_id: 'r0', method: 'POST', url: '/v1/chat/completions', body: { model: 'az/gpt-4o-mini', messages: [{ role: 'user', content: 'x' }] } });
+      const file = await sdk.files.create({ file: await toFile(Buffer.from(line + '\n'), 'in.jsonl'), purpose: 'batch' });
+      let batch = await sdk.batches.create({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+      for (let i = 0; i < 200 && batch.status !== 'completed'; i++) {
+        await new Promise((r) => setTimeout(r, 10));
+        batch = await sdk.batches.retrieve(batch.id);
+      }
+      assert.deepEqual([batch.status, batch.request_counts?.failed], ['completed', 1], "the line got the deployment's 429");
+      const cooling = await chat('az/gpt-4o-mini');
+      assert.equal(cooling.json().error.message, 'rate limit exceeded for model az/gpt-4o-mini: the provider refused and asked to retry later (learned from its answers)');
+      assert.equal(cooling.headers.get('retry-after'), '20', 'retry-after-ms wins over retry-after');
+      assert.equal(azure.calls.length, 3);
+      const listed = (await learning.request('GET', '/admin/providers')).json().providers;
+      assert.deepEqual(listed.map((p: { provider: string; cause: string }) => [p.provider, p.cause]), [['az', 'cooldown'], ['br', 'cooldown']]);
+    } finally {
+      await learning.close();
+    }
   });
 });

@@ -316,13 +316,16 @@ describe('routing: failover', { concurrency: true }, () => {
     });
   });
 
-  it('upstream 429 and 503 on the primary fail over too; a bare name uses the failover of its target', async () => {
+  it('upstream 503 and 429 on the primary fail over too; a bare name uses the failover of its target', async () => {
     await withWorld(FAILOVER_ABC, async (w) => {
-      w.a.failNext(1, { status: 429 });
-      assert.equal(await sdkChat(w, 'a/m1'), 'b');
       w.a.failNext(1, { status: 503 });
+      assert.equal(await sdkChat(w, 'a/m1'), 'b');
+      w.a.failNext(1, { status: 429 });
       assert.equal(await sdkChat(w, 'm1'), 'b', 'bare m1 is a/m1 and has its failover');
       assert.deepEqual(w.counts(), [2, 2, 0]);
+      // The 429 (with the fake's retry-after of 1 s) cools a down: b serves without a being asked.
+      assert.equal(await sdkChat(w, 'a/m1'), 'b');
+      assert.deepEqual(w.counts(), [2, 3, 0]);
     });
   });
 
@@ -389,12 +392,17 @@ describe('routing: failover', { concurrency: true }, () => {
     await withWorld('', async (w) => {
       w.a.failNext(1, { status: 500 });
       assert.equal(assertOpenAiError(await chat(w, 'a/m1'), 500, 'provider_error').message, 'fake a: forced error 500');
+      w.a.failNext(1, { status: 503 });
+      await assert.rejects(w.sdk.chat.completions.create({ model: 'a/m1', messages: [{ role: 'user', content: 'x' }] }), (err: unknown) => err instanceof APIError && err.status === 503);
       w.a.failNext(1, { status: 429, headers: { 'retry-after': '7' } });
       const limited = await chat(w, 'a/m1');
       assertOpenAiError(limited, 429, 'provider_error');
       assert.equal(limited.headers.get('retry-after'), '7', "the upstream's Retry-After is passed on");
-      w.a.failNext(1, { status: 503 });
-      await assert.rejects(w.sdk.chat.completions.create({ model: 'a/m1', messages: [{ role: 'user', content: 'x' }] }), (err: unknown) => err instanceof APIError && err.status === 503);
+      assert.deepEqual(w.counts(), [3, 0, 0]);
+      // Then the gateway itself refuses a/m1 until that Retry-After is up, without asking the upstream.
+      const cooling = await chat(w, 'a/m1');
+      assert.equal(assertOpenAiError(cooling, 429, 'rate_limit_error').message, 'rate limit exceeded for model a/m1: the provider refused and asked to retry later (learned from its answers)');
+      assert.ok(['6', '7'].includes(cooling.headers.get('retry-after') ?? ''), `retry-after ${cooling.headers.get('retry-after')}`);
       assert.deepEqual(w.counts(), [3, 0, 0]);
     });
   });

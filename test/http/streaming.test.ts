@@ -17,7 +17,9 @@ describe('streaming pass-through and client disconnects', () => {
     up = await startFakeUpstream({ apiKey: 'k-up', name: 'up', chunkDelayMs: CHUNK_DELAY });
     ant = await startFakeUpstream({ apiKey: 'k-ant', name: 'ant', chunkDelayMs: CHUNK_DELAY });
     gw = await startTestGateway({
-      yaml: 'providers:\n' + openaiProvider('up', up.url, ['gpt-x']) + anthropicProvider('ant', ant.url, ['claude-x']) + `  stall: { type: openai, base_url: ${up.url}/v1, api_key: k-up, models: [gpt-stall], timeout_ms: 300 }\n`,
+      yaml: 'providers:\n' + openaiProvider('up', up.url, ['gpt-x']) + anthropicProvider('ant', ant.url, ['claude-x']) + `  stall: { type: openai, base_url: ${up.url}/v1, api_key: k-up, models: [gpt-stall], timeout_ms: 300 }\n`
+        // Its own instance: a 429 cools its model down for a while (learned capacity).
+        + `  refusing: { type: openai, base_url: ${up.url}/v1, api_key: k-up, models: [gpt-r] }\n`,
     });
   });
   after(async () => {
@@ -129,7 +131,7 @@ describe('streaming pass-through and client disconnects', () => {
     up.failNext(1, { status: 429 });
     const sdk = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: 'x', maxRetries: 0 });
     await assert.rejects(async () => {
-      const stream = await sdk.chat.completions.create({ model: 'up/gpt-x', stream: true, messages: [{ role: 'user', content: 'x' }] });
+      const stream = await sdk.chat.completions.create({ model: 'refusing/gpt-r', stream: true, messages: [{ role: 'user', content: 'x' }] });
       for await (const _chunk of stream) { /* drain */ }
     }, (err: unknown) => {
       assert.ok(err instanceof RateLimitError);

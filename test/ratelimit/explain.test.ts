@@ -67,7 +67,7 @@ describe('explain: a dry run of admission', () => {
 
   it('admits with no rules at all', async () => {
     const { limiter } = setup([]);
-    assert.deepEqual(await limiter.explain({ userPath: '/a', provider: 'p', model: 'm' }), { rules: [], refusal: undefined });
+    assert.deepEqual(await limiter.explain({ userPath: '/a', provider: 'p', model: 'm' }), { rules: [], refusal: undefined, learned: undefined });
   });
   it('predicts the refusal of a per-child rule that keeps as many active children as it may', async () => {
     const limiter = new RateLimiter({ clock: { now: () => T0 * 1000 }, store: new MemoryCounterStore({ maxChildren: 2 }) });

@@ -48,7 +48,8 @@ export interface FailSpec {
   status: number;
   /** An object is sent as JSON, a string as is; default: an error body in the route's dialect. */
   body?: unknown;
-  headers?: Record<string, string>;
+  /** Added to the answer's headers; undefined leaves one out (a 429's default `retry-after: 1`). */
+  headers?: Record<string, string | undefined>;
 }
 
 export interface FakeUpstream {
@@ -65,6 +66,11 @@ export interface FakeUpstream {
   /** Every request for `model` answers with this error until cleared with `undefined`. */
   failModel(model: string, spec: FailSpec | undefined): void;
   setLatency(ms: number): void;
+  /**
+   * Headers added to every answer (rate-limit headers, say) for requests naming `model`, or for
+   * every request without one; undefined clears them.
+   */
+  setAnswerHeaders(headers: Record<string, string> | undefined, model?: string): void;
   setChunkDelay(ms: number): void;
   /** The next `n` requests are never answered (the connection stays open). */
   hangNext(n: number): void;
@@ -151,6 +157,8 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
   let chunkDelayMs = options.chunkDelayMs ?? 0;
   let failQueue: FailSpec[] = [];
   let modelFailures = new Map<string, FailSpec>();
+  let answerHeaders = new Map<string | undefined, Record<string, string>>();
+  const extraHeaders = (call: RecordedCall): Record<string, string> => answerHeaders.get(call.model) ?? answerHeaders.get(undefined) ?? {};
   let hangs = 0;
   let drops = 0;
   let earlyDrops = 0;
@@ -160,11 +168,12 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
   let maxConcurrent = 0;
   const batchApi = createFakeBatchApi(name);
 
-  const send = (res: ServerResponse, call: RecordedCall, status: number, body: unknown, headers: Record<string, string> = {}): void => {
+  const send = (res: ServerResponse, call: RecordedCall, status: number, body: unknown, headers: Record<string, string | undefined> = {}): void => {
     call.status = status;
     const isBuf = Buffer.isBuffer(body);
     const payload = isBuf ? body : typeof body === 'string' ? body : JSON.stringify(body);
-    res.writeHead(status, { 'content-type': isBuf ? 'application/octet-stream' : 'application/json', 'x-fake-upstream': name, ...headers });
+    const all: Record<string, string | undefined> = { 'content-type': isBuf ? 'application/octet-stream' : 'application/json', 'x-fake-upstream': name, ...extraHeaders(call), ...headers };
+    res.writeHead(status, Object.fromEntries(Object.entries(all).filter(([, value]) => value !== undefined)) as Record<string, string>);
     res.end(payload);
   };
 
@@ -181,7 +190,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     const drop = drops > 0 ? (drops--, true) : false;
     const hold = holds.shift();
     call.status = 200;
-    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-fake-upstream': name });
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-fake-upstream': name, ...extraHeaders(call) });
     for (let i = 0; i < events.length; i++) {
       if (res.destroyed) return;
       if (i > 0 && chunkDelayMs > 0) await sleep(chunkDelayMs);
@@ -379,6 +388,10 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
       else modelFailures.delete(model);
     },
     setLatency: (ms) => { latencyMs = ms; },
+    setAnswerHeaders: (headers, model) => {
+      if (headers === undefined) answerHeaders.delete(model);
+      else answerHeaders.set(model, headers);
+    },
     setChunkDelay: (ms) => { chunkDelayMs = ms; },
     hangNext: (n) => { hangs += n; },
     dropStreamNext: (n) => { drops += n; },
@@ -398,6 +411,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
       chunkDelayMs = options.chunkDelayMs ?? 0;
       failQueue = [];
       modelFailures = new Map();
+      answerHeaders = new Map();
       hangs = 0;
       drops = 0;
       earlyDrops = 0;

@@ -18,12 +18,12 @@ export function testPrefix(): string {
   return `fgtest-${randomBytes(5).toString('hex')}:`;
 }
 
-/** Deletes every key of a prefix. */
+/** Deletes every key of a prefix (counters and learned capacity). */
 export async function dropPrefix(prefix: string, url = REDIS_URL): Promise<void> {
   const client = new Redis(url, { lazyConnect: true, protocol: 2 });
   try {
     await client.connect();
-    const pattern = `${new RedisNames(prefix).counterPattern}`;
+    const pattern = new RedisNames(prefix).everyKeyPattern;
     let cursor = '0';
     do {
       const [next, keys] = await client.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);

@@ -11,6 +11,8 @@ export const ADMIT = 1;
 export const ADD_TOKENS = 2;
 export const RELEASE = 3;
 export const READ = 4;
+export const LEARN = 5;
+export const READ_LEARNED = 6;
 
 /** One operation's part of the batch reply: the doubles from index `at` on. */
 export interface BatchAnswer {

@@ -8,6 +8,9 @@
  *   {floodgate:}rl:provider:openai:0        a concurrency rule (sorted set of leases)
  *   {floodgate:}rl:user_path:/team:60:/     a per-child rule's counter for /team itself
  *   {floodgate:}rl:user_path:/team:60:/bob  its counter for the child /team/bob (and all below it)
+ *   {floodgate:}lc:openai/gpt-4o            the learned capacity of a provider's model (see scripts.ts)
+ *   {floodgate:}lc                          the index of the learned capacity records (sorted set)
+ *   {floodgate:}lc:saturated                the pub/sub channel of targets saturated by learned capacity
  *   floodgate:events                        the pub/sub channel of rule changes and resets
  *   floodgate:released                      the pub/sub channel of concurrency slots given back
  */
@@ -35,6 +38,34 @@ export class RedisNames {
     const name = `${this.tag}rl:${scope}:${subject}:${period}`;
     // A per-child rule's counters (see counterKeyOf): the child after a `:/`, empty for the path's own.
     return child === undefined ? name : `${name}:/${child}`;
+  }
+
+  /** The key of a provider's model's learned capacity. A provider name has no `/`: the first one ends it. */
+  learnedKey(provider: string, model: string): string {
+    return `${this.tag}lc:${provider}/${model}`;
+  }
+
+  /** The index of the learned capacity records. */
+  get learnedIndex(): string {
+    return `${this.tag}lc`;
+  }
+
+  /** The pub/sub channel of targets saturated by learned capacity, and of saturations over (named by the script after the index). */
+  get learnedChannel(): string {
+    return `${this.learnedIndex}:saturated`;
+  }
+
+  /** The provider and model of a learned capacity key; undefined for a key that is none. */
+  learnedTarget(key: string): { provider: string; model: string } | undefined {
+    const prefix = `${this.tag}lc:`;
+    const slash = key.indexOf('/', prefix.length);
+    if (!key.startsWith(prefix) || slash === -1) return undefined;
+    return { provider: key.slice(prefix.length, slash), model: key.slice(slash + 1) };
+  }
+
+  /** A SCAN pattern matching every key of this prefix (counters and learned capacity). */
+  get everyKeyPattern(): string {
+    return `${globEscape(this.tag)}*`;
   }
 
   /** A SCAN pattern matching every counter key of this prefix (glob characters in it escaped). */

@@ -23,6 +23,20 @@
  * previous and current, in flight. The gateway computes the sliding estimates, Retry-After and
  * headers from them with the same code as for the memory store; the script computes the
  * estimates only to check the caps.
+ *
+ * Learned provider capacity (src/ratelimit/learned.ts) is one small key per (provider, model): a
+ * string of twelve little-endian doubles, -1 where a value is absent —
+ *   saturated until (ms, 0: not), cause (0 none, 1 cooldown, 2 requests, 3 tokens),
+ *   requests limit, remaining, reset at (ms), tokens limit, remaining, reset at (ms),
+ *   cooldown until (ms), last refused at (ms), updated at (ms), expires at (ms)
+ * — expiring (PXAT) at its last reset or cooldown end, and at least a linger after its last write.
+ * A sorted set beside them (the index: member = key, score = expiry) lists them for reading.
+ * An admission may carry its target's key as its last key: the key is judged in the same script,
+ * before anything is counted, and a saturated target refuses the admission like a breached rule.
+ * A write that leaves a target saturated, or ends its saturation, is published on the channel
+ * `<index>:saturated` (the key, a newline, the ms it lasts from now or 0 when over, a newline, its
+ * cause code): gateways judge an admission no rule governs from what they heard, without a round
+ * trip (see saturations.ts).
  */
 
 /** Sliding-window helpers. */
@@ -124,32 +138,74 @@ local function packDoubles(values)
 end
 `;
 
+/** Learned capacity records (see above): read, judged, merged and written as the memory store does (learned.ts). */
+const LEARNED_FUNCTIONS = `
+local function decodeLearned(raw)
+  if type(raw) == 'string' and #raw == 96 then
+    local r = {struct.unpack('<dddddddddddd', raw)}
+    -- A record past its expiry is no record (Redis drops it lazily).
+    if r[12] > nowMs then return r end
+  end
+  return nil
+end
+
+-- A reported dimension (remaining >= 0) replaces the stored one, keeping the stored limit when none
+-- was reported; its reset is absolute from now on.
+local function mergeDimension(limit0, remaining0, reset0, limit, remaining, resetIn)
+  if remaining < 0 then return limit0, remaining0, reset0 end
+  if limit < 0 then limit = limit0 end
+  local reset = -1
+  if resetIn >= 0 then reset = nowMs + resetIn end
+  return limit, remaining, reset
+end
+`;
+
 /**
  * The batch. KEYS: the keys of every operation, in order. ARGV[1]: the operations' numbers, as
  * doubles; ARGV[2...]: the lease ids of the A and R operations, in order. Each operation's numbers
  * are a code, how many of the keys are its own, then
- *   1 (A) leaseMs (period requestCap tokenCap)...  admission: check every rule; only if none is
- *                                                  breached, count the request in every window
- *                                                  and add the lease to every concurrency rule
- *   2 (T) tokens period...                         token charge (concurrency rules skipped)
- *   3 (R)                                          release: the lease leaves every key
- *   4 (Q) period...                                read, changing nothing
- * Answers the answers of A and Q, in order, as doubles.
+ *   1 (A) leaseMs learned (period requestCap tokenCap)...
+ *                            admission: check every rule and, when learned is 1, the learned
+ *                            capacity in its last key; only if no rule is breached and the target
+ *                            is not saturated, count the request in every window and add the lease
+ *                            to every concurrency rule
+ *   2 (T) tokens period...   token charge (concurrency rules skipped)
+ *   3 (R)                    release: the lease leaves every key
+ *   4 (Q) period...          read, changing nothing
+ *   5 (L) reserve lingerMs requestsLimit requestsRemaining requestsResetIn tokensLimit tokensRemaining
+ *         tokensResetIn cooldownIn throttled
+ *                            learn: merge what answers taught into the learned record (first key),
+ *                            listed in the index (second key); -1 for what they did not say, times
+ *                            in ms from now
+ *   6 (C)                    read learned records, changing nothing
+ * Answers the answers of A, Q and C, in order, as doubles: an admission with a learned key adds the
+ * verdict (saturated until or 0, cause, the time in ms, then three zeros) after its rows; a read of
+ * learned records is the time in ms, then twelve numbers per key (all -1 for a missing one).
  */
-export const BATCH = `${WINDOW_FUNCTIONS}${KEEP_FOR}${DOUBLES}${CLOCK}
+export const BATCH = `${WINDOW_FUNCTIONS}${KEEP_FOR}${DOUBLES}${CLOCK}${LEARNED_FUNCTIONS}
 local out, o = {}, 0
 
 -- Per rule of the admission being checked (flat arrays, reused: no table per rule).
 local start, ws, rp, rc, tp, tc, rolled = {}, {}, {}, {}, {}, {}, {}
 
-local function admit(first, n, v, at, lease)
-  local leaseMs = v[at]
-  local function periodOf(i) return v[at + 3 * i - 2] end
+local function admit(first, keys, v, at, lease)
+  local leaseMs, learned = v[at], v[at + 1]
+  local n = keys - learned
+  local function periodOf(i) return v[at + 3 * i - 1] end
   local raw = windows(first, n, periodOf)
   local breached = false
+  -- The target's learned capacity: a saturated target refuses before anything is counted.
+  local untilMs, cause = 0, 0
+  if learned == 1 then
+    local record = decodeLearned(redis.call('GET', KEYS[first + keys]))
+    if record and record[1] > nowMs and record[2] > 0 then
+      untilMs, cause = record[1], record[2]
+      breached = true
+    end
+  end
   for i = 1, n do
     local key = KEYS[first + i]
-    local c = at + 3 * i - 2
+    local c = at + 3 * i - 1
     local period, maxRequests, maxTokens = v[c], v[c + 1], v[c + 2]
     if period == 0 then
       -- Expired leases are not counted here; the renewal prunes them.
@@ -184,7 +240,11 @@ local function admit(first, n, v, at, lease)
     end
     o = o + 6
   end
-  return at + 1 + 3 * n
+  if learned == 1 then
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = untilMs, cause, nowMs, 0, 0, 0
+    o = o + 6
+  end
+  return at + 2 + 3 * n
 end
 
 local function addTokens(first, n, v, at)
@@ -225,7 +285,48 @@ local function read(first, n, v, at)
   return at + n
 end
 
-local operations = {admit, addTokens, release, read}
+local function learn(first, n, v, at)
+  local key, index = KEYS[first + 1], KEYS[first + 2]
+  local reserve, linger = v[at], v[at + 1]
+  local old = decodeLearned(redis.call('GET', key))
+  local rl, rr, rs, tl, tr, ts, cooldown, throttledAt = -1, -1, -1, -1, -1, -1, -1, -1
+  if old then rl, rr, rs, tl, tr, ts, cooldown, throttledAt = old[3], old[4], old[5], old[6], old[7], old[8], old[9], old[10] end
+  rl, rr, rs = mergeDimension(rl, rr, rs, v[at + 2], v[at + 3], v[at + 4])
+  tl, tr, ts = mergeDimension(tl, tr, ts, v[at + 5], v[at + 6], v[at + 7])
+  -- A cooldown only ever lengthens.
+  if v[at + 8] >= 0 then cooldown = math.max(cooldown, nowMs + v[at + 8]) end
+  if v[at + 9] == 1 then throttledAt = nowMs end
+  -- Saturated until the latest of: a running cooldown, a dimension at or below the reserve before
+  -- its reset (on a tie, the earlier cause in that order).
+  local untilMs, cause = 0, 0
+  if cooldown > nowMs then untilMs, cause = cooldown, 1 end
+  if rr >= 0 and rs >= 0 and rr <= reserve and rs > nowMs and rs > untilMs then untilMs, cause = rs, 2 end
+  if tr >= 0 and ts >= 0 and tr <= reserve and ts > nowMs and ts > untilMs then untilMs, cause = ts, 3 end
+  local expires = math.max(nowMs + linger, untilMs, rs, ts, cooldown)
+  redis.call('SET', key, struct.pack('<dddddddddddd', untilMs, cause, rl, rr, rs, tl, tr, ts, cooldown, throttledAt, nowMs, expires), 'PXAT', expires)
+  redis.call('ZADD', index, expires, key)
+  redis.call('ZREMRANGEBYSCORE', index, '-inf', nowMs)
+  if redis.call('PTTL', index) < expires - nowMs then redis.call('PEXPIREAT', index, expires) end
+  if cause > 0 then
+    redis.call('PUBLISH', index .. ':saturated', key .. '\\n' .. string.format('%d', math.ceil(untilMs - nowMs)) .. '\\n' .. cause)
+  elseif old and old[1] > nowMs and old[2] > 0 then
+    redis.call('PUBLISH', index .. ':saturated', key .. '\\n0\\n0')
+  end
+  return at + 10
+end
+
+local function readLearned(first, n, v, at)
+  out[o + 1] = nowMs
+  o = o + 1
+  for i = 1, n do
+    local record = decodeLearned(redis.call('GET', KEYS[first + i]))
+    for f = 1, 12 do out[o + f] = record and record[f] or -1 end
+    o = o + 12
+  end
+  return at
+end
+
+local operations = {admit, addTokens, release, read, learn, readLearned}
 local v = unpackDoubles(ARGV[1])
 local at, first, leases = 1, 0, 1
 while at <= #v do

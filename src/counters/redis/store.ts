@@ -1,9 +1,11 @@
 /**
  * Counters in Redis, shared by every gateway that uses the same Redis and prefix: a cap of 50 admits 50 in all, however many replicas serve the traffic.
  *
- * One round trip per admission (one script run over every matching rule) and one per completed
- * request for its tokens; releases and the lease renewal are off the request path. The operations
- * of one event-loop turn travel together in one script call (batch.ts).
+ * One round trip per admission (one script run over every matching rule, and the target's learned
+ * capacity) and one per completed request for its tokens; releases, the lease renewal and the
+ * writes of learned capacity are off the request path. The operations of one event-loop turn travel
+ * together in one script call (batch.ts). An admission no rule governs takes no round trip: its
+ * learned capacity is judged from the saturations this gateway learned or heard (saturations.ts).
  *
  * When Redis fails or does not answer within `timeoutMs`, the store degrades at once and stays
  * degraded until a probe gets an answer (see availability.ts); meanwhile `onError` decides:
@@ -12,9 +14,14 @@
  */
 import { MemoryCounterStore } from '../memory.ts';
 import {
+  CAUSES,
   childCounterKey,
+  combineUpdates,
   concurrencyRow,
   CounterStoreUnavailableError,
+  learnedKey,
+  LINGER_MS,
+  saturationOf,
   rowMatters,
   windowedRow,
   type AdmitOutcome,
@@ -25,15 +32,24 @@ import {
   type CounterRow,
   type CounterRule,
   type CounterStore,
+  type LearnedCause,
+  type LearnedCheck,
+  type LearnedDimension,
+  type LearnedHandle,
+  type LearnedReading,
+  type LearnedRecord,
+  type LearnedUpdate,
+  type LearnedVerdict,
   type MaybePromise,
   type SlotLease,
 } from '../../ratelimit/index.ts';
 import { RedisAvailability, type CountersLogger } from './availability.ts';
-import { ADD_TOKENS, ADMIT, READ, RELEASE, ScriptBatch, type BatchAnswer } from './batch.ts';
+import { ADD_TOKENS, ADMIT, LEARN, READ, READ_LEARNED, RELEASE, ScriptBatch, type BatchAnswer } from './batch.ts';
 import { within, type CountersClient } from './client.ts';
 import type { RedisNames } from './keys.ts';
 import type { RedisDiagnosis } from './diagnosis.ts';
 import { LeaseBook, RedisLease } from './leases.ts';
+import type { HeardSaturation } from './saturations.ts';
 
 export type RedisOnError = 'local' | 'allow' | 'deny';
 
@@ -77,6 +93,51 @@ class RedisCounter implements CounterHandle {
   }
 }
 
+/** A target's learned capacity: its record's key in Redis. */
+class RedisLearned implements LearnedHandle {
+  readonly key: string;
+  readonly provider: string;
+  readonly model: string;
+  readonly redisKey: Buffer;
+  /** The same key as text: what saturation messages name. */
+  readonly redisKeyText: string;
+
+  constructor(provider: string, model: string, redisKey: string) {
+    this.key = learnedKey(provider, model);
+    this.provider = provider;
+    this.model = model;
+    this.redisKey = Buffer.from(redisKey);
+    this.redisKeyText = redisKey;
+  }
+}
+
+/** Most targets whose saturation a gateway keeps from what it heard (their number is the saturated targets'). */
+const MAX_HEARD = 10_000;
+
+/**
+ * What this gateway learned of one target and has yet to write. The first answer of a burst is
+ * written at once (with the batch of its turn, so every admission after it sees it), then at most
+ * one write per LEARN_INTERVAL_MS carries what the answers said meanwhile — except an answer that
+ * saturates a target this gateway has not yet written as saturated, which goes out at once: every
+ * gateway must route around it from its next request on.
+ */
+interface PendingLearned {
+  readonly handle: RedisLearned;
+  /** Times on this process's clock (Date.now). */
+  update: LearnedUpdate | undefined;
+  /** Until when the last write said the target is saturated (Date.now clock; 0: not). */
+  writtenUntil: number;
+  /** Written less than LEARN_INTERVAL_MS ago: the timer writes what comes meanwhile. */
+  cooling: NodeJS.Timeout | undefined;
+}
+
+/** At most one write a second per target carries what its answers say while it has capacity. */
+const LEARN_INTERVAL_MS = 1000;
+/** Learned records read per script call when listing them. */
+const LEARNED_READ_BATCH = 500;
+/** Numbers per learned record in a read's answer (see scripts.ts). */
+const LEARNED_WIDTH = 12;
+
 /** What the scripts need for one list of rules, computed once per list (the engine reuses its lists). */
 class ScriptPlan {
   /**
@@ -89,8 +150,10 @@ class ScriptPlan {
   readonly periods: number[];
   /** The periods, as a batch operation's parameters. */
   readonly periodNumbers: Float64Array;
-  /** Per rule: period, request cap, token cap, as an admission's parameters. */
+  /** The learned flag (0), then per rule: period, request cap, token cap, as an admission's parameters. */
   readonly capNumbers: Float64Array;
+  /** The same with the learned flag 1: the admission's last key is its target's learned capacity. */
+  readonly learnedCapNumbers: Float64Array;
   readonly slotKeys: string[] = [];
   readonly hasSlots: boolean;
   /** How many numbers an admission or read of these rules answers. */
@@ -107,7 +170,9 @@ class ScriptPlan {
     this.keys = this.keyNames.map((name) => Buffer.from(name));
     this.periods = rules.map((rule) => rule.periodSeconds);
     this.periodNumbers = Float64Array.from(this.periods);
-    this.capNumbers = Float64Array.from(rules.flatMap((rule) => [rule.periodSeconds, rule.maxRequests, rule.maxTokens]));
+    const caps = rules.flatMap((rule) => [rule.periodSeconds, rule.maxRequests, rule.maxTokens]);
+    this.capNumbers = Float64Array.from([0, ...caps]);
+    this.learnedCapNumbers = Float64Array.from([1, ...caps]);
     for (const rule of rules) {
       if (rule.periodSeconds === 0) this.slotKeys.push((rule.counter as RedisCounter).redisKey);
     }
@@ -118,6 +183,14 @@ class ScriptPlan {
       if (counter.child !== undefined) this.children.push(i);
       return { counter: counter.local ?? counter, periodSeconds: rule.periodSeconds, maxRequests: rule.maxRequests, maxTokens: rule.maxTokens };
     });
+  }
+
+  /** The rules' keys and then the learned capacity's (a plan's target is always the same one). */
+  #withLearned: { handle: RedisLearned; keys: Buffer[] } | undefined;
+
+  keysWith(handle: RedisLearned): Buffer[] {
+    if (this.#withLearned?.handle !== handle) this.#withLearned = { handle, keys: [...this.keys, handle.redisKey] };
+    return this.#withLearned.keys;
   }
 }
 
@@ -152,6 +225,14 @@ export class RedisCounterStore implements CounterStore {
   readonly #diagnosis: RedisCounterStoreOptions['diagnosis'];
   readonly #releaseListeners: Array<(keys: readonly string[]) => void> = [];
   readonly #announceReleased: ((keys: readonly string[]) => void) | undefined;
+  /** Learned capacity waiting to be written, by learned key. */
+  readonly #learning = new Map<string, PendingLearned>();
+  /**
+   * Targets saturated by learned capacity as this gateway learned or heard it (see saturations.ts),
+   * by Redis key: until when on this process's clock (Date.now), and why. Admissions no rule
+   * governs are judged from it, without a round trip; the others in their script.
+   */
+  readonly #saturated = new Map<string, { untilMs: number; cause: LearnedCause }>();
 
   constructor(options: RedisCounterStoreOptions) {
     this.#client = options.client;
@@ -169,8 +250,13 @@ export class RedisCounterStore implements CounterStore {
       probeIntervalMs: options.probeIntervalMs ?? 500,
       logger: options.logger,
       fallback: FALLBACK_DESCRIPTIONS[options.onError],
-      // Local counts stood in for the shared ones during the outage only.
-      onRecover: () => this.#local.resetAll(),
+      // Local counts (and what was learned) stood in for the shared ones during the outage only.
+      onRecover: () => {
+        this.#local.resetAll();
+        this.#local.forgetLearned();
+        // What was heard before the outage may be over without this gateway hearing it.
+        this.#saturated.clear();
+      },
       explain: (err) => options.diagnosis?.explain(err) ?? err,
     });
     this.#diagnosis = options.diagnosis;
@@ -262,21 +348,58 @@ export class RedisCounterStore implements CounterStore {
     });
   }
 
-  tryAdmit(rules: readonly CounterRule[], nowSeconds: number): MaybePromise<AdmitOutcome> {
+  tryAdmit(rules: readonly CounterRule[], nowSeconds: number, learned?: LearnedCheck): MaybePromise<AdmitOutcome> {
     const plan = this.#plan(rules);
-    if (!this.#availability.up) return this.#fallbackAdmit(plan, nowSeconds);
+    if (!this.#availability.up) return this.#fallbackAdmit(plan, nowSeconds, learned);
+    const handle = learned?.handle as RedisLearned | undefined;
+    // Nothing to count: what this gateway heard decides, at once.
+    if (rules.length === 0 && handle !== undefined) return this.#heardAdmission(handle, nowSeconds);
     const leaseId = plan.hasSlots ? this.#leases.nextId() : '';
-    return this.#batch.add(ADMIT, plan.keys, this.#leaseMs, plan.capNumbers, leaseId, plan.width).then(
+    const keys = handle === undefined ? plan.keys : plan.keysWith(handle);
+    const numbers = handle === undefined ? plan.capNumbers : plan.learnedCapNumbers;
+    return this.#batch.add(ADMIT, keys, this.#leaseMs, numbers, leaseId, plan.width + (handle === undefined ? 0 : ROW_WIDTH)).then(
       (answer) => {
         const admitted = answer.reply.readDoubleLE((answer.at + 1) * 8) === 1;
         const lease = admitted && plan.hasSlots ? this.#leases.hold(leaseId, plan.slotKeys) : undefined;
-        return { status: admitted ? 'admitted' : 'refused', ...readingOf(plan.periods, answer), lease };
+        const verdict = handle === undefined ? undefined : verdictAt(answer, plan.width);
+        return { status: admitted ? 'admitted' : 'refused', ...readingOf(plan.periods, answer), lease, learned: verdict };
       },
       (err: unknown) => {
         this.#availability.down(err);
-        return this.#fallbackAdmit(plan, nowSeconds);
+        return this.#fallbackAdmit(plan, nowSeconds, learned);
       },
     );
+  }
+
+  learnedCounter(provider: string, model: string): LearnedHandle {
+    return new RedisLearned(provider, model, this.#names.learnedKey(provider, model));
+  }
+
+  learn(handle: LearnedHandle, update: LearnedUpdate): void {
+    if (!this.#availability.up) {
+      this.#local.learn(handle, update);
+      return;
+    }
+    // Onto this process's clock: the write, maybe later, sends times as delays from its moment.
+    const shifted = shiftUpdate(update, Date.now() - update.atMs);
+    const saturation = saturationOf(shifted);
+    if (saturation !== undefined) this.#heard((handle as RedisLearned).redisKeyText, saturation.untilMs, saturation.cause);
+    let pending = this.#learning.get(handle.key);
+    if (pending === undefined) {
+      pending = { handle: handle as RedisLearned, update: undefined, writtenUntil: 0, cooling: undefined };
+      this.#learning.set(handle.key, pending);
+    }
+    pending.update = pending.update === undefined ? shifted : combineUpdates(pending.update, shifted);
+    const newlySaturated = pending.writtenUntil <= Date.now() && saturation !== undefined;
+    if (pending.cooling === undefined || newlySaturated) this.#writeLearned(pending);
+  }
+
+  readLearned(handles: readonly LearnedHandle[] | undefined, nowMs: number): MaybePromise<LearnedReading> {
+    if (!this.#availability.up) return this.#local.readLearned(handles, nowMs);
+    return this.#readLearned(handles).catch((err: unknown) => {
+      this.#availability.down(err);
+      return this.#local.readLearned(handles, nowMs);
+    });
   }
 
   release(rules: readonly CounterRule[], lease: SlotLease): void {
@@ -333,10 +456,90 @@ export class RedisCounterStore implements CounterStore {
     );
   }
 
-  /** Stops renewing leases and probing. The client is closed by its owner. */
+  /**
+   * A target's saturation another gateway (or this one) wrote, as the script published it: kept
+   * until it ends; a message saying it is over forgets it.
+   */
+  heardSaturation({ redisKey, forMs, cause }: HeardSaturation): void {
+    if (forMs === 0 || cause === undefined) this.#saturated.delete(redisKey);
+    else this.#heard(redisKey, Date.now() + forMs, cause, true);
+  }
+
+  #heard(redisKey: string, untilMs: number, cause: LearnedCause, replace = false): void {
+    const known = this.#saturated.get(redisKey);
+    if (known !== undefined && !replace && known.untilMs >= untilMs) return;
+    if (known === undefined && this.#saturated.size >= MAX_HEARD) this.#saturated.delete(this.#saturated.keys().next().value!);
+    this.#saturated.set(redisKey, { untilMs, cause });
+  }
+
+  /** An admission with no rule, judged from what this gateway heard. */
+  #heardAdmission(handle: RedisLearned, nowSeconds: number): AdmitOutcome {
+    const nowMs = Date.now();
+    const known = this.#saturated.get(handle.redisKeyText);
+    if (known !== undefined && known.untilMs <= nowMs) this.#saturated.delete(handle.redisKeyText);
+    const saturated = known !== undefined && known.untilMs > nowMs;
+    const verdict = saturated ? { untilMs: known.untilMs, cause: known.cause, nowMs } : undefined;
+    return { status: saturated ? 'refused' : 'admitted', nowSeconds, rows: [], lease: undefined, learned: verdict };
+  }
+
+  /** Stops renewing leases, probing and writing what was learned. The client is closed by its owner. */
   close(): void {
     clearInterval(this.#renewal);
     this.#availability.close();
+    for (const pending of this.#learning.values()) clearTimeout(pending.cooling);
+    this.#learning.clear();
+  }
+
+  /** Writes what is pending for a target, then holds its next write back for LEARN_INTERVAL_MS. */
+  #writeLearned(pending: PendingLearned): void {
+    const { handle, update } = pending;
+    if (update !== undefined && this.#learning.get(handle.key) === pending) {
+      pending.update = undefined;
+      pending.writtenUntil = saturationOf(update)?.untilMs ?? 0;
+      if (!this.#availability.up) this.#local.learn(handle, update);
+      else {
+        this.#batch.add(LEARN, [handle.redisKey, this.#names.learnedIndex], Number.NaN, learnNumbers(update, Date.now()), undefined, 0).catch((err: unknown) => {
+          this.#availability.down(err);
+          this.#local.learn(handle, update);
+        });
+      }
+    }
+    if (pending.cooling !== undefined) return;
+    pending.cooling = setTimeout(() => {
+      pending.cooling = undefined;
+      if (pending.update !== undefined) this.#writeLearned(pending);
+      else this.#learning.delete(handle.key);
+    }, LEARN_INTERVAL_MS);
+    pending.cooling.unref();
+  }
+
+  /** The learned records of these targets, or of every target the index lists, in batches. */
+  async #readLearned(handles: readonly LearnedHandle[] | undefined): Promise<LearnedReading> {
+    let targets: Array<{ provider: string; model: string; key: Buffer | string }>;
+    if (handles !== undefined) {
+      targets = handles.map((handle) => ({ provider: handle.provider, model: handle.model, key: (handle as RedisLearned).redisKey }));
+    } else {
+      const names = await within(this.#client.zrange(this.#names.learnedIndex, '0', '-1'), this.#timeoutMs);
+      targets = [];
+      for (const name of new Set(names)) {
+        const target = this.#names.learnedTarget(name);
+        if (target !== undefined) targets.push({ ...target, key: name });
+      }
+    }
+    const records: Array<LearnedReading['records'][number]> = [];
+    let nowMs = Number.NaN;
+    let at = 0;
+    do {
+      const batch = targets.slice(at, at + LEARNED_READ_BATCH);
+      const { reply, at: from } = await this.#batch.add(READ_LEARNED, batch.map((target) => target.key), Number.NaN, undefined, undefined, 1 + LEARNED_WIDTH * batch.length);
+      nowMs = reply.readDoubleLE(from * 8);
+      batch.forEach((target, i) => {
+        const record = learnedRecordAt(reply, from + 1 + LEARNED_WIDTH * i);
+        if (record !== undefined) records.push({ provider: target.provider, model: target.model, record });
+      });
+      at += LEARNED_READ_BATCH;
+    } while (at < targets.length);
+    return { nowMs, records };
   }
 
   #plan(rules: readonly CounterRule[]): ScriptPlan {
@@ -405,9 +608,9 @@ export class RedisCounterStore implements CounterStore {
     return plan.local;
   }
 
-  #fallbackAdmit(plan: ScriptPlan, nowSeconds: number): AdmitOutcome {
+  #fallbackAdmit(plan: ScriptPlan, nowSeconds: number, learned: LearnedCheck | undefined): AdmitOutcome {
     if (this.#onError !== 'local') return { status: 'unavailable', fallback: this.#onError, reason: UNREACHABLE };
-    const outcome = this.#local.tryAdmit(this.#localRules(plan, nowSeconds), nowSeconds);
+    const outcome = this.#local.tryAdmit(this.#localRules(plan, nowSeconds), nowSeconds, learned);
     if (outcome.status !== 'admitted' || outcome.lease === undefined) return outcome;
     return { ...outcome, lease: new LocalLease(outcome.lease) };
   }
@@ -477,6 +680,50 @@ function readingOf(periods: readonly number[], { reply, at }: BatchAnswer): Coun
         : windowedRow(number(row), number(row + 1), number(row + 2), number(row + 3), number(row + 4), period, nowSeconds);
   }
   return { nowSeconds, rows };
+}
+
+/** The verdict an admission with a learned key answers after its rules' rows; undefined when the target is not saturated. */
+function verdictAt({ reply, at }: BatchAnswer, width: number): LearnedVerdict | undefined {
+  const from = (at + width) * 8;
+  const untilMs = reply.readDoubleLE(from);
+  const cause = CAUSES[reply.readDoubleLE(from + 8)];
+  if (untilMs <= 0 || cause === undefined) return undefined;
+  return { untilMs, cause, nowMs: reply.readDoubleLE(from + 16) };
+}
+
+/** A learned record of a read's answer (the twelve numbers from `at`); undefined for a missing one. */
+function learnedRecordAt(reply: Buffer, at: number): LearnedRecord | undefined {
+  const n = (i: number): number => reply.readDoubleLE((at + i) * 8);
+  const updatedAtMs = n(10);
+  if (updatedAtMs < 0) return undefined;
+  const optional = (value: number): number | undefined => (value < 0 ? undefined : value);
+  const dimension = (limit: number, remaining: number, reset: number): LearnedDimension | undefined =>
+    remaining < 0 ? undefined : { limit: optional(limit), remaining, resetAtMs: optional(reset) };
+  return {
+    saturatedUntilMs: n(0),
+    cause: CAUSES[n(1)],
+    requests: dimension(n(2), n(3), n(4)),
+    tokens: dimension(n(5), n(6), n(7)),
+    cooldownUntilMs: optional(n(8)),
+    throttledAtMs: optional(n(9)),
+    updatedAtMs,
+    expiresAtMs: n(11),
+  };
+}
+
+/** An update with its times moved by `shiftMs` (onto another clock). */
+function shiftUpdate(update: LearnedUpdate, shiftMs: number): LearnedUpdate {
+  if (shiftMs === 0) return update;
+  const moved = (at: number | undefined): number | undefined => (at === undefined ? undefined : at + shiftMs);
+  const dimension = (d: LearnedDimension | undefined): LearnedDimension | undefined => d && { ...d, resetAtMs: moved(d.resetAtMs) };
+  return { ...update, requests: dimension(update.requests), tokens: dimension(update.tokens), cooldownUntilMs: moved(update.cooldownUntilMs), atMs: update.atMs + shiftMs };
+}
+
+/** A learn operation's numbers (see scripts.ts): -1 for what was not said, times as delays from `nowMs`. */
+function learnNumbers(update: LearnedUpdate, nowMs: number): Float64Array {
+  const delay = (at: number | undefined): number => (at === undefined ? -1 : Math.max(0, at - nowMs));
+  const dimension = (d: LearnedDimension | undefined): number[] => (d === undefined ? [-1, -1, -1] : [d.limit ?? -1, d.remaining, delay(d.resetAtMs)]);
+  return Float64Array.from([update.reserve, LINGER_MS, ...dimension(update.requests), ...dimension(update.tokens), delay(update.cooldownUntilMs), update.throttled ? 1 : 0]);
 }
 
 function noop(): void {}

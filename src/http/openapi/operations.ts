@@ -292,6 +292,13 @@ export const OPENAPI_OPERATIONS: OperationTable = {
     success: { status: 200, description: 'The queue.', schema: responses.queueStatus },
     errors: [503],
   },
+  'GET /admin/providers': {
+    operationId: 'getLearnedCapacity',
+    summary: 'What the providers\' answers said of their own rate limits',
+    description: 'Per provider and model: the limits, remaining requests and tokens and their resets the upstream reported, cooldowns after its refusals, and whether it is routed around now (docs/rate-limits.md, "Capacity learned from the providers"). Shared by every replica on the Redis backend.',
+    success: { status: 200, description: 'The learned capacity.', schema: responses.learnedCapacity },
+    errors: [503],
+  },
   'GET /admin/usage': {
     operationId: 'getUsageBuckets',
     summary: 'Everyone\'s usage in hour or day buckets',

@@ -241,13 +241,40 @@ export const explanation = z.object({
       provider: z.string(),
       model: z.string(),
       failover: z.boolean(),
-      has_capacity: z.boolean().meta({ description: 'Whether its own provider and model rules would admit a request.' }),
+      has_capacity: z.boolean().meta({ description: 'Whether its own provider and model rules, and its learned capacity, would admit a request.' }),
+      learned: z.boolean().meta({ description: 'Whether what was learned from the provider\'s answers saturates it now (docs/rate-limits.md, "Capacity learned from the providers").' }),
+      learned_reset_at: timestamp.optional().meta({ description: 'With learned: when its learned saturation ends (the reset or cooldown end).' }),
       breach: breachRecord.optional(),
     }),
   ),
   rules: z.array(ruleStatusRecord).meta({ description: 'Every rule that would apply, with its live counters.' }),
   budgets: z.array(budgetStatusRecord).meta({ description: 'The budgets governing the user path, with their spend (checked after the rules).' }),
   breach: breachRecord.optional().meta({ description: 'The refusal a request would get (a reached budget is a user_path breach).' }),
+});
+
+const learnedCount = z.int().nullable();
+export const learnedCapacity = z.object({
+  providers: z
+    .array(
+      z.object({
+        provider: z.string(),
+        model: z.string(),
+        requests_limit: learnedCount.meta({ description: 'The provider\'s own request limit, as its last answer said.' }),
+        requests_remaining: learnedCount,
+        requests_reset_at: timestamp.nullable(),
+        tokens_limit: learnedCount.meta({ description: 'Its own token limit (Anthropic: the tightest of its token limits).' }),
+        tokens_remaining: learnedCount,
+        tokens_reset_at: timestamp.nullable(),
+        cooldown_until: timestamp.nullable().meta({ description: 'The end of the cooldown after its last refusal (its retry-after, else learned.cooldown_seconds).' }),
+        saturated: z.boolean().meta({ description: 'Whether it is routed around now.' }),
+        saturated_until: timestamp.nullable(),
+        cause: z.enum(['cooldown', 'requests', 'tokens']).nullable().meta({ description: 'Why it is saturated: a refusal\'s cooldown, or its request or token limit at or below the reserve.' }),
+        throttled_at: timestamp.nullable().meta({ description: 'When it last refused (429, or 503 with a retry-after).' }),
+        updated_at: timestamp,
+      }),
+    )
+    .meta({ description: 'Every (provider, model) something was learned of, by provider then model.' }),
+  server_time: timestamp,
 });
 
 export const queueStatus = z.object({

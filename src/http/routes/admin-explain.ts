@@ -57,6 +57,8 @@ export function registerAdminExplain(app: FastifyInstance, services: HttpService
         model: t.target.model,
         failover: t.failover,
         has_capacity: t.breach === undefined,
+        learned: t.learned !== undefined,
+        ...(t.learned !== undefined && { learned_reset_at: new Date(Math.round(t.learned.untilMs)).toISOString() }),
         ...(t.breach !== undefined && { breach: breachRecord(t.breach) }),
       })),
       rules: explained.rules,

@@ -49,6 +49,7 @@ export function registerPassthrough(app: FastifyInstance, services: HttpServices
         } catch (err) {
           throw asGatewayError(err, provider.name);
         }
+        services.admission.observe({ provider: provider.name, model }, result);
         // An SSE answer keeps what it relays, in case it ends before its usage report.
         const relayed = result.status < 400 && (result.headers['content-type'] ?? '').includes('text/event-stream') ? new RelayedStream() : undefined;
         let status = result.status;

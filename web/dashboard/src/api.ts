@@ -91,3 +91,4 @@ export type QueueStatus = z.infer<typeof responses.queueStatus>;
 export type Priority = ApiKey['max_priority'];
 export type BudgetStatus = z.infer<typeof responses.budgetStatusRecord>;
 export type BudgetList = z.infer<typeof responses.budgetList>;
+export type LearnedCapacity = z.infer<typeof responses.learnedCapacity>;

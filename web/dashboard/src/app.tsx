@@ -8,11 +8,12 @@ import { Field, FormMessage } from './components/controls.tsx';
 import { BudgetsDisabled, BudgetsPage } from './pages/budgets.tsx';
 import { ExplainPage } from './pages/explain.tsx';
 import { KeysPage } from './pages/keys.tsx';
+import { ProvidersPage } from './pages/providers.tsx';
 import { QueuePage } from './pages/queue.tsx';
 import { RateLimitsDisabled, RateLimitsPage } from './pages/rate-limits.tsx';
 import { UsagePage } from './pages/usage.tsx';
 
-type Page = 'rate-limits' | 'queue' | 'explain' | 'budgets' | 'keys' | 'usage';
+type Page = 'rate-limits' | 'queue' | 'explain' | 'providers' | 'budgets' | 'keys' | 'usage';
 /** A feature a gateway can switch off; its pages disappear then. */
 type Feature = 'rate-limits' | 'budgets';
 
@@ -20,6 +21,7 @@ const PAGES: ReadonlyArray<{ page: Page; label: string; feature?: Feature }> = [
   { page: 'rate-limits', label: 'Rate limits', feature: 'rate-limits' },
   { page: 'queue', label: 'Queue', feature: 'rate-limits' },
   { page: 'explain', label: 'Explain a request', feature: 'rate-limits' },
+  { page: 'providers', label: 'Providers', feature: 'rate-limits' },
   { page: 'budgets', label: 'Budgets', feature: 'budgets' },
   { page: 'keys', label: 'API keys' },
   { page: 'usage', label: 'Usage' },
@@ -140,6 +142,8 @@ export function App() {
           <QueuePage onDisabled={() => disable('rate-limits')} />
         ) : page === 'explain' ? (
           <ExplainPage onDisabled={() => disable('rate-limits')} />
+        ) : page === 'providers' ? (
+          <ProvidersPage onDisabled={() => disable('rate-limits')} />
         ) : page === 'budgets' ? (
           <BudgetsPage onDisabled={() => disable('budgets')} />
         ) : page === 'keys' ? (

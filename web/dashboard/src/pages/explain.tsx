@@ -134,7 +134,10 @@ function Result({ result }: { result: Explanation }) {
                 {t.provider}/{t.model}
               </th>
               <td>{t.failover ? 'failover' : 'primary'}</td>
-              <td>{t.has_capacity ? 'has capacity' : `saturated: ${t.breach?.message ?? ''}`}</td>
+              <td>
+                {t.has_capacity ? 'has capacity' : `saturated: ${t.breach?.message ?? ''}`}
+                {t.learned && t.learned_reset_at !== undefined && <span class="badge saturated">learned · until {t.learned_reset_at.slice(11, 19)} UTC</span>}
+              </td>
             </tr>
           ))}
         </tbody>
