@@ -25,6 +25,7 @@ import { ResponseCache } from './cache/response-cache.ts';
 import { openStorage } from './storage/index.ts';
 import type { Storage } from './storage/types.ts';
 import { UsageRecorder, UsageRecordsLostError } from './usage/recorder.ts';
+import { RefusalCountsDroppedError, RefusalLog } from './usage/refusals.ts';
 import { GATEWAY_VERSION } from './shared/version.ts';
 import { describeCounters, describeStorage } from './config/describe.ts';
 
@@ -100,6 +101,14 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       },
     });
     cleanup.unshift(() => usage.close());
+    const refusals = new RefusalLog(storage, {
+      now,
+      onError: (err) => {
+        if (err instanceof RefusalCountsDroppedError) logger.error(err.message);
+        else logger.error({ err }, 'writing refusal counts failed; they are kept for the next write');
+      },
+    });
+    cleanup.unshift(() => refusals.close());
 
     const { limiter, rules, counters, stopFollowing } = await startRateLimits(config, storage, options.rateLimitSeeds ?? [], now, logger, options.warnings ?? []);
     if (counters !== undefined) {
@@ -150,12 +159,14 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         cacheShared: config.cache.response.shared,
         patience: { defaultWaitMs: Math.round(config.rate_limits.queue.default_wait_seconds * 1000), maxWaitMs: Math.round(config.rate_limits.queue.max_wait_seconds * 1000) },
         logger,
+        accessLog: config.logging.access,
       },
       resolver,
       keys,
       storage,
       usage,
-      admission: new AdmissionCore({ limiter, budgets: tracker, usage, metrics, queue, now }),
+      admission: new AdmissionCore({ limiter, budgets: tracker, usage, metrics, refusals, queue, now }),
+      refusals,
       limiter,
       rules,
       budgets,

@@ -29,5 +29,6 @@ export type {
   AdmissionTicket,
   AdmitOptions,
   RateLimiterOptions,
+  StatusOptions,
 } from './limiter.ts';
 export { RateLimiter } from './limiter.ts';

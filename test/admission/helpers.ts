@@ -4,7 +4,7 @@
  * that keep what the core recorded.
  */
 import { Readable } from 'node:stream';
-import { AdmissionCore, type AdmissionMetrics, type Lifetime, type QueueOutcome } from '../../src/admission/core.ts';
+import { AdmissionCore, type AdmissionMetrics, type Lifetime, type QueueOutcome, type Refusal } from '../../src/admission/core.ts';
 import { WaitQueue, type Timers } from '../../src/admission/queue.ts';
 import { BudgetTracker } from '../../src/budgets/tracker.ts';
 import type { BudgetDefinition } from '../../src/budgets/types.ts';
@@ -114,6 +114,10 @@ export interface CoreWorld {
   budgets: BudgetTracker;
   records: UsageEntry[];
   admissions: Array<{ ok: boolean; userPath: string | undefined; provider: string | undefined; model: string | undefined }>;
+  /** Failovers reported to the metrics, as `provider/model -> provider/model`. */
+  failovers: string[];
+  /** Requests answered 429, as reported to the refusal sink. */
+  refusals: Refusal[];
   clock: { now(): number; set(ms: number): void };
   route(model: string): NonNullable<ReturnType<Resolver['resolve']>>;
 }
@@ -145,13 +149,24 @@ export function coreWorld(options: {
   budgets.replaceAll(options.budgets ?? []);
   const records: UsageEntry[] = [];
   const admissions: CoreWorld['admissions'] = [];
+  const failovers: string[] = [];
+  const refusals: Refusal[] = [];
   const metrics: AdmissionMetrics = {
     admission: (result, userPath, providerName, model) => void admissions.push({ ok: result.ok, userPath, provider: providerName, model }),
+    failover: (from, to) => void failovers.push(`${from.provider}/${from.model} -> ${to.provider}/${to.model}`),
     upstream: (_provider, call) => call(),
     tokens: () => {},
     queueWait: (outcome, seconds) => void waits.push({ outcome, seconds }),
   };
-  const core = new AdmissionCore({ limiter, budgets, usage: { record: (entry) => void records.push(entry) }, metrics, queue, now: clock.now });
+  const core = new AdmissionCore({
+    limiter,
+    budgets,
+    usage: { record: (entry) => void records.push(entry) },
+    metrics,
+    refusals: { refused: (refusal) => void refusals.push(refusal) },
+    queue,
+    now: clock.now,
+  });
   return {
     core,
     queue,
@@ -162,6 +177,8 @@ export function coreWorld(options: {
     budgets,
     records,
     admissions,
+    failovers,
+    refusals,
     clock,
     route(model) {
       const route = resolver.resolve(model);
