@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import WebSocket from 'ws';
 import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.ts';
 import { startTestGateway, type TestGateway, type TestResponse } from '../support/gateway.ts';
 import { openaiProvider, waitFor } from '../support/e2e.ts';
@@ -277,5 +278,39 @@ describe('without the access log: failed requests only', () => {
     assert.equal(line.provider, 's');
     assert.ok((line.status as number) >= 500, JSON.stringify(line));
     assert.match(String(line.error), /^upstream stream failed: /);
+  });
+});
+
+describe('the access line of a realtime session', () => {
+  let gw: TestGateway;
+  before(async () => {
+    gw = await startTestGateway({ env: { MASTER_KEY: MASTER, ACCESS_LOG: 'true' }, logs: true });
+  });
+  after(() => gw?.close());
+
+  it('is written when the session ends, with status 101 and every response\'s tokens', async () => {
+    const ws = new WebSocket(`${gw.url.replace('http', 'ws')}/v1/realtime?model=mock-1`, [], { headers: { ...AUTH, [USER_PATH]: '/voice', 'x-request-id': 'acc-realtime' } });
+    const events: Array<{ type: string; response?: { usage?: { input_tokens: number; output_tokens: number } } }> = [];
+    ws.on('message', (data) => events.push(JSON.parse(data.toString()) as (typeof events)[number]));
+    await new Promise((resolve, reject) => {
+      ws.once('open', resolve);
+      ws.once('error', reject);
+    });
+    for (const text of ['hello there', 'and once more']) {
+      ws.send(JSON.stringify({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text }] } }));
+      ws.send(JSON.stringify({ type: 'response.create' }));
+      const done = events.filter((e) => e.type === 'response.done').length + 1;
+      await waitFor(() => events.filter((e) => e.type === 'response.done').length === done, 5000, 'the response');
+    }
+    assert.equal(gw.logs.some((l) => l.request_id === 'acc-realtime' && l.msg === 'request'), false, 'not before the session ends');
+    ws.close();
+    const line = await lineOf(gw, 'acc-realtime');
+    const usage = events.filter((e) => e.type === 'response.done').map((e) => e.response!.usage!);
+    assert.deepEqual(
+      [line.msg, line.status, line.endpoint, line.user_path, line.model, line.provider, line.executed_model, line.attempts, line.ttfb_ms],
+      ['request', 101, '/v1/realtime', '/voice', 'mock-1', 'mock', 'mock-1', 1, null],
+    );
+    assert.equal(line.prompt_tokens, usage.reduce((sum, u) => sum + u.input_tokens, 0));
+    assert.equal(line.completion_tokens, usage.reduce((sum, u) => sum + u.output_tokens, 0));
   });
 });
