@@ -66,27 +66,46 @@ function gatewayYaml(a: FakeUpstream, b: FakeUpstream, c: FakeUpstream, s: FakeU
   ].join('\n');
 }
 
+/** Upstreams a, b and c (a fails over to b, then c) and s, and a gateway in front of them that keeps its log. */
+interface World {
+  a: FakeUpstream;
+  b: FakeUpstream;
+  c: FakeUpstream;
+  s: FakeUpstream;
+  gw: TestGateway;
+  close(): Promise<void>;
+}
+
+async function startWorld(env: Record<string, string>, streamChunkDelayMs = 0): Promise<World> {
+  const [a, b, c, s] = await Promise.all([
+    startFakeUpstream({ name: 'a', models: ['m1'] }),
+    startFakeUpstream({ name: 'b', models: ['m1'] }),
+    startFakeUpstream({ name: 'c', models: ['m1'] }),
+    startFakeUpstream({ name: 's', models: ['m1'], chunkDelayMs: streamChunkDelayMs }),
+  ]);
+  const gw = await startTestGateway({ yaml: gatewayYaml(a, b, c, s), env: { MASTER_KEY: MASTER, ...env }, logs: true });
+  return {
+    a, b, c, s, gw,
+    async close() {
+      await gw.close();
+      await Promise.all([a, b, c, s].map((u) => u.close()));
+    },
+  };
+}
+
 describe('the access log (ACCESS_LOG=true)', () => {
+  let world: World;
   let a: FakeUpstream;
   let b: FakeUpstream;
-  let c: FakeUpstream;
   /** Streams slowly: its first event comes well before its last. */
   let s: FakeUpstream;
   let gw: TestGateway;
 
   before(async () => {
-    [a, b, c, s] = await Promise.all([
-      startFakeUpstream({ name: 'a', models: ['m1'] }),
-      startFakeUpstream({ name: 'b', models: ['m1'] }),
-      startFakeUpstream({ name: 'c', models: ['m1'] }),
-      startFakeUpstream({ name: 's', models: ['m1'], chunkDelayMs: 60 }),
-    ]);
-    gw = await startTestGateway({ yaml: gatewayYaml(a, b, c, s), env: { MASTER_KEY: MASTER, ACCESS_LOG: 'true' }, logs: true });
+    world = await startWorld({ ACCESS_LOG: 'true' }, 60);
+    ({ a, b, s, gw } = world);
   });
-  after(async () => {
-    await gw?.close();
-    await Promise.all([a, b, c, s].map((u) => u?.close()));
-  });
+  after(() => world?.close());
 
   it('one line per request: who, what, what served it, timings, tokens, cost, wait, cache and attempts', async () => {
     const created = await gw.request('POST', '/admin/api-keys', { body: { name: 'alice', user_path: '/team/alice' }, headers: AUTH });
@@ -218,6 +237,7 @@ describe('the access log (ACCESS_LOG=true)', () => {
 });
 
 describe('without the access log: failed requests only', () => {
+  let world: World;
   let a: FakeUpstream;
   let b: FakeUpstream;
   let c: FakeUpstream;
@@ -225,13 +245,10 @@ describe('without the access log: failed requests only', () => {
   let gw: TestGateway;
 
   before(async () => {
-    [a, b, c, s] = await Promise.all([startFakeUpstream({ name: 'a', models: ['m1'] }), startFakeUpstream({ name: 'b', models: ['m1'] }), startFakeUpstream({ name: 'c', models: ['m1'] }), startFakeUpstream({ name: 's', models: ['m1'] })]);
-    gw = await startTestGateway({ yaml: gatewayYaml(a, b, c, s), env: { MASTER_KEY: MASTER }, logs: true });
+    world = await startWorld({});
+    ({ a, b, c, s, gw } = world);
   });
-  after(async () => {
-    await gw?.close();
-    await Promise.all([a, b, c, s].map((u) => u?.close()));
-  });
+  after(() => world?.close());
 
   it('a successful request writes no line', async () => {
     const res = await gw.request('POST', CHAT, { body: chat('a/m1', 'quiet'), headers: { ...AUTH, 'x-request-id': 'quiet-1' } });
