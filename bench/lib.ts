@@ -157,7 +157,7 @@ export const startFloorProxy = (upstreamUrl: string, nodeFlags: readonly string[
 
 // ---- gateway configurations -----------------------------------------------------------------
 
-export type GatewayVariant = 'none' | 'ten' | 'tenThousand' | 'disabled' | 'redisNone' | 'redisTen';
+export type GatewayVariant = 'none' | 'ten' | 'tenThousand' | 'disabled' | 'redisNone' | 'redisTen' | 'queue10' | 'redisQueue10' | 'queue1';
 
 /** The Redis the `redis*` variants share their counters in (each process under a prefix of its own). */
 export const BENCH_REDIS_URL = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
@@ -211,6 +211,15 @@ function distractors(count: number): { userPaths: string; providers: string; mod
   return { userPaths, providers, models };
 }
 
+/** The waiting rows (bench/waiting.bench.ts): one concurrency cap on the provider, its requests waiting for a slot. */
+function concurrencyCap(slots: number): string {
+  return `rate_limits:
+  providers:
+    - name: openai
+      limits: [{ period: concurrent, max_requests: ${slots} }]
+`;
+}
+
 function gatewayYaml(variant: GatewayVariant, upstreamUrl: string, sqlitePath: string): string {
   const base = `server:
   host: 127.0.0.1
@@ -227,6 +236,8 @@ providers:
     models: [gpt-4o]
 `;
   if (variant === 'none' || variant === 'disabled' || variant === 'redisNone') return base;
+  if (variant === 'queue10' || variant === 'redisQueue10') return base + concurrencyCap(10);
+  if (variant === 'queue1') return base + concurrencyCap(1);
   if (variant === 'ten' || variant === 'redisTen') return base + matchingRules() + TEN_TAIL('', '');
   const d = distractors(9_990);
   return base + matchingRules() + d.userPaths + TEN_TAIL(d.providers, d.models);
@@ -239,6 +250,9 @@ export const GATEWAY_LABELS: Record<GatewayVariant, string> = {
   disabled: 'rate limits disabled',
   redisNone: 'no rules, Redis counters',
   redisTen: '10 matching rules, Redis counters',
+  queue10: 'provider concurrency cap of 10',
+  redisQueue10: 'provider concurrency cap of 10, Redis counters',
+  queue1: 'provider concurrency cap of 1',
 };
 
 /** Deletes the counter keys a gateway left under `prefix` (its day windows would otherwise live two days). */
@@ -324,17 +338,24 @@ export interface LoadFigures {
   non2xx: number;
 }
 
+export interface LoadOptions {
+  /** Sent besides REQUEST_HEADERS. */
+  headers?: Record<string, string>;
+  /** A request unanswered this long counts as a timeout; default 10. */
+  timeoutSeconds?: number;
+}
+
 /** One fixed-duration autocannon run POSTing `body`; errors, timeouts and non-2xx are counted. */
-export async function load(url: string, body: string, seconds: number, connections: number): Promise<LoadFigures> {
+export async function load(url: string, body: string, seconds: number, connections: number, options: LoadOptions = {}): Promise<LoadFigures> {
   const r = await autocannon({
     url: url + CHAT_PATH,
     method: 'POST',
-    headers: REQUEST_HEADERS,
+    headers: { ...REQUEST_HEADERS, ...options.headers },
     body,
     connections,
     duration: seconds,
     pipelining: 1,
-    timeout: 10,
+    timeout: options.timeoutSeconds ?? 10,
   });
   return {
     // requests.total / elapsed: counts every answered request, not only whole sampled seconds.

@@ -4,9 +4,10 @@
  */
 import { readFileSync } from 'node:fs';
 import type { LongStreamResult } from './long-stream.bench.ts';
+import type { WaitingResult } from './waiting.bench.ts';
 
 interface Row { label: string; rps: number; p50Ms: number; p99Ms: number; medianCpuUsPerRequest: number; errors: number; non2xx: number; vsFloor: number }
-interface Target { target: string; value: number; goal: string; pass: boolean; sideBySideRatios?: number[]; roundRatios?: number[] }
+interface Target { target: string; value: number; goal: string; pass: boolean; sideBySideRatios?: number[]; roundRatios?: number[]; roundValues?: number[] }
 interface Results {
   date: string;
   machine: { cpuModel: string; cores: number; node: string };
@@ -15,6 +16,7 @@ interface Results {
   engine: { figures: Array<{ scenario: string; nsPerOp: number }> };
   admission?: { figures: Array<{ store: string; load: string; admissionsPerSecond: number; p50Us: number; p99Us: number }> };
   longStreams?: Pick<LongStreamResult, 'method' | 'shapes'>;
+  waiting?: Pick<WaitingResult, 'method' | 'rows' | 'memory'>;
   targets: Target[];
 }
 
@@ -31,6 +33,22 @@ function longStreamTables(long: Results['longStreams']): string[] {
   ]);
 }
 
+/** The waiting rows (wake-up latency per store) and the memory a waiting request costs. */
+function waitingTables(waiting: Results['waiting']): string[] {
+  if (waiting === undefined) return [];
+  const { method, memory } = waiting;
+  return [
+    `Waiting for capacity: ${method['clients']} clients sending back to back with \`X-Floodgate-Max-Wait: 30\` on a provider concurrency cap of ${method['cap']}, an upstream answering in ${method['upstreamMs']} ms (medians of ${method['rounds']} rounds of ${method['durationSeconds']} s):`,
+    '',
+    '| Counters | admissions/s | wake-up p50 ms | wake-up p99 ms | wake-ups | errors + non-2xx |',
+    '|---|--:|--:|--:|--:|--:|',
+    ...waiting.rows.map((row) => `| ${row.store} | ${row.admissionsPerSecond} | ${row.wakeUpMs.p50} | ${row.wakeUpMs.p99} | ${row.wakeUps} | ${row.errors + row.non2xx} |`),
+    '',
+    `Memory per waiting request (${memory.waiters} waiting behind a cap of 1, connection and request included): ${(memory.heapBytesPerWaiter / 1024).toFixed(1)} KB of heap, ${(memory.rssBytesPerWaiter / 1024).toFixed(1)} KB of RSS.`,
+    '',
+  ];
+}
+
 const file = process.argv[2] ?? new URL('./results/latest.json', import.meta.url).pathname;
 const r = JSON.parse(readFileSync(file, 'utf8')) as Results;
 const m = r.method;
@@ -44,12 +62,13 @@ const lines: string[] = [
   '| Target | Goal | Side-by-side median (range) | Verdict |',
   '|---|---|--:|---|',
   ...r.targets.map((t) => {
-    const ratios = t.sideBySideRatios ?? t.roundRatios;
+    const ratios = t.sideBySideRatios ?? t.roundRatios ?? t.roundValues;
     const range = ratios === undefined ? '' : ` (${Math.min(...ratios)}–${Math.max(...ratios)})`;
     return `| ${t.target} | ${t.goal} | ${t.value}${range} | ${t.pass ? 'PASS' : '**FAIL**'} |`;
   }),
   '',
   ...longStreamTables(r.longStreams),
+  ...waitingTables(r.waiting),
   ...r.engine.figures.map((f) => `Engine, ${f.scenario}: ${f.nsPerOp} ns.`),
   ...(r.admission === undefined
     ? []

@@ -9,12 +9,15 @@
  *   BENCH_DURATION=10 BENCH_CONNECTIONS=100 BENCH_ROUNDS=5 BENCH_PAIR_ROUNDS=9 BENCH_INSTANCES=3 npm run bench
  *   flags: --duration N --connections N --rounds N --pair-rounds N --instances N --warmup N --quick --no-write
  *          --skip-long-streams (the long-stream rows, bench/long-stream.bench.ts: BENCH_LONG_* settings)
+ *          --skip-waiting (the waiting rows, bench/waiting.bench.ts: BENCH_WAITING_* settings)
  *
  * Two phases. Rows: each configuration alone, the table of requests/s and latency. Pairs: the two
  * configurations a target compares, loaded at the same moment on one shared core with equal CPU
  * shares; their requests/s ratio decides the target. Every server runs in its own child process;
  * autocannon runs here. Then the long-stream rows (bench/long-stream.bench.ts): C slow streams at
- * once, each configuration in turn. Exits 1 when a run saw an error or a non-2xx answer.
+ * once, each configuration in turn. Then the waiting rows (bench/waiting.bench.ts): requests waiting
+ * for a saturated concurrency cap, their wake-up latency and what a waiting request costs in memory.
+ * Exits 1 when a run saw an error or a non-2xx answer.
  */
 import { cpus, totalmem } from 'node:os';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -23,6 +26,7 @@ import { parseArgs } from 'node:util';
 import { runAdmissionBench, type AdmissionBenchResult } from './admission.bench.ts';
 import { runEngineBench, type EngineBenchResult } from './engine.bench.ts';
 import { longStreamSettings, printLongStreamTables, runLongStreamBench, type LongStreamResult } from './long-stream.bench.ts';
+import { printWaitingTables, runWaitingBench, waitingSettings, type WaitingResult } from './waiting.bench.ts';
 import {
   BENCH_DIR, LOAD_CPU, SERVER_CPU, STEADY_FAULTS_PER_REQUEST, WARM_MAX_SECONDS, canPin, createCpuGroups, describeWarmUp, measure, median, pin, prime,
   probe, sideBySide, startFloorProxy, startGateway, startUpstream, warmUp, type ChildServer, type CpuGroups, type GatewayVariant, type RoundFigures,
@@ -40,6 +44,7 @@ const { values: flags } = parseArgs({
     warmup: { type: 'string' },
     'no-write': { type: 'boolean', default: false },
     'skip-long-streams': { type: 'boolean', default: false },
+    'skip-waiting': { type: 'boolean', default: false },
   },
   strict: true,
 });
@@ -65,6 +70,7 @@ const INSTANCES = Math.max(1, Math.round(setting(flags.instances, 'BENCH_INSTANC
 const WARMUP = setting(flags.warmup, 'BENCH_WARMUP', 4, 2);
 const WARMUP_MAX = Math.max(WARMUP, setting(undefined, 'BENCH_WARMUP_MAX', WARM_MAX_SECONDS, 10));
 const LONG_STREAMS = flags['skip-long-streams'] ? undefined : longStreamSettings({}, flags.quick);
+const WAITING = flags['skip-waiting'] ? undefined : waitingSettings({}, flags.quick);
 
 // ---- rows -----------------------------------------------------------------------------------
 
@@ -158,6 +164,7 @@ async function main(): Promise<number> {
   console.log(`Floodgate benchmark: ${machine.cpuModel}, ${machine.cores} cores, Node ${machine.node}`);
   console.log(`${INSTANCES} process(es) per server under test, rounds take them in turn; rows: ${ROUNDS} round(s) x ${ROWS.length} rows, ${DURATION} s each; pairs: ${PAIR_ROUNDS} round(s) x ${PAIRS.length} pairs; ${CONNECTIONS} connections per load; warm-up per row: ${WARMUP}-${WARMUP_MAX} s, until <= ${STEADY_FAULTS_PER_REQUEST} page faults/request`);
   if (LONG_STREAMS) console.log(`long streams: ${LONG_STREAMS.shapes.map((sh) => `C=${sh.concurrency} (${sh.events} events every ${sh.intervalMs} ms)`).join(', ')}; ${LONG_STREAMS.rounds} round(s) of ${LONG_STREAMS.windowSeconds} s; rows ${LONG_STREAMS.rows.join(', ')}`);
+  if (WAITING) console.log(`waiting: ${WAITING.clients} clients on a concurrency cap, ${WAITING.rounds} round(s) of ${WAITING.durationSeconds} s, memory and Redis; ${WAITING.waiters} requests held for the memory figure`);
   console.log(`placement: ${placement}\n`);
 
   console.log('engine micro-benchmark (admit + release) ...');
@@ -265,6 +272,13 @@ async function main(): Promise<number> {
     if (!longStreams.ok) failed = true;
   }
 
+  let waiting: WaitingResult | undefined;
+  if (WAITING) {
+    console.log('');
+    waiting = await runWaitingBench(WAITING);
+    if (!waiting.ok) failed = true;
+  }
+
   // Best round per row (highest req/s): the least disturbed measurement of each configuration.
   const best = (id: string): RoundFigures => [...rows.get(id)!].sort((a, b) => b.rps - a.rps)[0]!;
   const results: RowResult[] = ROWS.map((row) => {
@@ -325,6 +339,7 @@ async function main(): Promise<number> {
       pass: admission.addedP50Us <= 500,
     },
     ...(longStreams?.targets ?? []),
+    ...(waiting?.targets ?? []),
   ];
 
   console.log('\nrows, best round of each:');
@@ -332,11 +347,13 @@ async function main(): Promise<number> {
   console.table(engine.figures.map((f) => ({ scenario: f.scenario, rules: f.rules, 'ns/op': f.nsPerOp })));
   console.table(admission.figures.map((f) => ({ store: f.store, load: f.load, 'admissions/s': f.admissionsPerSecond, 'p50 us': f.p50Us, 'p99 us': f.p99Us })));
   if (longStreams) printLongStreamTables(longStreams);
+  if (waiting) printWaitingTables(waiting);
   console.log('targets (decided side by side; long streams: one configuration after the other in every round):');
   for (const t of targets) {
     const detail = 'sideBySideRatios' in t
       ? ` [side-by-side median of ${t.sideBySideRatios.join(', ')}; rows phase: paired median ${t.sequentialMedianRatio}, by CPU per request ${t.cpuRatio}]`
-      : 'roundRatios' in t ? ` [median of the rounds ${t.roundRatios.join(', ')}]` : '';
+      : 'roundRatios' in t ? ` [median of the rounds ${t.roundRatios.join(', ')}]`
+        : 'roundValues' in t ? ` [median of the rounds ${t.roundValues.join(', ')}]` : '';
     console.log(`  ${t.pass ? 'PASS' : 'FAIL'}  ${t.target}: ${t.value} (${t.goal})${detail}`);
   }
   if (failed) console.error('\nFAIL: some runs saw errors or non-2xx answers (see the runs above)');
@@ -361,6 +378,7 @@ async function main(): Promise<number> {
     engine,
     admission,
     ...(longStreams ? { longStreams: { method: longStreams.method, shapes: longStreams.shapes } } : {}),
+    ...(waiting ? { waiting: { method: waiting.method, rows: waiting.rows, memory: waiting.memory } } : {}),
     targets,
     ok: !failed,
   };

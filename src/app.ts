@@ -1,10 +1,11 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { AdmissionCore } from './admission/core.ts';
+import { BatchService } from './batch/service.ts';
 import { WaitQueue } from './admission/queue.ts';
 import { KeyRing } from './auth/keys.ts';
-import { BudgetManager, loadStoredBudgets } from './admin/budgets.ts';
-import { RuleManager } from './admin/rate-limit-rules.ts';
+import { loadStoredBudgets, startBudgetManager, type BudgetManager } from './admin/budgets.ts';
+import { startRuleManager, type RuleManager } from './admin/rate-limit-rules.ts';
 import { BudgetTracker } from './budgets/tracker.ts';
 import { BUDGETS_WITHOUT_USAGE_WARNING, TOKEN_RULES_WITHOUT_USAGE_WARNING, isLoopbackHost, nonLoopbackMessage, type BudgetSeed, type RuleSeed } from './config/load.ts';
 import { openCounters, type Counters } from './counters/index.ts';
@@ -82,10 +83,6 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     });
     cleanup.unshift(stopFollowingKeys);
     const pricing = buildPriceTable(providerConfigs, config.pricing, logger);
-    // Set once budgets have started; records made before that have no budget to count against.
-    let budgets: BudgetTracker | undefined;
-    // Set once the metrics exist, before the first request can record anything.
-    let usageMetrics: GatewayMetrics | undefined;
     const usage = new UsageRecorder(storage, {
       enabled: config.usage.enabled,
       onError: (err) => {
@@ -93,9 +90,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         else logger.error({ err }, 'writing usage records failed; will retry');
       },
       price: (entry) => pricing.cost(entry),
-      onRecord: (record) => budgets?.observe(record.userPath, record.timestampMs, record.costUsd),
       onSetAside: (record, reason) => {
-        usageMetrics?.usageRecordFailed();
         // The whole record is logged: an operator can still insert it by hand.
         logger.error({ err: reason, requestId: record.requestId, record }, `usage record of request ${record.requestId ?? '(no id)'} set aside: the database cannot store it`);
       },
@@ -118,9 +113,12 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       });
     }
     const { tracker, manager: budgetManager } = await startBudgets(config, storage, usage, options.budgetSeeds ?? [], now, logger, options.warnings ?? []);
-    budgets = tracker;
-    // Before the usage recorder closes: a running refresh flushes it.
-    if (tracker !== undefined) cleanup.unshift(() => tracker.close());
+    if (tracker !== undefined) {
+      // Spend reaches the budgets as each usage record is queued.
+      usage.listen({ record: (record) => tracker.observe(record.userPath, record.timestampMs, record.costUsd) });
+      // Before the usage recorder closes: a running refresh flushes it.
+      cleanup.unshift(() => tracker.close());
+    }
 
     const inFlight = new InFlightRequests();
     const queue = limiter === undefined ? undefined : new WaitQueue({ maxDepth: config.rate_limits.queue.max_depth });
@@ -133,13 +131,24 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       models: resolver.listModels(),
       onRuleStatusError: (err) => logger.warn({ err }, 'metrics: reading the rate-limit rules failed'),
     });
-    usageMetrics = metrics;
+    usage.listen({ setAside: () => metrics.usageRecordFailed() });
     const health = new GatewayHealth({
       counters: () => counters?.problem(),
       checkCounters: counters === undefined ? undefined : () => counters.check(),
       refusedWithoutCounters: config.rate_limits.redis.on_error === 'deny',
       pingStorage: () => storage.ping(),
     });
+    const admission = new AdmissionCore({ limiter, budgets: tracker, usage, metrics, refusals, queue, now });
+    const batches = new BatchService({
+      storage,
+      resolver,
+      admission,
+      logger,
+      files: { ttlSeconds: config.files.ttl_seconds, maxBytesPerUserPath: config.files.max_bytes_per_user_path, maxFilesPerUserPath: config.files.max_files_per_user_path },
+      now,
+    });
+    // Background batch runs stop before the usage recorder and storage close.
+    cleanup.unshift(() => batches.close());
     const services: HttpServices = {
       options: {
         masterKey,
@@ -151,11 +160,6 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
           keepAliveTimeoutMs: config.server.keep_alive_timeout_seconds * 1000,
           maxConnections: config.server.max_connections,
         },
-        files: {
-          ttlSeconds: config.files.ttl_seconds,
-          maxBytesPerUserPath: config.files.max_bytes_per_user_path,
-          maxFilesPerUserPath: config.files.max_files_per_user_path,
-        },
         cacheShared: config.cache.response.shared,
         patience: { defaultWaitMs: Math.round(config.rate_limits.queue.default_wait_seconds * 1000), maxWaitMs: Math.round(config.rate_limits.queue.max_wait_seconds * 1000) },
         logger,
@@ -165,11 +169,12 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       keys,
       storage,
       usage,
-      admission: new AdmissionCore({ limiter, budgets: tracker, usage, metrics, refusals, queue, now }),
+      admission,
       refusals,
+      batches,
       limiter,
       rules,
-      budgets,
+      budgets: tracker,
       budgetManager,
       cache: config.cache.response.enabled
         ? new ResponseCache({ ttlSeconds: config.cache.response.ttl_seconds, maxEntries: config.cache.response.max_entries, now })
@@ -236,9 +241,9 @@ async function startRateLimits(
   }
   const counters = await openCounters(config.rate_limits, logger, { storage, now });
   const limiter = new RateLimiter({ clock: { now }, store: counters.store, enforceTokens: config.usage.enabled, headroom: config.rate_limits.queue.headroom });
-  let started: Awaited<ReturnType<typeof RuleManager.start>>;
+  let started: Awaited<ReturnType<typeof startRuleManager>>;
   try {
-    started = await RuleManager.start(storage, limiter, seeds, now);
+    started = await startRuleManager(storage, limiter, seeds, now);
     // Saved counters go back into the rules just loaded (persist_counters).
     await counters.start();
   } catch (err) {
@@ -246,7 +251,7 @@ async function startRateLimits(
     throw err;
   }
   const { manager, shadowed, invalid } = started;
-  for (const { rule, error } of invalid) {
+  for (const { item: rule, error } of invalid) {
     logger.warn({ rule, error }, `stored rate limit ${rule} is invalid and is not enforced (${error}); delete it from storage or write it again within bounds`);
   }
   for (const seed of shadowed) {
@@ -295,8 +300,8 @@ async function startBudgets(
     },
     onError: (err) => logger.warn({ err }, 'reading budget spend from storage failed; the last known spend stays in force'),
   });
-  const { manager, shadowed, invalid } = await BudgetManager.start(storage, tracker, seeds, now);
-  for (const { budget, error } of invalid) {
+  const { manager, shadowed, invalid } = await startBudgetManager(storage, tracker, seeds, now);
+  for (const { item: budget, error } of invalid) {
     logger.warn({ budget, error }, `stored budget ${budget} is invalid and is not enforced (${error}); delete it from storage or write it again within bounds`);
   }
   for (const seed of shadowed) {

@@ -5,7 +5,12 @@
  *   the same with `metadata: { stream_events: "N", stream_interval_ms: "MS" }` (the long-stream
  *   rows): a slow stream, N content chunks MS apart (the first at once), then the usage chunk
  *   (when `stream_options.include_usage` asks for it, as OpenAI does) and [DONE] MS later
+ *   the same with `metadata: { answer_after_ms: "MS" }` (the waiting rows): the chat completion
+ *   MS after the request arrived; such requests are put on the timeline
  *   GET  /v1/models                      -> model list (the gateway discovers models at start-up)
+ *   POST /bench/timeline                 -> `{"arrivals": [...], "completions": [...]}`: when each
+ *   delayed request arrived (its headers) and when each answer was written out (performance.now(),
+ *   ms, in order), since the last call; the timeline starts again empty
  * Prints `{"port":N}` on stdout once listening on 127.0.0.1.
  */
 import { createServer, type ServerResponse } from 'node:http';
@@ -40,6 +45,17 @@ function slowShape(body: Buffer): { events: number; intervalMs: number; usage: b
   if (!Number.isInteger(events) || events < 1 || !Number.isFinite(intervalMs) || intervalMs < 0) return undefined;
   return { events, intervalMs, usage: json.stream_options?.include_usage === true };
 }
+
+/** How long to hold a delayed answer, read from the request body; undefined for an answer at once. */
+function answerDelay(body: Buffer): number | undefined {
+  if (!body.includes('"answer_after_ms"')) return undefined;
+  const delay = Number((JSON.parse(body.toString()) as { metadata?: Record<string, string> }).metadata?.['answer_after_ms']);
+  return Number.isFinite(delay) && delay >= 0 ? delay : undefined;
+}
+
+/** The waiting rows' timeline, on this process's clock: one clock for both ends of a wake-up. */
+let arrivals: number[] = [];
+let completions: number[] = [];
 
 const WORD = chunk({ content: ' word' }, null);
 const slowChunks = (events: number): Buffer[] => [
@@ -81,6 +97,14 @@ const JSON_HEADERS = { 'content-type': 'application/json', 'content-length': Str
 const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' };
 
 const server = createServer((req, res) => {
+  const arrivedAt = performance.now();
+  if (req.url === '/bench/timeline') {
+    const timeline = Buffer.from(JSON.stringify({ arrivals, completions }));
+    [arrivals, completions] = [[], []];
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(timeline.length) });
+    res.end(timeline);
+    return;
+  }
   if (req.method === 'GET') {
     res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(MODELS.length) });
     res.end(MODELS);
@@ -92,7 +116,15 @@ const server = createServer((req, res) => {
     // A cheap check instead of JSON.parse: the bench bodies are fixed.
     const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
     const slow = slowShape(body);
-    if (slow !== undefined) {
+    const delay = slow === undefined ? answerDelay(body) : undefined;
+    if (delay !== undefined) {
+      arrivals.push(arrivedAt);
+      const timer = setTimeout(() => {
+        res.writeHead(200, JSON_HEADERS);
+        res.end(COMPLETION, () => completions.push(performance.now()));
+      }, delay);
+      res.once('close', () => clearTimeout(timer));
+    } else if (slow !== undefined) {
       streamSlowly(res, slow);
     } else if (body.includes('"stream":true')) {
       res.writeHead(200, SSE_HEADERS);

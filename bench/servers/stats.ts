@@ -9,6 +9,8 @@
  *   POST /window/start  the same, and starts a measurement window: the event-loop delay
  *                       histogram and the GC totals start again (and the profilers below)
  *   POST /window/end    the same, with the window's event-loop delay and GC figures
+ *   POST /gc            full collections first, then what GET /stats says (the process must run
+ *                       with --expose-gc)
  *
  * BENCH_PROFILE_DIR=DIR: the window also takes a CPU profile (inspector, 1 ms samples, cut to
  * the window) and a v8.GCProfiler trace (every collection with the heap spaces before and
@@ -152,6 +154,17 @@ function cutToWindow(profile: Profiler.Profile, fromUs: number, toUs: number): P
   return { ...profile, startTime: fromUs, endTime: toUs, samples, timeDeltas };
 }
 
+/** The stats after full collections, so that the heap holds only what is still referenced. */
+async function collected(): Promise<ServerStats> {
+  const collect = (globalThis as { gc?: () => void }).gc;
+  if (collect === undefined) throw new Error('POST /gc needs the process started with --expose-gc');
+  // Twice, a turn apart: what the first collection's finalizers let go is collected by the second.
+  collect();
+  await new Promise((resolve) => setImmediate(resolve));
+  collect();
+  return stats();
+}
+
 function answer(res: ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
@@ -163,7 +176,8 @@ const server = createServer((req, res) => {
   const work = route === 'GET /stats' ? Promise.resolve(stats())
     : route === 'POST /window/start' ? Promise.resolve(startWindow())
       : route === 'POST /window/end' ? endWindow()
-        : undefined;
+        : route === 'POST /gc' ? collected()
+          : undefined;
   req.resume();
   if (work === undefined) answer(res, 404, { error: `no route ${route}` });
   else work.then((s) => answer(res, 200, s), (err: unknown) => answer(res, 500, { error: String(err) }));

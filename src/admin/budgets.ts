@@ -1,117 +1,79 @@
+/**
+ * Budgets as definitions (see definitions.ts): stored, seeded from the configuration, followed by
+ * every replica, enforced by the budget tracker. What is particular to budgets: a new budget's
+ * spend is read from the usage records before it is enforced.
+ */
 import type { BudgetTracker } from '../budgets/tracker.ts';
 import { budgetIdentity, validateBudget, type BudgetDefinition, type BudgetKey } from '../budgets/types.ts';
 import type { BudgetSeed } from '../config/seeds.ts';
 import type { Storage } from '../storage/types.ts';
-
-/** Why a budget change was refused; the HTTP layer maps these to 400/404/409. */
-export class BudgetChangeError extends Error {
-  readonly reason: 'invalid' | 'not_found' | 'managed_by_config';
-  constructor(reason: BudgetChangeError['reason'], message: string) {
-    super(message);
-    this.name = 'BudgetChangeError';
-    this.reason = reason;
-  }
-}
-
-/** A stored budget that no longer passes validation, and why; it stays in storage, not enforced. */
-export interface InvalidStoredBudget {
-  budget: string;
-  error: string;
-}
+import { DefinitionManager, type DefinitionKind, type InvalidStored } from './definitions.ts';
 
 export interface BudgetWrite extends BudgetKey {
   maxUsd: number;
 }
 
+export type BudgetManager = DefinitionManager<BudgetDefinition, BudgetWrite, BudgetKey>;
+
+const BUDGETS: DefinitionKind<BudgetDefinition, BudgetWrite, BudgetKey> = {
+  identity: (key) => budgetIdentity(key),
+  build: (write, source, createdAt, updatedAt) => validateBudget({ userPath: write.userPath, period: write.period, maxUsd: write.maxUsd, source, createdAt, updatedAt }),
+  check: (row) => validateBudget(row),
+  label: (row) => `${row.userPath} ${row.period}`,
+  notFoundMessage: (key) => `no ${key.period} budget for ${key.userPath}`,
+  managedByConfigMessage: (key, origin) => `${key.period} budget for ${key.userPath} is managed by config (${origin}); change it there`,
+};
+
 /**
- * Keeps the stored budgets and the live tracker in step, as `RuleManager` does for rate-limit
- * rules: storage is written first, so an enforced budget always survives a restart, and config
- * budgets are re-seeded at start and read-only through the API.
+ * Re-seeds the config budgets, loads every stored budget into the tracker and reads their spend;
+ * answers the manager, the seeds shadowed by a manual budget and the invalid stored budgets.
  */
-export class BudgetManager {
-  readonly #storage: Storage;
-  readonly #tracker: BudgetTracker;
-  readonly #now: () => number;
-  /** budget identity → where a config budget was declared, for the 409 message. */
-  readonly #configOrigins = new Map<string, string>();
-
-  private constructor(storage: Storage, tracker: BudgetTracker, now: () => number) {
-    this.#storage = storage;
-    this.#tracker = tracker;
-    this.#now = now;
-  }
-
-  /**
-   * Re-seeds the config budgets (stale ones removed, manual ones untouched), loads every stored
-   * budget into the tracker and reads their spend. Returns the seeds that lost to a manual budget.
-   */
-  static async start(
-    storage: Storage,
-    tracker: BudgetTracker,
-    seeds: readonly BudgetSeed[],
-    now: () => number,
-  ): Promise<{ manager: BudgetManager; shadowed: BudgetSeed[]; invalid: InvalidStoredBudget[] }> {
-    const manager = new BudgetManager(storage, tracker, now);
-    const at = new Date(now());
-    const bySeedKey = new Map<string, BudgetSeed>();
-    const rows = seeds.map((seed) => {
-      const definition = manager.#validate(seed, 'config', at);
-      manager.#configOrigins.set(budgetIdentity(definition), seed.origin);
-      bySeedKey.set(budgetIdentity(definition), seed);
-      return definition;
-    });
-    const skipped = await storage.replaceConfigBudgets(rows);
-    const shadowed = skipped.map((key) => bySeedKey.get(budgetIdentity(key))).filter((seed): seed is BudgetSeed => seed !== undefined);
-    for (const seed of shadowed) manager.#configOrigins.delete(budgetIdentity(seed));
-    const { valid, invalid } = await loadStoredBudgets(storage);
-    tracker.replaceAll(valid);
-    await tracker.refresh();
-    return { manager, shadowed, invalid };
-  }
-
-  /** Creates the budget or changes its cap (its spend stays); a new budget's spend is read first. */
-  async put(write: BudgetWrite): Promise<void> {
-    this.#assertManual(write);
-    const existing = this.#tracker.get(write);
-    const now = new Date(this.#now());
-    const definition = this.#validate(write, 'manual', existing?.createdAt ?? now, now);
-    await this.#storage.upsertBudget(definition);
-    this.#tracker.upsert(definition);
-    if (existing === undefined) await this.#tracker.refresh();
-  }
-
-  async delete(key: BudgetKey): Promise<void> {
-    this.#assertManual(key);
-    if (!this.#tracker.get(key)) throw new BudgetChangeError('not_found', `no ${key.period} budget for ${key.userPath}`);
-    await this.#storage.deleteBudget(key);
-    this.#tracker.delete(key);
-  }
-
-  #assertManual(key: BudgetKey): void {
-    const origin = this.#configOrigins.get(budgetIdentity(key));
-    if (origin !== undefined) {
-      throw new BudgetChangeError('managed_by_config', `${key.period} budget for ${key.userPath} is managed by config (${origin}); change it there`);
-    }
-  }
-
-  #validate(write: BudgetWrite, source: 'manual' | 'config', createdAt: Date, updatedAt: Date = createdAt): BudgetDefinition {
-    const checked = validateBudget({ userPath: write.userPath, period: write.period, maxUsd: write.maxUsd, source, createdAt, updatedAt });
-    if (!checked.ok) throw new BudgetChangeError('invalid', checked.error);
-    return checked.value;
-  }
+export function startBudgetManager(
+  storage: Pick<Storage, 'listBudgets' | 'upsertBudget' | 'deleteBudget' | 'replaceConfigBudgets'>,
+  tracker: BudgetTracker,
+  seeds: readonly BudgetSeed[],
+  now: () => number,
+): Promise<{ manager: BudgetManager; shadowed: BudgetSeed[]; invalid: InvalidStored[] }> {
+  return DefinitionManager.start({
+    kind: BUDGETS,
+    store: {
+      list: () => storage.listBudgets(),
+      upsert: (budget) => storage.upsertBudget(budget),
+      delete: (key) => storage.deleteBudget(key),
+      replaceConfig: (budgets) => storage.replaceConfigBudgets(budgets),
+    },
+    live: {
+      get: (key) => tracker.get(key),
+      async replaceAll(budgets) {
+        tracker.replaceAll(budgets);
+        await tracker.refresh();
+      },
+      async put(budget, existing) {
+        tracker.upsert(budget);
+        // A new budget's spend so far, before it is enforced on more than this replica's records.
+        if (existing === undefined) await tracker.refresh();
+      },
+      remove(key) {
+        tracker.delete(key);
+      },
+    },
+    seeds,
+    now,
+  });
 }
 
 /**
  * Every stored budget, the valid ones apart: a row out of today's bounds (or written by hand) stays
- * in storage but is not enforced, so it cannot take the admin API down with it.
+ * in storage but is not enforced, so it cannot take the admin API down with it. The tracker reads
+ * them on each refresh.
  */
-export async function loadStoredBudgets(storage: Pick<Storage, 'listBudgets'>): Promise<{ valid: BudgetDefinition[]; invalid: InvalidStoredBudget[] }> {
+export async function loadStoredBudgets(storage: Pick<Storage, 'listBudgets'>): Promise<{ valid: BudgetDefinition[]; invalid: InvalidStored[] }> {
   const valid: BudgetDefinition[] = [];
-  const invalid: InvalidStoredBudget[] = [];
+  const invalid: InvalidStored[] = [];
   for (const row of await storage.listBudgets()) {
     const checked = validateBudget(row);
     if (checked.ok) valid.push(checked.value);
-    else invalid.push({ budget: `${row.userPath} ${row.period}`, error: checked.error });
+    else invalid.push({ item: BUDGETS.label(row), error: checked.error });
   }
   return { valid, invalid };
 }

@@ -5,14 +5,13 @@
  * nothing of HTTP: routes hand it the caller, the route and a function that calls one target, and
  * send what it answers.
  */
-import type { BudgetTracker } from '../budgets/tracker.ts';
+import type { BudgetBreach, BudgetTracker } from '../budgets/tracker.ts';
 import { upstreamError } from '../errors/from-provider.ts';
 import { GatewayError } from '../errors/gateway-error.ts';
 import type { Cancellation } from '../providers/cancellation.ts';
 import { readBody } from '../providers/results.ts';
 import type { ProviderResult, Usage } from '../providers/types.ts';
 import type { BudgetStatus } from '../budgets/types.ts';
-import type { BudgetBreach } from '../budgets/tracker.ts';
 import type { AdmissionRefusal, AdmissionResult, AdmissionTarget, AdmissionTicket, AdmitOptions, BreachedLimit, Priority, RateLimiter, RuleStatus, Scope } from '../ratelimit/index.ts';
 import type { Route, Target } from '../routing/types.ts';
 import type { UsageRecord } from '../storage/types.ts';
@@ -71,6 +70,11 @@ export interface Completion {
   readonly requestId: string;
   /** True when `usage` is the gateway's estimate (src/tokens/estimate.ts), not the provider's report. */
   readonly estimated?: boolean;
+  /**
+   * Default true: its tokens count on the matching token windows. False for a batch line, which
+   * the gateway runs in the background long after the submission was admitted.
+   */
+  readonly windows?: boolean;
 }
 
 /** What the core reports to the gateway's metrics. */
@@ -373,7 +377,7 @@ export class AdmissionCore {
 
   /** The budgets governing a user path: throws the 429 `budget_exceeded` when one is reached (a refusal of what was `asked`). One in-memory lookup. */
   #checkBudget(userPath: string, asked: Asked): void {
-    const breach = this.#budgets?.check(userPath);
+    const breach = this.budgetBreach(userPath);
     if (breach !== undefined) throw this.#refused(userPath, asked, breach, budgetExceededError(breach));
   }
 
@@ -389,6 +393,14 @@ export class AdmissionCore {
   }
 
   /**
+   * The reached budget governing a user path, if any, for what is refused in its own way rather
+   * than with a 429 (a batch line, a realtime `response.create`).
+   */
+  budgetBreach(userPath: string): BudgetBreach | undefined {
+    return this.#budgets?.check(userPath);
+  }
+
+  /**
    * A request at its end (streams at their last byte or the client gone): its tokens go to every
    * matching token window (the user path, and the provider and model that executed it), and its
    * usage record is queued. Neither touches storage on this path. Answers the record, priced
@@ -397,7 +409,7 @@ export class AdmissionCore {
   complete(caller: Caller, done: Completion): UsageRecord | undefined {
     const usage = done.usage;
     if (!done.cached) {
-      if (usage !== undefined && this.#limiter !== undefined) {
+      if (usage !== undefined && this.#limiter !== undefined && done.windows !== false) {
         // A shared store answers later and never rejects: nothing here waits for the charge to land.
         void this.#limiter.chargeTokens({ userPath: caller.userPath, provider: done.provider, model: done.model }, usage.totalTokens);
       }

@@ -4,6 +4,8 @@
  */
 
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import type { Priority } from '../ratelimit/types.ts';
+import { Serial } from '../shared/serial.ts';
 import type { ApiKeyRecord, Storage } from '../storage/types.ts';
 
 /** Prefix that makes a Floodgate key recognisable (and greppable in leaked-secret scanners). */
@@ -26,6 +28,8 @@ export interface CreateKeyInput {
   name: string;
   /** Normalised user path to bind the key to, or null for an unbound key. */
   userPath: string | null;
+  /** The highest priority the key's requests are served at; default normal. */
+  maxPriority?: Priority;
 }
 
 export interface CreatedKey {
@@ -47,10 +51,7 @@ type KeyStorage = Pick<Storage, 'insertApiKey' | 'listApiKeys' | 'deleteApiKey' 
 export class KeyRing {
   private readonly storage: KeyStorage;
   private byHash = new Map<string, ApiKeyRecord>();
-  /** The last change or reload queued: the next one starts after it. */
-  private queue: Promise<unknown> = Promise.resolve();
-  /** A reload is queued and has not started yet: further requests for one join it. */
-  private reloadQueued = false;
+  private readonly serial = new Serial();
 
   constructor(storage: KeyStorage, records: readonly ApiKeyRecord[] = []) {
     this.storage = storage;
@@ -64,13 +65,14 @@ export class KeyRing {
 
   /** Creates a key: storage first, so a key is never usable unless it will survive a restart. */
   create(input: CreateKeyInput): Promise<CreatedKey> {
-    return this.serially(async () => {
+    return this.serial.run(async () => {
       const secret = generateSecret();
       const record: ApiKeyRecord = {
         id: randomUUID(),
         name: input.name,
         userPath: input.userPath,
         keyHash: hashSecret(secret),
+        maxPriority: input.maxPriority ?? 'normal',
         createdAt: new Date(),
       };
       await this.storage.insertApiKey(record);
@@ -85,21 +87,16 @@ export class KeyRing {
    * Resolves once watching, with a function that stops following.
    */
   async follow(options: { intervalMs: number; onError: (err: unknown) => void }): Promise<() => Promise<void>> {
-    const reload = (): void => {
-      if (this.reloadQueued) return;
-      this.reloadQueued = true;
-      this.serially(async () => {
-        this.reloadQueued = false;
-        // Swapped whole: a lookup meanwhile sees the old keys or the new ones, never half of them.
-        const records = await this.storage.listApiKeys();
-        this.byHash = new Map(records.map((record) => [record.keyHash, record]));
-      }).catch(options.onError);
+    const reload = async (): Promise<void> => {
+      // Swapped whole: a lookup meanwhile sees the old keys or the new ones, never half of them.
+      const records = await this.storage.listApiKeys();
+      this.byHash = new Map(records.map((record) => [record.keyHash, record]));
     };
-    const unwatch = await this.storage.watchApiKeys(reload);
-    const timer = setInterval(reload, options.intervalMs);
-    timer.unref();
+    let changed = (): void => {};
+    const stop = this.serial.follow(reload, (listener) => void (changed = listener), options);
+    const unwatch = await this.storage.watchApiKeys(() => changed());
     return async () => {
-      clearInterval(timer);
+      stop();
       await unwatch();
     };
   }
@@ -120,7 +117,7 @@ export class KeyRing {
    * failed delete leaves the key working rather than half-revoked until the next restart.
    */
   revoke(id: string): Promise<boolean> {
-    return this.serially(async () => {
+    return this.serial.run(async () => {
       const deleted = await this.storage.deleteApiKey(id);
       let known = false;
       for (const [hash, record] of this.byHash) {
@@ -146,9 +143,4 @@ export class KeyRing {
     return this.byHash.get(hashSecret(secret));
   }
 
-  private serially<T>(step: () => Promise<T>): Promise<T> {
-    const run = this.queue.then(step);
-    this.queue = run.catch(() => {});
-    return run;
-  }
 }

@@ -1,12 +1,11 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
+import type { AdmissionCore } from '../admission/core.ts';
 import { Cancellation } from '../providers/cancellation.ts';
 import { GatewayError, badRequest, notFound, unsupportedByProvider } from '../errors/gateway-error.ts';
-import type { BudgetTracker } from '../budgets/tracker.ts';
 import type { Resolver } from '../routing/resolver.ts';
 import type { Target } from '../routing/types.ts';
 import type { BatchRecord, Storage, StoredFile } from '../storage/types.ts';
-import type { UsageRecorder } from '../usage/recorder.ts';
 import { isRecord } from '../shared/json.ts';
 import { isUnder } from '../user-path/user-path.ts';
 import { BATCH_ENDPOINTS, parseBatchInput, type BatchLine } from './jsonl.ts';
@@ -31,9 +30,11 @@ export interface FileLimits {
 export interface BatchServiceOptions {
   storage: Storage;
   resolver: Resolver;
-  usage: UsageRecorder;
-  /** Checked before each line the gateway runs; absent when budgets are disabled. */
-  budgets?: Pick<BudgetTracker, 'check'> | undefined;
+  /**
+   * The admission core: the budgets each line the gateway runs is checked against, and the usage
+   * record of every line that ran.
+   */
+  admission: Pick<AdmissionCore, 'budgetBreach' | 'complete'>;
   logger: FastifyBaseLogger;
   files: FileLimits;
   now(): number;
@@ -387,30 +388,23 @@ export class BatchService {
    * a 429 `budget_exceeded` in the error file (the budget may have room again for later lines).
    */
   private budgetRefusal(userPath: string): LineRefusal | undefined {
-    const breach = this.opts.budgets?.check(userPath);
+    const breach = this.opts.admission.budgetBreach(userPath);
     if (breach === undefined) return undefined;
     return { status: 429, body: { error: { message: breach.message, type: 'rate_limit_error', param: null, code: 'budget_exceeded' } } };
   }
 
   /** Executed lines are recorded as usage (endpoint `batch`); they are not charged to rate-limit windows. */
   private recordUsage(batch: BatchRecord, target: Target, outcome: LineOutcome, requestId: string): void {
-    const usage = outcome.usage;
-    this.opts.usage.record({
-      timestampMs: this.opts.now() - outcome.latencyMs,
-      userPath: batch.userPath,
+    this.opts.admission.complete({ userPath: batch.userPath, keyId: batch.apiKeyId }, {
       provider: target.provider.name,
       model: target.model,
       endpoint: 'batch',
-      promptTokens: usage?.promptTokens ?? 0,
-      completionTokens: usage?.completionTokens ?? 0,
-      totalTokens: usage?.totalTokens ?? 0,
-      cachedPromptTokens: usage?.cachedPromptTokens ?? 0,
-      cached: false,
+      usage: outcome.usage,
       status: outcome.status,
-      latencyMs: outcome.latencyMs,
-      apiKeyId: batch.apiKeyId,
+      startedAt: this.opts.now() - outcome.latencyMs,
+      cached: false,
       requestId,
-      estimated: false,
+      windows: false,
     });
   }
 }

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { extractCredential, safeEqual } from '../auth/master.ts';
+import type { ApiKeyRecord } from '../storage/types.ts';
 import { normalizeUserPath } from '../user-path/user-path.ts';
 import type { HttpServices, Identity } from './context.ts';
 import { badRequest, unauthorized } from '../errors/gateway-error.ts';
@@ -64,12 +65,17 @@ function authenticate(
     if (adminOnly) throw unauthorized('admin routes require the master key');
     const key = services.keys.lookup(credential);
     if (!key) throw unauthorized('invalid API key');
-    return { userPath: key.userPath ?? headerPath(request, userPathHeader), keyId: key.id, isMaster: false };
+    return managedIdentity(request, key, userPathHeader);
   }
   // Open mode (loopback only): a managed key still binds its path when one is presented.
   const key = credential !== undefined && !adminOnly ? services.keys.lookup(credential) : undefined;
-  if (key) return { userPath: key.userPath ?? headerPath(request, userPathHeader), keyId: key.id, isMaster: false };
+  if (key) return managedIdentity(request, key, userPathHeader);
   return { userPath: headerPath(request, userPathHeader), keyId: null, isMaster: true };
+}
+
+/** A managed key's caller: its bound path (else the header's), and its key's highest priority. */
+function managedIdentity(request: FastifyRequest, key: ApiKeyRecord, userPathHeader: string): Identity {
+  return { userPath: key.userPath ?? headerPath(request, userPathHeader), keyId: key.id, isMaster: false, maxPriority: key.maxPriority };
 }
 
 /** The user path from the user-path header, normalised; `/` without one. */

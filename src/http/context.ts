@@ -1,10 +1,10 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { AdmissionCore } from '../admission/core.ts';
+import type { BatchService } from '../batch/service.ts';
 import type { BudgetManager } from '../admin/budgets.ts';
 import type { RuleManager } from '../admin/rate-limit-rules.ts';
 import type { BudgetTracker } from '../budgets/tracker.ts';
 import type { KeyRing } from '../auth/keys.ts';
-import type { FileLimits } from '../batch/service.ts';
 import type { ResponseCache } from '../cache/response-cache.ts';
 import type { GatewayHealth } from '../health/readiness.ts';
 import type { GatewayMetrics } from '../metrics/index.ts';
@@ -27,6 +27,8 @@ export interface HttpServices {
   refusals: RefusalLog;
   /** The decision of every admitted request (rate limits, budgets, targets, failover) and its completion. */
   admission: AdmissionCore;
+  /** Files and batches (`/v1/files`, `/v1/batches`). */
+  batches: BatchService;
   /** Absent when rate limits are disabled (RATE_LIMITS_ENABLED=false). */
   limiter: RateLimiter | undefined;
   rules: RuleManager | undefined;
@@ -51,8 +53,6 @@ export interface HttpOptions {
   bodyLimitBytes: number;
   /** The connection bounds (`server.*_timeout_seconds`, `server.max_connections`). */
   connections: ConnectionLimits;
-  /** How long files are kept and how much a user path may keep (`files.*`). */
-  files: FileLimits;
   /** Whether user paths share response-cache entries (`cache.response.shared`). */
   cacheShared: boolean;
   /** How long requests may wait for capacity (rate_limits.queue). */

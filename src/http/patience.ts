@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { PRIORITIES, type Priority } from '../ratelimit/index.ts';
 import { badRequest } from '../errors/gateway-error.ts';
+import { WAIT_SECONDS } from './schemas/checks.ts';
 
 export const MAX_WAIT_HEADER = 'x-floodgate-max-wait';
 export const PRIORITY_HEADER = 'x-floodgate-priority';
@@ -11,9 +12,6 @@ export interface PatienceOptions {
   /** The longest any request waits (rate_limits.queue.max_wait_seconds), in ms. */
   readonly maxWaitMs: number;
 }
-
-/** Seconds, a decimal >= 0 with at most three decimals. */
-const SECONDS = /^(\d+(\.\d{1,3})?|\.\d{1,3})$/;
 
 /**
  * How long each request of `scope` may wait for capacity and at which priority, from its
@@ -26,7 +24,8 @@ export function registerPatience(scope: FastifyInstance, options: PatienceOption
     const identity = request.identity;
     if (identity === null || identity === undefined) return;
     const asked = priorityOf(request);
-    const priority = identity.maxPriority === undefined || rank(asked) <= rank(identity.maxPriority) ? asked : identity.maxPriority;
+    // A larger rank is a lower priority: what was asked stands when it is not above the maximum.
+    const priority = identity.maxPriority === undefined || rank(asked) >= rank(identity.maxPriority) ? asked : identity.maxPriority;
     request.identity = { ...identity, priority, maxWaitMs: Math.min(waitOf(request) ?? options.defaultWaitMs, options.maxWaitMs) };
   });
 }
@@ -40,7 +39,7 @@ function waitOf(request: FastifyRequest): number | undefined {
   const raw = header(request, MAX_WAIT_HEADER);
   if (raw === undefined) return undefined;
   const text = raw.trim();
-  if (!SECONDS.test(text)) throw badRequest(`${MAX_WAIT_HEADER}: must be a number of seconds >= 0 with at most 3 decimals (got "${raw}")`, MAX_WAIT_HEADER, 'invalid_max_wait');
+  if (!WAIT_SECONDS.test(text)) throw badRequest(`${MAX_WAIT_HEADER}: must be a number of seconds >= 0 with at most 3 decimals (got "${raw}")`, MAX_WAIT_HEADER, 'invalid_max_wait');
   return Math.round(Number(text) * 1000);
 }
 

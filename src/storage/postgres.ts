@@ -13,7 +13,7 @@ import { REFUSAL_GROUP_KEY_SQL, REFUSAL_KEY_COLUMNS } from './refusals.ts';
 import { COUNTER_COLUMNS, COUNTER_REPLACE, USAGE_GROUP_KEY_SQL, counterKeyFromStored, planBudgetReseed, planConfigReseed, storedCounterKey } from './shared.ts';
 import { BATCH_COLUMNS, FILE_COLUMNS, batchFromRow, batchParams, fileFromRow, fileParams } from './object-rows.ts';
 import type { BatchRow, FileRow } from './object-rows.ts';
-import type { RuleDefinition, RuleKey, Scope } from '../ratelimit/types.ts';
+import type { Priority, RuleDefinition, RuleKey, Scope } from '../ratelimit/types.ts';
 import type {
   ApiKeyRecord,
   BatchListQuery,
@@ -175,6 +175,13 @@ const MIGRATIONS: readonly Migration[] = [
     `,
   },
   {
+    // The highest priority a managed key's requests are served at; keys created before it: normal.
+    version: 7,
+    sql: `
+      ALTER TABLE api_keys ADD COLUMN max_priority text NOT NULL DEFAULT 'normal' CHECK (max_priority IN ('high', 'normal', 'low'));
+    `,
+  },
+  {
     // Requests refused with a 429, counted per minute, user path, asked-for provider and model,
     // and rule (src/storage/refusals.ts).
     version: 8,
@@ -202,6 +209,7 @@ interface KeyRow {
   name: string;
   user_path: string | null;
   key_hash: string;
+  max_priority: Priority;
   created_at: Date;
 }
 
@@ -385,21 +393,22 @@ export class PostgresStorage implements Storage {
   async insertApiKey(key: ApiKeyRecord): Promise<void> {
     await this.pool.query(
       `WITH inserted AS (
-         INSERT INTO api_keys (id, name, user_path, key_hash, created_at) VALUES ($1, $2, $3, $4, $5) RETURNING id
+         INSERT INTO api_keys (id, name, user_path, key_hash, max_priority, created_at) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id
        ) SELECT pg_notify('${API_KEYS_CHANNEL}', id) FROM inserted`,
-      [key.id, key.name, key.userPath, key.keyHash, key.createdAt],
+      [key.id, key.name, key.userPath, key.keyHash, key.maxPriority, key.createdAt],
     );
   }
 
   async listApiKeys(): Promise<ApiKeyRecord[]> {
     const res = await this.pool.query<KeyRow>(
-      'SELECT id, name, user_path, key_hash, created_at FROM api_keys ORDER BY created_at, id COLLATE "C"',
+      'SELECT id, name, user_path, key_hash, max_priority, created_at FROM api_keys ORDER BY created_at, id COLLATE "C"',
     );
     return res.rows.map((row) => ({
       id: row.id,
       name: row.name,
       userPath: row.user_path,
       keyHash: row.key_hash,
+      maxPriority: row.max_priority,
       createdAt: row.created_at,
     }));
   }

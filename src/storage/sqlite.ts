@@ -9,7 +9,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import type { Database as Db, Statement } from 'better-sqlite3';
-import type { RuleDefinition, RuleKey, Scope } from '../ratelimit/types.ts';
+import type { Priority, RuleDefinition, RuleKey, Scope } from '../ratelimit/types.ts';
 import type { BudgetDefinition, BudgetKey } from '../budgets/types.ts';
 import { subtreeMatch } from '../user-path/user-path.ts';
 import { REFUSAL_GROUP_KEY_SQL, REFUSAL_KEY_COLUMNS } from './refusals.ts';
@@ -177,6 +177,13 @@ const MIGRATIONS: readonly Migration[] = [
     `,
   },
   {
+    // The highest priority a managed key's requests are served at; keys created before it: normal.
+    version: 7,
+    sql: `
+      ALTER TABLE api_keys ADD COLUMN max_priority TEXT NOT NULL DEFAULT 'normal' CHECK (max_priority IN ('high', 'normal', 'low'));
+    `,
+  },
+  {
     // Requests refused with a 429, counted per minute, user path, asked-for provider and model,
     // and rule (src/storage/refusals.ts).
     version: 8,
@@ -201,6 +208,7 @@ interface KeyRow {
   name: string;
   user_path: string | null;
   key_hash: string;
+  max_priority: Priority;
   created_at: number;
 }
 
@@ -259,7 +267,7 @@ interface BudgetRow {
 }
 
 interface Statements {
-  insertKey: Statement<[string, string, string | null, string, number]>;
+  insertKey: Statement<[string, string, string | null, string, Priority, number]>;
   listKeys: Statement<[], KeyRow>;
   deleteKey: Statement<[string]>;
   listRules: Statement<[], RuleRow>;
@@ -399,7 +407,7 @@ export class SqliteStorage implements Storage {
   }
 
   async insertApiKey(key: ApiKeyRecord): Promise<void> {
-    this.s().insertKey.run(key.id, key.name, key.userPath, key.keyHash, key.createdAt.getTime());
+    this.s().insertKey.run(key.id, key.name, key.userPath, key.keyHash, key.maxPriority, key.createdAt.getTime());
   }
 
   async listApiKeys(): Promise<ApiKeyRecord[]> {
@@ -410,6 +418,7 @@ export class SqliteStorage implements Storage {
         name: row.name,
         userPath: row.user_path,
         keyHash: row.key_hash,
+        maxPriority: row.max_priority,
         createdAt: new Date(row.created_at),
       }));
   }
@@ -714,10 +723,10 @@ export class SqliteStorage implements Storage {
     const db = this.db;
     this.stmts = {
       insertKey: db.prepare(
-        'INSERT INTO api_keys (id, name, user_path, key_hash, created_at) VALUES (?, ?, ?, ?, ?)',
+        'INSERT INTO api_keys (id, name, user_path, key_hash, max_priority, created_at) VALUES (?, ?, ?, ?, ?, ?)',
       ),
       listKeys: db.prepare(
-        'SELECT id, name, user_path, key_hash, created_at FROM api_keys ORDER BY created_at, id',
+        'SELECT id, name, user_path, key_hash, max_priority, created_at FROM api_keys ORDER BY created_at, id',
       ),
       deleteKey: db.prepare('DELETE FROM api_keys WHERE id = ?'),
       listRules: db.prepare(

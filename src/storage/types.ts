@@ -5,7 +5,7 @@
  */
 
 import type { BudgetDefinition, BudgetKey } from '../budgets/types.ts';
-import type { RuleDefinition, RuleKey } from '../ratelimit/types.ts';
+import type { Priority, RuleDefinition, RuleKey } from '../ratelimit/types.ts';
 
 export interface ApiKeyRecord {
   id: string;
@@ -14,6 +14,8 @@ export interface ApiKeyRecord {
   userPath: string | null;
   /** Hex SHA-256 of the secret; the secret itself is never stored. */
   keyHash: string;
+  /** The highest priority its requests are served at (X-Floodgate-Priority above it is lowered to it). */
+  maxPriority: Priority;
   createdAt: Date;
 }
 

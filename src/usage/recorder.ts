@@ -84,8 +84,8 @@ export class UsageRecorder {
   private readonly maxBuffered: number;
   private readonly onError: (err: Error) => void;
   private readonly price: (entry: UsageEntry) => number;
-  private readonly onRecord: ((record: UsageRecord) => void) | undefined;
-  private readonly onSetAside: (record: UsageRecord, reason: Error) => void;
+  private readonly recordListeners: Array<(record: UsageRecord) => void> = [];
+  private readonly setAsideListeners: Array<(record: UsageRecord, reason: Error) => void> = [];
   /** Failed single-row writes of each record still queued (see MAX_ROW_FAILURES). */
   private readonly rowFailures = new WeakMap<UsageRecord, number>();
   private setAsideTotal = 0;
@@ -110,13 +110,26 @@ export class UsageRecorder {
     this.maxBuffered = Math.max(this.batchSize, Math.trunc(options.maxBuffered ?? 100_000));
     this.onError = options.onError ?? (() => {});
     this.price = options.price ?? (() => 0);
-    this.onRecord = options.onRecord;
-    this.onSetAside = options.onSetAside ?? (() => {});
+    if (options.onRecord !== undefined) this.recordListeners.push(options.onRecord);
+    if (options.onSetAside !== undefined) this.setAsideListeners.push(options.onSetAside);
     if (this.enabled) {
       this.timer = setInterval(() => this.backgroundFlush(true), options.flushIntervalMs ?? 1000);
       // A pending flush must not keep the process alive; shutdown calls close() explicitly.
       this.timer.unref();
     }
+  }
+
+  /**
+   * Adds listeners besides the options' own: `record` sees every record as it is queued (budgets
+   * count spend from it), `setAside` every record given up on. Neither may throw.
+   */
+  listen(listeners: { record?: (record: UsageRecord) => void; setAside?: (record: UsageRecord, reason: Error) => void }): void {
+    if (listeners.record !== undefined) this.recordListeners.push(listeners.record);
+    if (listeners.setAside !== undefined) this.setAsideListeners.push(listeners.setAside);
+  }
+
+  private setAsideTo(record: UsageRecord, reason: Error): void {
+    for (const listener of this.setAsideListeners) listener(record, reason);
   }
 
   /**
@@ -129,7 +142,7 @@ export class UsageRecorder {
     // Priced from the cleaned token counts.
     r.costUsd = storableCost(entry.costUsd ?? this.price(r));
     this.buffer.push(r);
-    this.onRecord?.(r);
+    for (const listener of this.recordListeners) listener(r);
     if (this.pending > this.maxBuffered) this.enforceBound();
     if (this.buffer.length >= this.batchSize && !this.isFailing) this.backgroundFlush(false);
     return r;
@@ -290,7 +303,7 @@ export class UsageRecorder {
     this.setAsideTotal++;
     this.rowFailures.delete(record);
     try {
-      this.onSetAside(record, reason);
+      this.setAsideTo(record, reason);
     } catch {
       // A failing callback must not stop the other rows from being written.
     }

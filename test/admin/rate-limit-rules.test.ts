@@ -1,12 +1,13 @@
 /**
- * RuleManager across gateways that share their storage: a write announced by one is reloaded by
+ * The rule manager across gateways that share their storage: a write announced by one is reloaded by
  * the others, counters of unchanged rules survive a reload, a periodic reload catches what no
  * announcement said, and a reload never undoes a write that happened while it read storage.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { RuleManager, type RuleChangeFeed } from '../../src/admin/rate-limit-rules.ts';
+import type { ChangeFeed } from '../../src/admin/definitions.ts';
+import { startRuleManager } from '../../src/admin/rate-limit-rules.ts';
 import { MemoryCounterStore } from '../../src/counters/memory.ts';
 import { RateLimiter, type RuleKey } from '../../src/ratelimit/index.ts';
 import { MemoryStorage, MemoryStore } from '../../src/storage/memory.ts';
@@ -15,21 +16,21 @@ import { MemoryStorage, MemoryStore } from '../../src/storage/memory.ts';
 class Bus {
   readonly #feeds: Array<{ listeners: Array<() => void> }> = [];
 
-  feed(): RuleChangeFeed {
+  feed(): ChangeFeed {
     const own = { listeners: [] as Array<() => void> };
     this.#feeds.push(own);
     return {
       announce: async () => {
         for (const other of this.#feeds) if (other !== own) for (const listener of other.listeners) listener();
       },
-      onChange: (listener) => own.listeners.push(listener),
+      onChange: (listener: () => void) => void own.listeners.push(listener),
     };
   }
 }
 
 async function gateway(storage: MemoryStorage) {
   const limiter = new RateLimiter({ store: new MemoryCounterStore() });
-  const { manager } = await RuleManager.start(storage, limiter, [], Date.now);
+  const { manager } = await startRuleManager(storage, limiter, [], Date.now);
   return { limiter, manager };
 }
 
@@ -42,7 +43,7 @@ async function eventually(check: () => boolean): Promise<void> {
   assert.ok(check(), 'never happened');
 }
 
-describe('RuleManager: gateways sharing storage', () => {
+describe('rule manager: gateways sharing storage', () => {
   it('reload the rules another gateway announced, keeping the counters of rules that stay', async () => {
     const shared = new MemoryStore();
     const bus = new Bus();
@@ -69,7 +70,7 @@ describe('RuleManager: gateways sharing storage', () => {
   it('reload periodically what no announcement told', async () => {
     const shared = new MemoryStore();
     const b = await gateway(new MemoryStorage(shared));
-    const silent: RuleChangeFeed = { announce: async () => {}, onChange: () => {} };
+    const silent: ChangeFeed = { announce: async () => {}, onChange: () => {} };
     const stop = b.manager.follow(silent, { intervalMs: 20, onError: failOnError });
     try {
       const writer = await gateway(new MemoryStorage(shared));

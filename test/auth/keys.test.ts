@@ -167,14 +167,14 @@ describe('KeyRings sharing a storage', () => {
     const settle = () => new Promise((resolve) => setTimeout(resolve, 60));
     try {
       // Another replica writes; the reload its announcement starts reads storage before this ring's creation.
-      await foreign.insertApiKey({ id: 'foreign-1', name: 'f', userPath: null, keyHash: 'hash-1', createdAt: new Date() });
+      await foreign.insertApiKey({ id: 'foreign-1', name: 'f', userPath: null, keyHash: 'hash-1', maxPriority: 'normal', createdAt: new Date() });
       announce();
       const created = await ring.create({ name: 'mine', userPath: null });
       await settle();
       assert.equal(ring.lookup(created.secret)?.id, created.record.id, 'the created key was dropped by a reload that read storage before it');
       assert.deepEqual(ring.list().map((k) => k.id).sort(), ['foreign-1', created.record.id].sort());
 
-      await foreign.insertApiKey({ id: 'foreign-2', name: 'f', userPath: null, keyHash: 'hash-2', createdAt: new Date() });
+      await foreign.insertApiKey({ id: 'foreign-2', name: 'f', userPath: null, keyHash: 'hash-2', maxPriority: 'normal', createdAt: new Date() });
       announce();
       await ring.revoke(created.record.id);
       await settle();

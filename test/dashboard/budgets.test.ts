@@ -5,30 +5,14 @@
  * UPDATE_SCREENSHOTS=1 it also writes the screenshot shown in docs/dashboard.md.
  */
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import type { Locator, Page } from 'playwright-core';
-import { buildDashboard } from '../../web/dashboard/build.ts';
-import { launchBrowser, type Browser } from '../support/browser.ts';
-import { openaiProvider } from '../support/e2e.ts';
-import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.ts';
+import { SCREENSHOTS, SHOWN, openDashboard, screenshot, signIn, type DashboardSession } from '../support/dashboard.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
 import { MASTER, USER_PATH_HEADER, chat } from '../support/rate-limits.ts';
 
-const SCREENSHOTS = process.env.UPDATE_SCREENSHOTS === '1';
-const SCREENSHOT_DIR = fileURLToPath(new URL('../../docs/screenshots/', import.meta.url));
-/** Ceiling for what the page shows after an action or a poll (it refreshes every 5 s). */
-const SHOWN = { timeout: 15_000 };
 /** `up/gpt-x` at $1000 per million tokens: a 'hi' request (2 tokens) costs $0.002. */
 const PRICING = 'pricing:\n  up/gpt-x: { input_per_mtok: 1000, output_per_mtok: 1000 }\n';
-
-async function signIn(page: Page, url: string): Promise<void> {
-  await page.goto(`${url}/dashboard`);
-  await page.getByLabel('Master key').fill(MASTER);
-  await page.getByRole('button', { name: 'Sign in' }).click();
-  await page.getByRole('navigation', { name: 'Dashboard' }).waitFor(SHOWN);
-}
 
 function budgetRow(page: Page, budget: string): Locator {
   return page.locator(`tr[data-budget="${budget}"]`);
@@ -44,11 +28,9 @@ interface Budget {
 describe('dashboard: budgets', { timeout: 180_000 }, () => {
   // The gateway's clock stands still in the middle of a month, so the countdown is known.
   const frozen = Date.parse('2030-01-15T12:00:00.000Z');
-  let up: FakeUpstream;
+  let session: DashboardSession;
   let gw: TestGateway;
-  let browser: Browser;
   let page: Page;
-  const pageErrors: string[] = [];
 
   const send = async (userPath: string): Promise<number> => {
     const res = await gw.request('POST', '/v1/chat/completions', { body: chat('up/gpt-x', 'hi'), headers: { authorization: `Bearer ${MASTER}`, [USER_PATH_HEADER]: userPath } });
@@ -57,28 +39,16 @@ describe('dashboard: budgets', { timeout: 180_000 }, () => {
   const budgets = async (): Promise<Budget[]> => (await gw.request('GET', '/admin/budgets', { headers: { authorization: `Bearer ${MASTER}` } })).json().budgets;
 
   before(async () => {
-    assert.notEqual(await buildDashboard({ ifStale: true }), 'no build tool');
-    up = await startFakeUpstream({ name: 'up', models: ['gpt-x'] });
-    gw = await startTestGateway({
-      yaml: 'providers:\n' + openaiProvider('up', up.url, ['gpt-x']) + PRICING,
-      env: { MASTER_KEY: MASTER, SET_BUDGET_RESEARCH: 'month=200' },
-      now: () => frozen,
-    });
-    browser = await launchBrowser();
-    page = await browser.context.newPage();
-    page.on('pageerror', (err) => pageErrors.push(err.message));
-    await signIn(page, gw.url);
+    session = await openDashboard({ yaml: PRICING, env: { SET_BUDGET_RESEARCH: 'month=200' }, now: () => frozen });
+    ({ gw, page } = session);
   });
   after(async () => {
-    await browser?.close();
-    await gw?.close();
-    await up?.close();
-    assert.deepEqual(pageErrors, [], 'no script error on any page');
+    await session?.close();
   });
 
   it('lists the budgets, a config budget read-only with its source', async () => {
     const nav = await page.getByRole('navigation', { name: 'Dashboard' }).getByRole('link').allTextContents();
-    assert.deepEqual(nav, ['Rate limits', 'Explain a request', 'Budgets', 'API keys', 'Usage']);
+    assert.deepEqual(nav, ['Rate limits', 'Queue', 'Explain a request', 'Budgets', 'API keys', 'Usage']);
     await page.getByRole('link', { name: 'Budgets' }).click();
     const row = budgetRow(page, '/research month');
     await row.waitFor(SHOWN);
@@ -112,7 +82,7 @@ describe('dashboard: budgets', { timeout: 180_000 }, () => {
     if (SCREENSHOTS) {
       // The bar grows with a CSS transition: shown at its end.
       await page.evaluate('Promise.all(document.getAnimations().map((a) => a.finished))');
-      await page.screenshot({ path: join(SCREENSHOT_DIR, 'budgets.png'), fullPage: true });
+      await screenshot(page, 'budgets');
     }
   });
 
@@ -171,12 +141,11 @@ describe('dashboard: budgets', { timeout: 180_000 }, () => {
 
   it('says so and hides the Budgets entry when budgets are disabled', async () => {
     const off = await startTestGateway({ env: { MASTER_KEY: MASTER, BUDGETS_ENABLED: 'false' } });
-    const other = await browser.context.newPage();
-    other.on('pageerror', (err) => pageErrors.push(err.message));
+    const other = await session.newPage();
     try {
       await signIn(other, off.url);
       const nav = await other.getByRole('navigation', { name: 'Dashboard' }).getByRole('link').allTextContents();
-      assert.deepEqual(nav, ['Rate limits', 'Explain a request', 'API keys', 'Usage']);
+      assert.deepEqual(nav, ['Rate limits', 'Queue', 'Explain a request', 'API keys', 'Usage']);
       await other.goto(`${off.url}/dashboard#/budgets`);
       await other.getByRole('heading', { name: 'Budgets are disabled' }).waitFor(SHOWN);
       assert.match(await other.locator('main').textContent() ?? '', /BUDGETS_ENABLED=false/);

@@ -5,30 +5,16 @@
  * writes the screenshots shown in docs/dashboard.md.
  */
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import type { Locator, Page } from 'playwright-core';
-import { buildDashboard } from '../../web/dashboard/build.ts';
-import { launchBrowser, type Browser } from '../support/browser.ts';
-import { openaiProvider } from '../support/e2e.ts';
-import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.ts';
+import { SHOWN, openDashboard, screenshot, signIn, type DashboardSession } from '../support/dashboard.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
 import { MASTER, USER_PATH_HEADER, chat, listRules } from '../support/rate-limits.ts';
-
-const SCREENSHOTS = process.env.UPDATE_SCREENSHOTS === '1';
-const SCREENSHOT_DIR = fileURLToPath(new URL('../../docs/screenshots/', import.meta.url));
-/** Ceiling for what the page shows after an action or a poll (it refreshes every 2 s). */
-const SHOWN = { timeout: 15_000 };
 
 const CONFIG = `
 rate_limits:
   providers: [ { name: up, limits: [ { period: hour, max_requests: 1000 } ] } ]
 `;
-
-async function screenshot(page: Page, name: string): Promise<void> {
-  if (SCREENSHOTS) await page.screenshot({ path: join(SCREENSHOT_DIR, `${name}.png`), fullPage: true });
-}
 
 /** A rule's row, by scope, subject and period label. */
 function ruleRow(page: Page, rule: string): Locator {
@@ -40,22 +26,13 @@ async function requestsUsed(page: Page, rule: string, used: number): Promise<voi
   await ruleRow(page, rule).locator(`[role=meter][aria-label^="Requests used"][aria-valuenow="${used}"]`).waitFor(SHOWN);
 }
 
-async function signIn(page: Page, url: string): Promise<void> {
-  await page.goto(`${url}/dashboard`);
-  await page.getByLabel('Master key').fill(MASTER);
-  await page.getByRole('button', { name: 'Sign in' }).click();
-  await page.getByRole('navigation', { name: 'Dashboard' }).waitFor(SHOWN);
-}
-
 describe('dashboard in a browser', { timeout: 180_000 }, () => {
   // The gateway's clock stands still five seconds into a minute (a past one, today's): a minute
   // window can't turn over between a request and the poll that shows it.
   const frozen = Math.floor(Date.now() / 60_000) * 60_000 - 55_000;
-  let up: FakeUpstream;
+  let session: DashboardSession;
   let gw: TestGateway;
-  let browser: Browser;
   let page: Page;
-  const pageErrors: string[] = [];
 
   const send = async (userPath: string, key = MASTER): Promise<number> => {
     const res = await gw.request('POST', '/v1/chat/completions', { body: chat('up/gpt-x', 'hello there'), headers: { authorization: `Bearer ${key}`, [USER_PATH_HEADER]: userPath } });
@@ -63,18 +40,11 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
   };
 
   before(async () => {
-    assert.notEqual(await buildDashboard({ ifStale: true }), 'no build tool');
-    up = await startFakeUpstream({ name: 'up', models: ['gpt-x'] });
-    gw = await startTestGateway({ yaml: 'providers:\n' + openaiProvider('up', up.url, ['gpt-x']) + CONFIG, env: { MASTER_KEY: MASTER }, now: () => frozen });
-    browser = await launchBrowser();
-    page = await browser.context.newPage();
-    page.on('pageerror', (err) => pageErrors.push(err.message));
+    session = await openDashboard({ yaml: CONFIG, now: () => frozen, signedIn: false });
+    ({ gw, page } = session);
   });
   after(async () => {
-    await browser?.close();
-    await gw?.close();
-    await up?.close();
-    assert.deepEqual(pageErrors, [], 'no script error on any page');
+    await session?.close();
   });
 
   it('asks for the master key, refuses any other, and keeps it for the tab', async () => {
@@ -91,7 +61,7 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('heading', { name: 'Rate limits', exact: true }).waitFor(SHOWN);
     const nav = await page.getByRole('navigation', { name: 'Dashboard' }).getByRole('link').allTextContents();
-    assert.deepEqual(nav, ['Rate limits', 'Explain a request', 'Budgets', 'API keys', 'Usage']);
+    assert.deepEqual(nav, ['Rate limits', 'Queue', 'Explain a request', 'Budgets', 'API keys', 'Usage']);
 
     await page.reload();
     await page.getByRole('heading', { name: 'Rate limits', exact: true }).waitFor(SHOWN);
@@ -208,11 +178,13 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
     assert.equal((await listRules(gw)).some((r) => r.subject === '/team/z'), false);
   });
 
-  it('creates a key bound to a user path, shows its secret once with a copy button, lists and revokes it', async () => {
+  it('creates a key bound to a user path with its highest priority, shows its secret once with a copy button, lists and revokes it', async () => {
     await page.getByRole('link', { name: 'API keys' }).click();
     const form = page.getByRole('form', { name: 'Create a key' });
     await form.getByLabel('Name').fill('ci-runner');
     await form.getByLabel('User path (optional)').fill('/team/k');
+    assert.equal(await form.getByLabel('Highest priority').inputValue(), 'normal', 'normal unless chosen');
+    await form.getByLabel('Highest priority').selectOption('low');
     await form.getByRole('button', { name: 'Create key' }).click();
     const secret = (await page.locator('#new-secret').textContent({ timeout: SHOWN.timeout }))?.trim() ?? '';
     assert.ok(secret.length > 20, secret);
@@ -222,6 +194,9 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
     const row = page.locator('tr', { hasText: 'ci-runner' });
     await row.waitFor(SHOWN);
     assert.match(await row.textContent() ?? '', /\/team\/k/);
+    assert.equal(await row.locator('td.priority').textContent(), 'low');
+    const listed = (await gw.request('GET', '/admin/api-keys', { headers: { authorization: `Bearer ${MASTER}` } })).json().api_keys as Array<{ name: string; max_priority: string }>;
+    assert.equal(listed.find((k) => k.name === 'ci-runner')?.max_priority, 'low', 'created with the priority chosen');
     await screenshot(page, 'keys');
     assert.equal(await send('/ignored', secret), 200, 'the secret works');
 
@@ -327,8 +302,7 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
 
   it('says so and hides the rate-limit pages when rate limits are disabled', async () => {
     const off = await startTestGateway({ env: { MASTER_KEY: MASTER, RATE_LIMITS_ENABLED: 'false' } });
-    const other = await browser.context.newPage();
-    other.on('pageerror', (err) => pageErrors.push(err.message));
+    const other = await session.newPage();
     try {
       await signIn(other, off.url);
       const nav = await other.getByRole('navigation', { name: 'Dashboard' }).getByRole('link').allTextContents();

@@ -32,14 +32,15 @@ async function untilAnswers(replica: Replica, key: string, status: number, since
   }
 }
 
+/** Each key listed as `<id> <max_priority>`. */
 async function listed(replica: Replica): Promise<string[]> {
   const res = await replica.request('GET', '/admin/api-keys', { headers: admin });
   assert.equal(res.status, 200, res.text);
-  return (res.json().api_keys as Array<{ id: string }>).map((k) => k.id);
+  return (res.json().api_keys as Array<{ id: string; max_priority: string }>).map((k) => `${k.id} ${k.max_priority}`);
 }
 
 async function createKey(replica: Replica, name: string): Promise<{ id: string; key: string }> {
-  const res = await replica.request('POST', '/admin/api-keys', { body: { name, user_path: `/team/${name}` }, headers: admin });
+  const res = await replica.request('POST', '/admin/api-keys', { body: { name, user_path: `/team/${name}`, max_priority: 'low' }, headers: admin });
   assert.equal(res.status, 201, res.text);
   return res.json() as { id: string; key: string };
 }
@@ -56,11 +57,12 @@ async function createAndRevokeAcross(replicas: readonly Replica[]): Promise<void
   const created = await createKey(a, `k${startedAt}`);
   for (const replica of replicas) await untilAnswers(replica, created.key, 200, startedAt);
   for (const replica of replicas) assert.deepEqual(await listed(replica), await listed(a));
+  assert.ok((await listed(b)).includes(`${created.id} low`), 'listed with its max_priority by the other replicas');
 
   const revokedAt = Date.now();
   await revokeKey(b, created.id);
   for (const replica of replicas) await untilAnswers(replica, created.key, 401, revokedAt);
-  for (const replica of replicas) assert.equal((await listed(replica)).includes(created.id), false);
+  for (const replica of replicas) assert.equal((await listed(replica)).some((k) => k.startsWith(`${created.id} `)), false);
 }
 
 describe('replicas sharing PostgreSQL (without Redis) follow each other\'s keys', () => {

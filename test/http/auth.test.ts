@@ -66,14 +66,15 @@ describe('authentication with MASTER_KEY (CONTRACT §3)', () => {
   });
 
   describe('managed keys', () => {
-    let created: { id: string; name: string; user_path: string | null; created_at: string; key: string };
+    let created: { id: string; name: string; user_path: string | null; max_priority: string; created_at: string; key: string };
 
     it('POST /admin/api-keys → 201 with the record and its secret', async () => {
       const res = await gw.request('POST', '/admin/api-keys', { body: { name: 'team-a-bot', user_path: 'team/a/' }, headers: bearer(MASTER) });
       assert.equal(res.status, 201, res.text);
       created = res.json();
-      assert.deepEqual(Object.keys(created).sort(), ['created_at', 'id', 'key', 'name', 'user_path']);
+      assert.deepEqual(Object.keys(created).sort(), ['created_at', 'id', 'key', 'max_priority', 'name', 'user_path']);
       assert.equal(created.name, 'team-a-bot');
+      assert.equal(created.max_priority, 'normal', 'max_priority defaults to normal');
       assert.equal(created.user_path, '/team/a', 'the path is normalized');
       assert.ok(!Number.isNaN(Date.parse(created.created_at)));
       assert.match(created.created_at, /Z$/);
@@ -106,6 +107,7 @@ describe('authentication with MASTER_KEY (CONTRACT §3)', () => {
       assert.ok(mine, res.text);
       assert.equal(mine.name, 'team-a-bot');
       assert.equal(mine.user_path, '/team/a');
+      assert.equal(mine.max_priority, 'normal');
       assert.equal(mine.key, undefined);
       assert.equal(mine.key_hash, undefined);
     });
@@ -131,6 +133,21 @@ describe('authentication with MASTER_KEY (CONTRACT §3)', () => {
       assert.match(err.message, /name/);
       const malformed = await gw.request('POST', '/admin/api-keys', { body: '{"name":', headers: { ...bearer(MASTER), 'content-type': 'application/json' } });
       assertOpenAiError(malformed, 400, 'invalid_request_error');
+    });
+
+    it('takes max_priority high, normal or low, lists it with the key, and refuses anything else with a 400 naming it', async () => {
+      const res = await gw.request('POST', '/admin/api-keys', { body: { name: 'chat tool', max_priority: 'high' }, headers: bearer(MASTER) });
+      assert.equal(res.status, 201, res.text);
+      assert.equal(res.json().max_priority, 'high');
+      const listed = (await gw.request('GET', '/admin/api-keys', { headers: bearer(MASTER) })).json().api_keys as Array<Record<string, unknown>>;
+      assert.equal(listed.find((k) => k.id === res.json().id)?.max_priority, 'high');
+      for (const max_priority of ['urgent', 'HIGH', '', 2, null]) {
+        const bad = await gw.request('POST', '/admin/api-keys', { body: { name: 'bad', max_priority }, headers: bearer(MASTER) });
+        const err = assertOpenAiError(bad, 400, 'invalid_request_error');
+        assert.equal(err.param, 'max_priority', JSON.stringify(max_priority));
+        assert.match(err.message, /max_priority: must be one of high, normal, low/, err.message);
+      }
+      assert.equal(await gw.request('DELETE', `/admin/api-keys/${res.json().id}`, { headers: bearer(MASTER) }).then((r) => r.status), 200);
     });
 
     it('DELETE /admin/api-keys/{id} revokes: the key is then refused; deleting again → 404', async () => {

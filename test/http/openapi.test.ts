@@ -120,7 +120,7 @@ describe('GET /openapi.json', () => {
     assert.deepEqual(doc.components.schemas.ChatCompletionRequest, chat);
     assert.deepEqual(chat.required, ['model', 'messages']);
     const usage = doc.paths['/v1/usage'].get.parameters as Json[];
-    assert.deepEqual(usage.map((p) => [p.name, p.in, p.required]), [['from', 'query', false], ['to', 'query', false], ['x-floodgate-user-path', 'header', false]]);
+    assert.deepEqual(usage.filter((p) => p.in === 'query').map((p) => [p.name, p.required]), [['from', false], ['to', false]]);
     assert.deepEqual(doc.paths['/admin/api-keys/{id}'].delete.parameters.map((p: Json) => [p.name, p.in]), [['id', 'path']]);
   });
 
@@ -142,14 +142,40 @@ describe('GET /openapi.json', () => {
     for (const field of ['scope', 'subject', 'period_seconds', 'requests_used', 'tokens_used', 'in_flight']) assert.ok(status.required.includes(field), field);
   });
 
-  it('declares the user-path header on every model operation, and on no other', () => {
+  it('declares the user-path, max-wait and priority headers on every model operation, and on no other', () => {
+    const requestHeaders = [['x-floodgate-user-path', false, 'string'], ['x-floodgate-max-wait', false, 'string'], ['x-floodgate-priority', false, 'string']];
     for (const [path, item] of Object.entries(doc.paths as Record<string, Json>)) {
       for (const [method, op] of Object.entries(item as Record<string, Json>)) {
         const headers = ((op.parameters ?? []) as Json[]).filter((p) => p.in === 'header');
         const isModel = op.tags.some((tag: string) => ['models', 'batches', 'usage', 'passthrough'].includes(tag));
-        assert.deepEqual(headers.map((h) => [h.name, h.required, h.schema.type]), isModel ? [['x-floodgate-user-path', false, 'string']] : [], `${method} ${path}`);
+        assert.deepEqual(headers.map((h) => [h.name, h.required, h.schema.type]), isModel ? requestHeaders : [], `${method} ${path}`);
       }
     }
+    const [, wait, priority] = doc.paths['/v1/chat/completions'].post.parameters.filter((p: Json) => p.in === 'header') as Json[];
+    const pattern = new RegExp(wait!.schema.pattern);
+    for (const good of ['0', '20', '0.5', '.25', '1.125']) assert.ok(pattern.test(good), good);
+    for (const bad of ['-1', '1.2345', 'soon', '1e3', '']) assert.ok(!pattern.test(bad), bad);
+    assert.deepEqual(priority!.schema.enum, ['high', 'normal', 'low']);
+    assert.equal(priority!.schema.default, 'normal');
+  });
+
+  it('declares x-floodgate-queue-wait-ms on the success and the 429 of every operation that admits a request, and nowhere else', () => {
+    const ref = { $ref: '#/components/headers/x-floodgate-queue-wait-ms' };
+    assert.deepEqual(doc.components.headers['x-floodgate-queue-wait-ms'].schema, { type: 'integer', minimum: 0 });
+    const declaring: string[] = [];
+    for (const [path, item] of Object.entries(doc.paths as Record<string, Json>)) {
+      for (const [method, op] of Object.entries(item as Record<string, Json>)) {
+        for (const [status, response] of Object.entries(op.responses as Record<string, Json>)) {
+          if (response.headers?.['x-floodgate-queue-wait-ms'] === undefined) continue;
+          assert.deepEqual(response.headers['x-floodgate-queue-wait-ms'], ref);
+          declaring.push(`${method} ${path} ${status}`);
+        }
+      }
+    }
+    const admitting = ['post /v1/chat/completions', 'post /v1/responses', 'post /v1/embeddings', 'post /v1/audio/speech', 'post /v1/audio/transcriptions', 'post /v1/messages', 'post /v1/files', 'post /v1/batches'];
+    const passthrough = Object.keys(doc.paths['/p/{provider}/{path}']).map((method) => `${method} /p/{provider}/{path}`);
+    const expected = [...admitting, ...passthrough].flatMap((op) => [`${op} 200`, `${op} 429`]);
+    assert.deepEqual(declaring.sort(), [...expected, 'get /v1/realtime 429'].sort());
   });
 
   it('shows an example of every admin request body, each one valid for the schema that validates the body', () => {

@@ -9,6 +9,7 @@ import { Readable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import { AdmissionCore } from '../../src/admission/core.ts';
+import { BatchService } from '../../src/batch/service.ts';
 import pino from 'pino';
 import { KeyRing } from '../../src/auth/keys.ts';
 import type { HttpServices } from '../../src/http/context.ts';
@@ -112,19 +113,21 @@ async function startServer(lines: Array<Record<string, unknown>>): Promise<{ app
   const mock = mockProviderType.create('mock', {});
   const usage = new UsageRecorder(storage);
   const metrics = new GatewayMetrics({ models: [] });
+  const resolver = new Resolver([mock, brokenProvider], new Map([['mock', await mock.listModels()], ['broken', ['m']]]));
+  const admission = new AdmissionCore({ limiter: undefined, budgets: undefined, usage, metrics, now: Date.now });
   const services: HttpServices = {
     options: {
       masterKey: undefined, userPathHeader: USER_PATH, bodyLimitBytes: 1024 * 1024, cacheShared: false, logger, accessLog: false,
       patience: { defaultWaitMs: 0, maxWaitMs: 0 },
       connections: { headersTimeoutMs: 30_000, requestTimeoutMs: 300_000, keepAliveTimeoutMs: 72_000, maxConnections: 10_000 },
-      files: { ttlSeconds: 86_400, maxBytesPerUserPath: 1024 ** 3, maxFilesPerUserPath: 1000 },
     },
-    resolver: new Resolver([mock, brokenProvider], new Map([['mock', await mock.listModels()], ['broken', ['m']]])),
+    resolver,
     keys: await KeyRing.load(storage),
     storage,
     usage,
     refusals: new RefusalLog(storage, { now: Date.now }),
-    admission: new AdmissionCore({ limiter: undefined, budgets: undefined, usage, metrics, now: Date.now }),
+    admission,
+    batches: new BatchService({ storage, resolver, admission, logger, files: { ttlSeconds: 86_400, maxBytesPerUserPath: 1024 ** 3, maxFilesPerUserPath: 1000 }, now: Date.now }),
     limiter: undefined,
     rules: undefined,
     cache: undefined,

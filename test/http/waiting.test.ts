@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.ts';
 import { startTestGateway, type TestGateway, type TestResponse } from '../support/gateway.ts';
-import { USER_PATH_HEADER, admin, assertRateLimited, chat, chatAs, eventually, MASTER, sleep, upProvider } from '../support/rate-limits.ts';
+import { admin, assertRateLimited, chat, chatAs, eventually, heldRequest, MASTER, sleep, upProvider } from '../support/rate-limits.ts';
 
 const WAIT = 'x-floodgate-max-wait';
 const PRIORITY = 'x-floodgate-priority';
@@ -14,24 +14,6 @@ const WAITED = 'x-floodgate-queue-wait-ms';
 
 function waitingChat(gw: TestGateway, userPath: string, wait: string, priority?: string, key = MASTER): Promise<TestResponse> {
   return chatAs(gw, userPath, chat(), { authorization: `Bearer ${key}`, [WAIT]: wait, ...(priority === undefined ? {} : { [PRIORITY]: priority }) });
-}
-
-/** A chat request whose answer the upstream holds until `release()`; resolves once the upstream has it. */
-async function heldRequest(gw: TestGateway, up: FakeUpstream, userPath: string): Promise<{ release(): void; response: Promise<Response> }> {
-  const before = up.callCount('/v1/chat/completions');
-  const release = up.holdStreamNext();
-  const response = fetch(`${gw.url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${MASTER}`, [USER_PATH_HEADER]: userPath },
-    body: JSON.stringify(chat('up/gpt-x', 'hold me', { stream: true })),
-  });
-  await eventually(async () => up.callCount('/v1/chat/completions') > before, 3000, 'the held request reached the upstream');
-  return {
-    response,
-    release() {
-      release();
-    },
-  };
 }
 
 describe('waiting for capacity, end to end', () => {
@@ -182,6 +164,48 @@ describe('waiting for capacity, end to end', () => {
     } finally {
       await gw.close();
     }
+  });
+
+  describe('a managed key\'s max_priority, seen through headroom (low and normal may use 1 of a cap of 2)', () => {
+    const rules = ['/master', '/low', '/plain', '/high'].map((path) => `    - { path: ${path}, limits: [ { period: hour, max_requests: 2 } ] }\n`).join('');
+    const yaml = (master: boolean): string =>
+      `${upProvider(up.url)}${master ? `server: { master_key: ${MASTER} }\n` : ''}rate_limits:\n  queue: { headroom: { normal: 0.5, low: 0.5 } }\n  user_paths:\n${rules}`;
+    const createKey = async (gw: TestGateway, body: Record<string, unknown>): Promise<string> => {
+      const res = await admin(gw, 'POST', '/admin/api-keys', body);
+      assert.equal(res.status, 201, res.text);
+      return res.json().key as string;
+    };
+
+    it('serves a request asking above its key\'s max_priority at that maximum (default normal), one asking below at what it asks; the master key at any', async () => {
+      const gw = await startTestGateway({ yaml: yaml(true) });
+      try {
+        const low = await createKey(gw, { name: 'batch', user_path: '/low', max_priority: 'low' });
+        const plain = await createKey(gw, { name: 'plain', user_path: '/plain' });
+        const high = await createKey(gw, { name: 'chat', user_path: '/high', max_priority: 'high' });
+        for (let i = 0; i < 2; i++) assert.equal((await waitingChat(gw, '/master', '0', 'high')).status, 200, 'the master key asks high and gets the whole cap');
+        assert.equal((await waitingChat(gw, '/ignored', '0', 'low', high)).status, 200);
+        assertRateLimited(await waitingChat(gw, '/ignored', '0', 'low', high), 'rate limit exceeded for /high: hour request limit of 2 reached for low priority');
+        assert.equal((await waitingChat(gw, '/ignored', '0', 'high', high)).status, 200, 'a key with max_priority high may ask for the whole cap, and is not raised above what it asks');
+        assert.equal((await waitingChat(gw, '/ignored', '0', 'high', low)).status, 200);
+        assertRateLimited(await waitingChat(gw, '/ignored', '0', 'high', low), 'rate limit exceeded for /low: hour request limit of 2 reached for low priority');
+        assert.equal((await waitingChat(gw, '/ignored', '0', 'high', plain)).status, 200);
+        assertRateLimited(await waitingChat(gw, '/ignored', '0', 'high', plain), 'rate limit exceeded for /plain: hour request limit of 2 reached for normal priority');
+      } finally {
+        await gw.close();
+      }
+    });
+
+    it('caps a managed key in open mode too, while a request without a key may ask for any priority', async () => {
+      const gw = await startTestGateway({ yaml: yaml(false) });
+      try {
+        const low = await createKey(gw, { name: 'batch', user_path: '/low', max_priority: 'low' });
+        for (let i = 0; i < 2; i++) assert.equal((await chatAs(gw, '/master', chat(), { [PRIORITY]: 'high' })).status, 200, 'no key: any priority');
+        assert.equal((await chatAs(gw, '/ignored', chat(), { authorization: `Bearer ${low}`, [PRIORITY]: 'high' })).status, 200);
+        assertRateLimited(await chatAs(gw, '/ignored', chat(), { authorization: `Bearer ${low}`, [PRIORITY]: 'high' }), 'rate limit exceeded for /low: hour request limit of 2 reached for low priority');
+      } finally {
+        await gw.close();
+      }
+    });
   });
 
   it('refuses a place with queue_full past max_depth', async () => {

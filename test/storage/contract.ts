@@ -92,6 +92,7 @@ function key(id: string, overrides: Partial<ApiKeyRecord> = {}): ApiKeyRecord {
     name: `key ${id}`,
     userPath: '/team',
     keyHash: `hash-${id}`,
+    maxPriority: 'normal',
     createdAt: at(Number(id.replace(/\D/g, '') || 0)),
     ...overrides,
   };
@@ -149,6 +150,16 @@ async function withStorage(
   } finally {
     await storage.close();
   }
+}
+
+/** A key stored before migration 7 (no max_priority), for the upgrade tests of each database. */
+export const OLD_KEY = { id: 'key-old', name: 'old', userPath: '/team', keyHash: 'hash-old', createdAt: new Date('2026-01-10T08:00:00Z') } as const;
+
+/** After migration 7 on a database holding OLD_KEY: it is at normal, and a new key keeps what it sets. */
+export async function assertMaxPriorityUpgrade(upgraded: InspectableStorage): Promise<void> {
+  assert.ok((await upgraded.schemaVersion()) >= 7);
+  await upgraded.insertApiKey({ id: 'key-new', name: 'new', userPath: null, keyHash: 'hash-new', maxPriority: 'high', createdAt: new Date('2026-01-11T08:00:00Z') });
+  assert.deepEqual((await upgraded.listApiKeys()).map((k) => [k.id, k.userPath, k.maxPriority]), [[OLD_KEY.id, OLD_KEY.userPath, 'normal'], ['key-new', null, 'high']]);
 }
 
 export function storageContract(name: string, harness: Harness): void {
@@ -225,6 +236,15 @@ export function storageContract(name: string, harness: Harness): void {
         await writer.close();
         await watcher.close();
       }
+    });
+
+    it('keeps each key\'s max_priority', async () => {
+      await withStorage(harness, async (storage) => {
+        await storage.insertApiKey(key('k1', { maxPriority: 'high' }));
+        await storage.insertApiKey(key('k2', { maxPriority: 'low' }));
+        await storage.insertApiKey(key('k3'));
+        assert.deepEqual((await storage.listApiKeys()).map((k) => [k.id, k.maxPriority]), [['k1', 'high'], ['k2', 'low'], ['k3', 'normal']]);
+      });
     });
 
     it('rejects a duplicate key hash', async () => {

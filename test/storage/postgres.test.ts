@@ -12,7 +12,7 @@ import pg from 'pg';
 import { openStorage } from '../../src/storage/index.ts';
 import { PostgresStorage } from '../../src/storage/postgres.ts';
 import { UsageRejectedError } from '../../src/storage/types.ts';
-import { storageContract, usage } from './contract.ts';
+import { OLD_KEY, assertMaxPriorityUpgrade, storageContract, usage } from './contract.ts';
 import type { InspectableStorage } from './contract.ts';
 
 const skip = process.env.FLOODGATE_SKIP_POSTGRES === '1';
@@ -134,33 +134,58 @@ if (skip) {
       }
     });
 
-    it('migration 6 gives files stored before it an expiry 30 days after their upload', async () => {
+    /**
+     * A database as an earlier version left it: migrated up to date, then taken back by `rollBack`
+     * (on a client of its own, storing the rows of then); `check` gets it migrated again.
+     */
+    async function upgradedFrom(rollBack: (client: pg.Client) => Promise<void>, check: (upgraded: PostgresStorage) => Promise<void>): Promise<void> {
       await resetSchema();
       const storage = new PostgresStorage({ url: testUrl });
       await storage.migrate();
       await storage.close();
-      // Back to the schema before version 6, holding a file stored then.
       const client = new pg.Client({ connectionString: testUrl });
       await client.connect();
       try {
-        await client.query('ALTER TABLE files DROP COLUMN expires_at');
-        await client.query('DROP INDEX files_user_path');
-        await client.query('DELETE FROM schema_migrations WHERE version = 6');
-        await client.query(
-          'INSERT INTO files (id, user_path, purpose, filename, bytes, created_at, content) VALUES ($1, $2, $3, $4, $5, $6, $7)',
-          ['file-old', '/team', 'batch', 'in.jsonl', 3, new Date('2026-01-10T08:00:00Z'), Buffer.from('abc')],
-        );
+        await rollBack(client);
       } finally {
         await client.end();
       }
       const upgraded = new PostgresStorage({ url: testUrl });
       try {
         await upgraded.migrate();
-        assert.equal((await upgraded.getFile('file-old'))?.expiresAt?.toISOString(), '2026-02-09T08:00:00.000Z');
-        assert.deepEqual(await upgraded.fileUsage('/team', new Date('2026-01-10T08:00:00Z')), { files: 1, bytes: 3 });
+        await check(upgraded);
       } finally {
         await upgraded.close();
       }
+    }
+
+    it('migration 6 gives files stored before it an expiry 30 days after their upload', async () => {
+      await upgradedFrom(
+        async (client) => {
+          await client.query('ALTER TABLE files DROP COLUMN expires_at');
+          await client.query('DROP INDEX files_user_path');
+          await client.query('DELETE FROM schema_migrations WHERE version = 6');
+          await client.query(
+            'INSERT INTO files (id, user_path, purpose, filename, bytes, created_at, content) VALUES ($1, $2, $3, $4, $5, $6, $7)',
+            ['file-old', '/team', 'batch', 'in.jsonl', 3, new Date('2026-01-10T08:00:00Z'), Buffer.from('abc')],
+          );
+        },
+        async (upgraded) => {
+          assert.equal((await upgraded.getFile('file-old'))?.expiresAt?.toISOString(), '2026-02-09T08:00:00.000Z');
+          assert.deepEqual(await upgraded.fileUsage('/team', new Date('2026-01-10T08:00:00Z')), { files: 1, bytes: 3 });
+        },
+      );
+    });
+
+    it('migration 7 gives keys stored before it max_priority normal, and keeps what new keys set', async () => {
+      await upgradedFrom(
+        async (client) => {
+          await client.query('ALTER TABLE api_keys DROP COLUMN max_priority');
+          await client.query('DELETE FROM schema_migrations WHERE version = 7');
+          await client.query('INSERT INTO api_keys (id, name, user_path, key_hash, created_at) VALUES ($1, $2, $3, $4, $5)', [OLD_KEY.id, OLD_KEY.name, OLD_KEY.userPath, OLD_KEY.keyHash, OLD_KEY.createdAt]);
+        },
+        assertMaxPriorityUpgrade,
+      );
     });
   });
 }

@@ -8,7 +8,7 @@ import { openStorage } from '../../src/storage/index.ts';
 import { SqliteStorage } from '../../src/storage/sqlite.ts';
 import { UsageRejectedError, type UsageRecord } from '../../src/storage/types.ts';
 import { UsageRecorder } from '../../src/usage/recorder.ts';
-import { storageContract, usage } from './contract.ts';
+import { OLD_KEY, assertMaxPriorityUpgrade, storageContract, usage } from './contract.ts';
 import type { InspectableStorage } from './contract.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'floodgate-sqlite-'));
@@ -164,6 +164,28 @@ describe('SqliteStorage migration 6 (file expiry)', () => {
       const file = await upgraded.getFile('file-old');
       assert.equal(file?.expiresAt?.toISOString(), '2026-02-09T08:00:00.000Z');
       assert.deepEqual(await upgraded.fileUsage('/team', new Date(createdAt)), { files: 1, bytes: 3 });
+    } finally {
+      await upgraded.close();
+    }
+  });
+});
+
+describe('SqliteStorage migration 7 (a key\'s max_priority)', () => {
+  it('gives keys stored before it max_priority normal, and keeps what new keys set', async () => {
+    const path = join(root, `max-priority-${++counter}`, 'floodgate.db');
+    const storage = new SqliteStorage({ path });
+    await storage.migrate();
+    await storage.close();
+    // Back to the schema before version 7, holding a key stored then.
+    const db = new Database(path);
+    db.exec('ALTER TABLE api_keys DROP COLUMN max_priority; DELETE FROM schema_migrations WHERE version = 7');
+    db.prepare('INSERT INTO api_keys (id, name, user_path, key_hash, created_at) VALUES (?, ?, ?, ?, ?)').run(OLD_KEY.id, OLD_KEY.name, OLD_KEY.userPath, OLD_KEY.keyHash, OLD_KEY.createdAt.getTime());
+    db.close();
+
+    const upgraded = new SqliteStorage({ path });
+    try {
+      await upgraded.migrate();
+      await assertMaxPriorityUpgrade(upgraded);
     } finally {
       await upgraded.close();
     }

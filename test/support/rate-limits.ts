@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { TestGateway, TestResponse } from './gateway.ts';
 import { assertNoStack } from './e2e.ts';
+import type { FakeUpstream } from './fake-upstream.ts';
 
 export { sleep };
 
@@ -152,6 +153,22 @@ export async function eventually(cond: () => Promise<boolean>, ms = 3000, what =
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await sleep(25);
   }
+}
+
+/**
+ * A streamed chat request to `up/gpt-x` (master key) whose answer the upstream holds until
+ * `release()`: it holds its concurrency slots meanwhile. Resolves once the upstream has it.
+ */
+export async function heldRequest(gw: TestGateway, up: FakeUpstream, userPath: string): Promise<{ release(): void; response: Promise<Response> }> {
+  const before = up.callCount('/v1/chat/completions');
+  const release = up.holdStreamNext();
+  const response = fetch(`${gw.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${MASTER}`, [USER_PATH_HEADER]: userPath },
+    body: JSON.stringify(chat('up/gpt-x', 'hold me', { stream: true })),
+  });
+  await eventually(async () => up.callCount('/v1/chat/completions') > before, 3000, 'the held request reached the upstream');
+  return { response, release };
 }
 
 // ------------------------------------------------------------------ admin

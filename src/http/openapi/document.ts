@@ -5,7 +5,11 @@
  * routes themselves, so documenting a route never changes how it validates or answers.
  */
 import { z } from 'zod';
+import { QUEUE_WAIT_HEADER } from '../../admission/core.ts';
+import { PRIORITIES } from '../../ratelimit/index.ts';
 import type { Access } from '../auth.ts';
+import { MAX_WAIT_HEADER, PRIORITY_HEADER } from '../patience.ts';
+import { WAIT_SECONDS } from '../schemas/checks.ts';
 import type { BodyExample } from './examples.ts';
 import { anthropicErrorBody, errorBody } from './responses.ts';
 
@@ -123,7 +127,7 @@ export function buildOpenApiDocument(routes: readonly RegisteredRoute[], options
           },
         },
       }),
-      responses: responsesOf(doc, access !== 'public', schemaOf),
+      responses: responsesOf(doc, access !== 'public', access === 'model', schemaOf),
     };
   }
 
@@ -152,6 +156,10 @@ export function buildOpenApiDocument(routes: readonly RegisteredRoute[], options
       headers: {
         'Retry-After': { description: 'Seconds until a retry would be admitted.', schema: { type: 'integer', minimum: 1 } },
         'retry-after-ms': { description: 'The same in milliseconds.', schema: { type: 'integer', minimum: 1000 } },
+        [QUEUE_WAIT_HEADER]: {
+          description: `On every answer to a request that waited for capacity (${MAX_WAIT_HEADER}), its 429 included: the milliseconds it waited.`,
+          schema: { type: 'integer', minimum: 0 },
+        },
         ...Object.fromEntries(RATE_LIMIT_HEADERS.map((name) => [name, {
           description: 'From the matching rule with the least remaining in that dimension; reset values are whole seconds.',
           schema: { type: 'integer' },
@@ -213,18 +221,38 @@ function parametersOf(url: string, doc: OperationDoc, userPathHeader: string | u
     }
   }
   if (userPathHeader !== undefined) {
-    parameters.push({
-      name: userPathHeader,
-      in: 'header',
-      required: false,
-      schema: { type: 'string', examples: ['/team/alice'] },
-      description: 'The caller\'s user path (rate limits, budgets, usage), `/` without it. Ignored for a managed key bound to a user path.',
-    });
+    parameters.push(
+      {
+        name: userPathHeader,
+        in: 'header',
+        required: false,
+        schema: { type: 'string', examples: ['/team/alice'] },
+        description: 'The caller\'s user path (rate limits, budgets, usage), `/` without it. Ignored for a managed key bound to a user path.',
+      },
+      {
+        name: MAX_WAIT_HEADER,
+        in: 'header',
+        required: false,
+        schema: { type: 'string', pattern: WAIT_SECONDS.source, examples: ['20', '0.5'] },
+        description: 'How long a request the rate limits refuse may wait for capacity instead of a 429 at once, in seconds (at most 3 decimals); default `rate_limits.queue.default_wait_seconds`, never more than `rate_limits.queue.max_wait_seconds`. Anything else is a 400 naming this header.',
+      },
+      {
+        name: PRIORITY_HEADER,
+        in: 'header',
+        required: false,
+        schema: { type: 'string', enum: [...PRIORITIES], default: 'normal' },
+        description: 'The request\'s priority: the order of the queue, and its share of every cap with `rate_limits.queue.headroom`. A managed key is served at most at its `max_priority`. Anything else is a 400 naming this header.',
+      },
+    );
   }
   return parameters.length > 0 ? { parameters } : {};
 }
 
-function responsesOf(doc: OperationDoc, needsKey: boolean, schemaOf: (schema: z.ZodType) => Json): Json {
+/**
+ * `waits`: a model operation, whose requests may wait for capacity; the ones that admit (those
+ * with rate-limit headers on their success, and their 429) then say how long they waited.
+ */
+function responsesOf(doc: OperationDoc, needsKey: boolean, waits: boolean, schemaOf: (schema: z.ZodType) => Json): Json {
   const { success } = doc;
   const content: Json = {};
   if (success.schema !== undefined || success.contentType !== undefined) {
@@ -234,7 +262,7 @@ function responsesOf(doc: OperationDoc, needsKey: boolean, schemaOf: (schema: z.
   const responses: Json = {
     [String(success.status)]: {
       description: success.description,
-      ...(success.rateLimitHeaders && { headers: Object.fromEntries(RATE_LIMIT_HEADERS.map((name) => [name, { $ref: `#/components/headers/${name}` }])) }),
+      ...(success.rateLimitHeaders && { headers: headerRefs([...RATE_LIMIT_HEADERS, ...(waits ? [QUEUE_WAIT_HEADER] : [])]) }),
       ...(Object.keys(content).length > 0 && { content }),
     },
   };
@@ -246,11 +274,16 @@ function responsesOf(doc: OperationDoc, needsKey: boolean, schemaOf: (schema: z.
   for (const status of statuses) {
     responses[String(status)] = {
       description: ERROR_DESCRIPTIONS[status],
-      ...(status === 429 && { headers: { 'Retry-After': { $ref: '#/components/headers/Retry-After' }, 'retry-after-ms': { $ref: '#/components/headers/retry-after-ms' } } }),
+      ...(status === 429 && { headers: headerRefs(['Retry-After', 'retry-after-ms', ...(waits ? [QUEUE_WAIT_HEADER] : [])]) }),
       content: { 'application/json': { schema: errorSchema } },
     };
   }
   return responses;
+}
+
+/** References to headers of components.headers, by name. */
+function headerRefs(names: readonly string[]): Json {
+  return Object.fromEntries(names.map((name) => [name, { $ref: `#/components/headers/${name}` }]));
 }
 
 /** A route without an entry in the table still appears, described by its method and pattern. */

@@ -13,6 +13,7 @@ type Examples = Readonly<Record<string, BodyExample>>;
 export const CREATE_API_KEY_EXAMPLES: Examples = {
   bound: { summary: 'A key for one consumer, bound to its user path', value: { name: 'alice laptop', user_path: '/team/alice' } },
   unbound: { summary: 'A key whose caller names its user path in the user-path header', value: { name: 'batch jobs' } },
+  interactive: { summary: 'A key whose requests may ask for high priority (X-Floodgate-Priority)', value: { name: 'chat tool', user_path: '/research/chat', max_priority: 'high' } },
 };
 
 export const PUT_RATE_LIMIT_EXAMPLES: Examples = {

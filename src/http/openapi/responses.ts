@@ -91,6 +91,7 @@ export const apiKeyRecord = z.object({
   id: z.string(),
   name: z.string(),
   user_path: z.string().nullable().meta({ description: 'The user path the key is bound to; null: the user-path header decides.' }),
+  max_priority: z.enum(PRIORITIES).meta({ description: 'The highest priority the key\'s requests are served at.' }),
   created_at: timestamp,
 });
 export const apiKeyCreated = apiKeyRecord.extend({ key: z.string().meta({ description: 'The secret, shown once.' }) });

@@ -1,10 +1,11 @@
 import type { FastifyInstance } from 'fastify';
-import { BudgetChangeError, type BudgetManager } from '../../admin/budgets.ts';
+import type { BudgetManager } from '../../admin/budgets.ts';
 import type { BudgetTracker } from '../../budgets/tracker.ts';
 import type { HttpServices } from '../context.ts';
-import { GatewayError, badRequest, notFound } from '../../errors/gateway-error.ts';
+import { GatewayError } from '../../errors/gateway-error.ts';
 import { deleteBudgetBody, putBudgetBody } from '../schemas/admin-budgets.ts';
 import { parseBody } from '../validation.ts';
+import { definitionChange } from './definition-changes.ts';
 
 /**
  * The budget admin API (master key only; the auth hook has checked it already), with the
@@ -20,14 +21,14 @@ export function registerAdminBudgets(app: FastifyInstance, services: HttpService
   app.put('/admin/budgets', async (request) => {
     const { tracker, manager } = enabled(services);
     const write = parseBody(putBudgetBody, request.body);
-    await change(() => manager.put(write));
+    await definitionChange(() => manager.put(write), CODES);
     return list(tracker);
   });
 
   app.delete('/admin/budgets', async (request) => {
     const { tracker, manager } = enabled(services);
     const key = parseBody(deleteBudgetBody, request.body);
-    await change(() => manager.delete(key));
+    await definitionChange(() => manager.delete(key), CODES);
     return list(tracker);
   });
 }
@@ -39,16 +40,4 @@ function enabled(services: HttpServices): { tracker: BudgetTracker; manager: Bud
   return { tracker: services.budgets, manager: services.budgetManager };
 }
 
-async function change(action: () => Promise<void>): Promise<void> {
-  try {
-    await action();
-  } catch (err) {
-    if (!(err instanceof BudgetChangeError)) throw err;
-    if (err.reason === 'not_found') throw notFound(err.message, 'budget_not_found');
-    if (err.reason === 'managed_by_config') {
-      throw new GatewayError({ status: 409, type: 'invalid_request_error', message: err.message, code: 'budget_managed_by_config' });
-    }
-    // The schema has checked every field; what is left is a stored budget the manager refuses.
-    throw badRequest(err.message, null);
-  }
-}
+const CODES = { notFound: 'budget_not_found', managedByConfig: 'budget_managed_by_config' };

@@ -9,7 +9,7 @@ import { parseBody } from '../validation.ts';
 export function registerAdminKeys(app: FastifyInstance, services: HttpServices): void {
   app.post('/admin/api-keys', async (request, reply) => {
     const body = parseBody(createApiKeyBody, request.body);
-    const { record, secret } = await services.keys.create({ name: body.name, userPath: body.user_path });
+    const { record, secret } = await services.keys.create({ name: body.name, userPath: body.user_path, maxPriority: body.max_priority });
     return reply.code(201).send({ ...present(record), key: secret });
   });
 
@@ -23,5 +23,5 @@ export function registerAdminKeys(app: FastifyInstance, services: HttpServices):
 }
 
 function present(record: ApiKeyRecord): Record<string, unknown> {
-  return { id: record.id, name: record.name, user_path: record.userPath, created_at: record.createdAt.toISOString() };
+  return { id: record.id, name: record.name, user_path: record.userPath, max_priority: record.maxPriority, created_at: record.createdAt.toISOString() };
 }

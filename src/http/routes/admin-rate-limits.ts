@@ -1,11 +1,11 @@
 import type { FastifyInstance } from 'fastify';
-import { RuleChangeError, type RuleManager } from '../../admin/rate-limit-rules.ts';
+import { resetRuleCounters, type RuleManager } from '../../admin/rate-limit-rules.ts';
 import type { RateLimiter, StatusOptions } from '../../ratelimit/index.ts';
 import type { HttpServices } from '../context.ts';
-import { GatewayError, badRequest, notFound } from '../../errors/gateway-error.ts';
+import { GatewayError, badRequest } from '../../errors/gateway-error.ts';
 import { deleteRateLimitBody, listRateLimitsQuery, putRateLimitBody, resetOneRateLimitBody, resetRateLimitsBody } from '../schemas/admin-rate-limits.ts';
-import { leadingField } from '../schemas/checks.ts';
 import { parseBody } from '../validation.ts';
+import { definitionChange } from './definition-changes.ts';
 
 /** The rate-limit admin API (master key only; the auth hook has checked it already). */
 export function registerAdminRateLimits(app: FastifyInstance, services: HttpServices): void {
@@ -23,28 +23,28 @@ export function registerAdminRateLimits(app: FastifyInstance, services: HttpServ
   app.put('/admin/rate-limits', async (request) => {
     const { limiter, rules } = enabled(services);
     const write = parseBody(putRateLimitBody, request.body);
-    await change(() => rules.put(write));
+    await definitionChange(() => rules.put(write), CODES);
     return list(limiter);
   });
 
   app.delete('/admin/rate-limits', async (request) => {
     const { limiter, rules } = enabled(services);
     const key = parseBody(deleteRateLimitBody, request.body);
-    await change(() => rules.delete(key));
+    await definitionChange(() => rules.delete(key), CODES);
     return list(limiter);
   });
 
   app.post('/admin/rate-limits/reset-one', async (request) => {
-    const { limiter, rules } = enabled(services);
+    const { limiter } = enabled(services);
     const key = parseBody(resetOneRateLimitBody, request.body);
-    await change(() => rules.resetOne(key));
+    await definitionChange(() => resetRuleCounters(limiter, key), CODES);
     return list(limiter);
   });
 
   app.post('/admin/rate-limits/reset', async (request) => {
-    const { rules } = enabled(services);
+    const { limiter } = enabled(services);
     parseBody(resetRateLimitsBody, request.body);
-    await rules.resetAll();
+    await limiter.resetAll();
     return { status: 'ok' };
   });
 }
@@ -57,15 +57,4 @@ export function enabled(services: HttpServices): { limiter: RateLimiter; rules: 
   return { limiter: services.limiter, rules: services.rules };
 }
 
-async function change(action: () => Promise<void>): Promise<void> {
-  try {
-    await action();
-  } catch (err) {
-    if (!(err instanceof RuleChangeError)) throw err;
-    if (err.reason === 'not_found') throw notFound(err.message, 'rate_limit_not_found');
-    if (err.reason === 'managed_by_config') {
-      throw new GatewayError({ status: 409, type: 'invalid_request_error', message: err.message, code: 'rule_managed_by_config' });
-    }
-    throw badRequest(err.message, leadingField(err.message) ?? null);
-  }
-}
+const CODES = { notFound: 'rate_limit_not_found', managedByConfig: 'rule_managed_by_config' };

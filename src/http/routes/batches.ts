@@ -1,5 +1,4 @@
 import type { FastifyInstance } from 'fastify';
-import { BatchService } from '../../batch/service.ts';
 import { batchObject, deletedFileObject, fileObject } from '../../batch/wire.ts';
 import type { HttpServices } from '../context.ts';
 import { badRequest } from '../../errors/gateway-error.ts';
@@ -13,11 +12,7 @@ import { parseBody } from '../validation.ts';
  * provider and model rules skipped (the specification's rule for batch submission).
  */
 export function registerBatches(app: FastifyInstance, services: HttpServices): void {
-  const batches = new BatchService({
-    storage: services.storage, resolver: services.resolver, usage: services.usage, budgets: services.budgets, logger: services.options.logger, files: services.options.files, now: services.now,
-  });
-  // Background runs stop before storage closes (fastify closes before the gateway's cleanup).
-  app.addHook('onClose', async () => batches.close());
+  const { batches } = services;
 
   app.register(async (scope) => {
     scope.addContentTypeParser('multipart/form-data', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));

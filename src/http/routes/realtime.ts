@@ -91,7 +91,7 @@ export function registerRealtime(app: FastifyInstance, services: HttpServices): 
             line.used(usage, record);
           },
           // Budgets are checked before each response of the session, not only when it opens.
-          refusal: () => services.admission.budgets?.check(request.identity.userPath)?.message,
+          refusal: () => services.admission.budgetBreach(request.identity.userPath)?.message,
         });
       },
     });

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { PRIORITIES } from '../../ratelimit/index.ts';
+import { WAIT_SECONDS } from './checks.ts';
 
 /** The endpoints a request can be explained for: the model endpoints, a realtime session, a batch submission. */
 export const EXPLAIN_ENDPOINTS = ['chat', 'responses', 'embeddings', 'speech', 'transcriptions', 'messages', 'realtime', 'batches'] as const;
@@ -13,7 +14,7 @@ export const explainQuery = z.strictObject({
   priority: z.enum(PRIORITIES, { error: `must be one of ${PRIORITIES.join(', ')}` }).default('normal').meta({ description: 'The request\'s priority (X-Floodgate-Priority); default normal.' }),
   max_wait: z
     .string({ error: 'must be a string' })
-    .regex(/^(\d+(\.\d{1,3})?|\.\d{1,3})$/, { error: 'must be a number of seconds >= 0 with at most 3 decimals' })
+    .regex(WAIT_SECONDS, { error: 'must be a number of seconds >= 0 with at most 3 decimals' })
     .transform(Number)
     .optional()
     .meta({ description: 'How long the request would wait for capacity (X-Floodgate-Max-Wait), in seconds; default rate_limits.queue.default_wait_seconds.' }),

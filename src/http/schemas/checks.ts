@@ -7,6 +7,9 @@ import type { Result } from '../../ratelimit/index.ts';
  */
 export const NUL_REFUSAL = 'must not contain a NUL character (U+0000)';
 
+/** Seconds, a decimal >= 0 with at most three decimals: how long a request may wait for capacity (header or query). */
+export const WAIT_SECONDS = /^(\d+(\.\d{1,3})?|\.\d{1,3})$/;
+
 /** The refusal of a NUL in `field`, naming it as every 400 does. */
 export function nulRefusal(field: string): string {
   return `${field}: ${NUL_REFUSAL}`;

@@ -87,5 +87,7 @@ export type RuleList = z.infer<typeof responses.rateLimitList>;
 export type ApiKey = z.infer<typeof responses.apiKeyRecord>;
 export type UsageBucket = z.infer<typeof responses.usageBuckets>['buckets'][number];
 export type Explanation = z.infer<typeof responses.explanation>;
+export type QueueStatus = z.infer<typeof responses.queueStatus>;
+export type Priority = ApiKey['max_priority'];
 export type BudgetStatus = z.infer<typeof responses.budgetStatusRecord>;
 export type BudgetList = z.infer<typeof responses.budgetList>;

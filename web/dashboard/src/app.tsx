@@ -8,15 +8,17 @@ import { Field, FormMessage } from './components/controls.tsx';
 import { BudgetsDisabled, BudgetsPage } from './pages/budgets.tsx';
 import { ExplainPage } from './pages/explain.tsx';
 import { KeysPage } from './pages/keys.tsx';
+import { QueuePage } from './pages/queue.tsx';
 import { RateLimitsDisabled, RateLimitsPage } from './pages/rate-limits.tsx';
 import { UsagePage } from './pages/usage.tsx';
 
-type Page = 'rate-limits' | 'explain' | 'budgets' | 'keys' | 'usage';
+type Page = 'rate-limits' | 'queue' | 'explain' | 'budgets' | 'keys' | 'usage';
 /** A feature a gateway can switch off; its pages disappear then. */
 type Feature = 'rate-limits' | 'budgets';
 
 const PAGES: ReadonlyArray<{ page: Page; label: string; feature?: Feature }> = [
   { page: 'rate-limits', label: 'Rate limits', feature: 'rate-limits' },
+  { page: 'queue', label: 'Queue', feature: 'rate-limits' },
   { page: 'explain', label: 'Explain a request', feature: 'rate-limits' },
   { page: 'budgets', label: 'Budgets', feature: 'budgets' },
   { page: 'keys', label: 'API keys' },
@@ -134,6 +136,8 @@ export function App() {
           <BudgetsDisabled />
         ) : page === 'rate-limits' ? (
           <RateLimitsPage onDisabled={() => disable('rate-limits')} />
+        ) : page === 'queue' ? (
+          <QueuePage onDisabled={() => disable('rate-limits')} />
         ) : page === 'explain' ? (
           <ExplainPage onDisabled={() => disable('rate-limits')} />
         ) : page === 'budgets' ? (

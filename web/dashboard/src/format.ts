@@ -32,6 +32,10 @@ export function formatUtc(iso: string): string {
 
 export const SCOPE_LABELS = { user_path: 'User path', provider: 'Provider', model: 'Model' } as const;
 
+/** Request priorities, highest first (X-Floodgate-Priority, a key's max_priority). */
+export const PRIORITIES = ['high', 'normal', 'low'] as const;
+export const PRIORITY_LABELS = { high: 'High', normal: 'Normal', low: 'Low' } as const;
+
 /**
  * A rule's identity as the gateway compares it (scope, subject case-insensitively with user paths
  * normalised, period): the dashboard must know whether a "move" lands on the rule it started from.

@@ -1,6 +1,7 @@
 /**
  * A list from the admin API kept live: polled every `pollMs` (skipped while the tab is hidden), with
- * a tick every second for countdowns on the gateway's clock. Shared by the rate-limit and budget pages.
+ * a tick every second for countdowns on the gateway's clock (when the answer carries `server_time`).
+ * Shared by the rate-limit, queue and budget pages.
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, api } from '../api.ts';
@@ -16,7 +17,7 @@ export interface LiveList<T> {
   refresh(): Promise<void>;
 }
 
-export function useLiveList<T extends { server_time: string }>(path: string, pollMs: number, onDisabled: () => void): LiveList<T> {
+export function useLiveList<T extends object>(path: string, pollMs: number, onDisabled: () => void): LiveList<T> {
   const [list, setList] = useState<T | undefined>(undefined);
   const [loadError, setLoadError] = useState<string | undefined>(undefined);
   /** Server clock minus this browser's, so countdowns follow the gateway's windows. */
@@ -27,7 +28,7 @@ export function useLiveList<T extends { server_time: string }>(path: string, pol
 
   const show = (next: T) => {
     setList(next);
-    setOffsetMs(Date.parse(next.server_time) - Date.now());
+    if ('server_time' in next && typeof next.server_time === 'string') setOffsetMs(Date.parse(next.server_time) - Date.now());
     setLoadError(undefined);
   };
 

@@ -1,8 +1,11 @@
-/** "Explain a request": what a request would meet right now, from the gateway's dry run. */
+/**
+ * "Explain a request": what a request would meet right now, from the gateway's dry run, and
+ * whether a refused one would wait for capacity.
+ */
 import { useState } from 'preact/hooks';
-import { ApiError, api, type Explanation } from '../api.ts';
+import { ApiError, api, type Explanation, type Priority } from '../api.ts';
 import { Field, FormMessage, UsageBar, fieldErrors, type FieldErrors } from '../components/controls.tsx';
-import { SCOPE_LABELS } from '../format.ts';
+import { PRIORITIES, SCOPE_LABELS } from '../format.ts';
 
 const ENDPOINTS = [
   ['chat', 'Chat completions'],
@@ -19,13 +22,16 @@ export function ExplainPage({ onDisabled }: { onDisabled: () => void }) {
   const [model, setModel] = useState('');
   const [userPath, setUserPath] = useState('');
   const [endpoint, setEndpoint] = useState('chat');
+  const [priority, setPriority] = useState<Priority>('normal');
+  const [maxWait, setMaxWait] = useState('');
   const [errors, setErrors] = useState<FieldErrors>({});
   const [result, setResult] = useState<Explanation | undefined>(undefined);
 
   const submit = async (event: Event) => {
     event.preventDefault();
-    const params = new URLSearchParams({ model, endpoint });
+    const params = new URLSearchParams({ model, endpoint, priority });
     if (userPath.trim() !== '') params.set('user_path', userPath);
+    if (maxWait.trim() !== '') params.set('max_wait', maxWait.trim());
     try {
       setResult(await api<Explanation>('GET', `/admin/rate-limits/explain?${params}`));
       setErrors({});
@@ -33,7 +39,7 @@ export function ExplainPage({ onDisabled }: { onDisabled: () => void }) {
       if (err instanceof ApiError && err.featureUnavailable) return onDisabled();
       // An unknown model is a 404 without a param: it still belongs beside the model field.
       if (err instanceof ApiError && err.code === 'model_not_found') setErrors({ model: err.message });
-      else setErrors(fieldErrors(err, { model: 'model', user_path: 'userPath', endpoint: 'endpoint' }));
+      else setErrors(fieldErrors(err, { model: 'model', user_path: 'userPath', endpoint: 'endpoint', priority: 'priority', max_wait: 'maxWait' }));
       setResult(undefined);
     }
   };
@@ -61,6 +67,18 @@ export function ExplainPage({ onDisabled }: { onDisabled: () => void }) {
               </select>
             )}
           </Field>
+          <Field id="explain-priority" label="Priority" error={errors.priority} hint="X-Floodgate-Priority: its share of each cap with headroom.">
+            {(a11y) => (
+              <select {...a11y} value={priority} onChange={(e) => setPriority(e.currentTarget.value as Priority)}>
+                {PRIORITIES.map((value) => (
+                  <option value={value}>{value}</option>
+                ))}
+              </select>
+            )}
+          </Field>
+          <Field id="explain-max-wait" label="Max wait (seconds)" error={errors.maxWait} hint="X-Floodgate-Max-Wait; empty means the gateway's default.">
+            {(a11y) => <input {...a11y} type="text" inputMode="decimal" value={maxWait} autocomplete="off" spellcheck={false} placeholder="0" onInput={(e) => setMaxWait(e.currentTarget.value)} />}
+          </Field>
         </div>
         <FormMessage error={errors.form} />
         <button type="submit" class="primary">
@@ -80,7 +98,7 @@ function Result({ result }: { result: Explanation }) {
         {admitted ? '✓ Admitted' : '✕ Refused (429)'}
         <span class="muted">
           {' '}
-          — {result.model} as {result.user_path}
+          — {result.model} as {result.user_path}, {result.priority} priority
         </span>
       </h2>
       {admitted && result.target && (
@@ -91,6 +109,13 @@ function Result({ result }: { result: Explanation }) {
       {result.breach && (
         <p class="breach">
           <strong>{result.breach.message}</strong> · Retry-After: {result.breach.retry_after_seconds} s
+        </p>
+      )}
+      {!admitted && (
+        <p class={result.wait.would_wait ? 'wait would-wait' : 'wait'}>
+          {result.wait.would_wait
+            ? `Would wait for capacity, at most ${result.wait.at_most_seconds} s, and be served as soon as the rule has room; the 429 only if its wait runs out.`
+            : 'Would not wait: the 429 is answered at once (no wait asked for, or the refusal lasts longer than the wait).'}
         </p>
       )}
       <h3>Targets</h3>

@@ -1,8 +1,11 @@
-/** Managed API keys: create one bound to a user path (its secret shown once), list, revoke. */
+/**
+ * Managed API keys: create one bound to a user path and with its highest priority (its secret shown
+ * once), list, revoke.
+ */
 import { useEffect, useState } from 'preact/hooks';
-import { api, type ApiKey } from '../api.ts';
+import { api, type ApiKey, type Priority } from '../api.ts';
 import { ConfirmDialog, Field, FormMessage, ListTable, fieldErrors, type FieldErrors } from '../components/controls.tsx';
-import { formatUtc } from '../format.ts';
+import { PRIORITIES, PRIORITY_LABELS, formatUtc } from '../format.ts';
 
 interface CreatedKey extends ApiKey {
   key: string;
@@ -66,17 +69,19 @@ export function KeysPage() {
 function CreateKey({ onCreated }: { onCreated: (key: CreatedKey) => void }) {
   const [name, setName] = useState('');
   const [userPath, setUserPath] = useState('');
+  const [maxPriority, setMaxPriority] = useState<Priority>('normal');
   const [errors, setErrors] = useState<FieldErrors>({});
   const submit = async (event: Event) => {
     event.preventDefault();
     try {
-      const body = { name, ...(userPath.trim() !== '' && { user_path: userPath }) };
+      const body = { name, ...(userPath.trim() !== '' && { user_path: userPath }), max_priority: maxPriority };
       onCreated(await api<CreatedKey>('POST', '/admin/api-keys', body));
       setName('');
       setUserPath('');
+      setMaxPriority('normal');
       setErrors({});
     } catch (err) {
-      setErrors(fieldErrors(err, { name: 'name', user_path: 'userPath' }));
+      setErrors(fieldErrors(err, { name: 'name', user_path: 'userPath', max_priority: 'maxPriority' }));
     }
   };
   return (
@@ -88,6 +93,15 @@ function CreateKey({ onCreated }: { onCreated: (key: CreatedKey) => void }) {
         </Field>
         <Field id="key-user-path" label="User path (optional)" error={errors.userPath} hint="Requests with this key count as this path; the header is then ignored.">
           {(a11y) => <input {...a11y} type="text" value={userPath} autocomplete="off" spellcheck={false} placeholder="/team/a" onInput={(e) => setUserPath(e.currentTarget.value)} />}
+        </Field>
+        <Field id="key-max-priority" label="Highest priority" error={errors.maxPriority} hint="A request asking for more (X-Floodgate-Priority) is served at this one.">
+          {(a11y) => (
+            <select {...a11y} value={maxPriority} onChange={(e) => setMaxPriority(e.currentTarget.value as Priority)}>
+              {PRIORITIES.map((value) => (
+                <option value={value}>{PRIORITY_LABELS[value]}{value === 'normal' ? ' (default)' : ''}</option>
+              ))}
+            </select>
+          )}
         </Field>
       </div>
       <FormMessage error={errors.form} />
@@ -138,12 +152,13 @@ function KeyTable({ keys, onRevoke }: { keys: ApiKey[] | undefined; onRevoke: (k
     <ListTable
       items={keys}
       caption="Managed API keys"
-      columns={['Name', 'User path', 'Created', 'ID', 'Actions']}
+      columns={['Name', 'User path', 'Highest priority', 'Created', 'ID', 'Actions']}
       empty="No managed keys yet."
       row={(key) => (
         <tr key={key.id} data-key={key.id}>
           <th scope="row">{key.name}</th>
           <td>{key.user_path ?? <span class="muted">unbound</span>}</td>
+          <td class="priority">{key.max_priority}</td>
           <td>{formatUtc(key.created_at)}</td>
           <td>
             <code>{key.id}</code>
