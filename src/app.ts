@@ -27,6 +27,7 @@ import { ResponseCache } from './cache/response-cache.ts';
 import { openStorage } from './storage/index.ts';
 import type { Storage } from './storage/types.ts';
 import { UsageRecorder, UsageRecordsLostError } from './usage/recorder.ts';
+import { RefusalCountsDroppedError, RefusalLog } from './usage/refusals.ts';
 import { GATEWAY_VERSION } from './shared/version.ts';
 import { describeCounters, describeStorage } from './config/describe.ts';
 
@@ -96,6 +97,14 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       },
     });
     cleanup.unshift(() => usage.close());
+    const refusals = new RefusalLog(storage, {
+      now,
+      onError: (err) => {
+        if (err instanceof RefusalCountsDroppedError) logger.error(err.message);
+        else logger.error({ err }, 'writing refusal counts failed; they are kept for the next write');
+      },
+    });
+    cleanup.unshift(() => refusals.close());
 
     const learned = learnedSettings(providerConfigs);
     const { limiter, rules, counters, stopFollowing } = await startRateLimits(config, storage, options.rateLimitSeeds ?? [], now, logger, options.warnings ?? [], learned);
@@ -134,7 +143,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       refusedWithoutCounters: config.rate_limits.redis.on_error === 'deny',
       pingStorage: () => storage.ping(),
     });
-    const admission = new AdmissionCore({ limiter, budgets: tracker, usage, metrics, queue, saturation, now });
+    const admission = new AdmissionCore({ limiter, budgets: tracker, usage, metrics, refusals, queue, saturation, now });
     const batches = new BatchService({
       storage,
       resolver,
@@ -159,12 +168,14 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         cacheShared: config.cache.response.shared,
         patience: { defaultWaitMs: Math.round(config.rate_limits.queue.default_wait_seconds * 1000), maxWaitMs: Math.round(config.rate_limits.queue.max_wait_seconds * 1000) },
         logger,
+        accessLog: config.logging.access,
       },
       resolver,
       keys,
       storage,
       usage,
       admission,
+      refusals,
       batches,
       limiter,
       rules,

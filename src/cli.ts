@@ -1,9 +1,10 @@
 import { parseArgs } from 'node:util';
-import pino from 'pino';
 import { startGateway, StartupError, type Gateway } from './app.ts';
 import { checkConfigFile } from './config/check.ts';
 import { ConfigError } from './config/errors.ts';
 import { loadConfig } from './config/load.ts';
+import { secretsOf } from './config/secrets.ts';
+import { SecretScrubber, createLogger } from './logging/logger.ts';
 
 const USAGE = `Usage:
   floodgate [--config FILE] [--port N]   start the gateway
@@ -44,10 +45,12 @@ export async function main(argv: string[]): Promise<number> {
     }
   }
 
-  const logger = pino({ level: process.env.LOG_LEVEL ?? 'info', base: { service: 'floodgate' } });
+  const scrubber = new SecretScrubber();
+  const logger = createLogger({ level: process.env.LOG_LEVEL ?? 'info', scrubber });
   let gateway: Gateway;
   try {
     const loaded = loadConfig({ file: args.values.config, env: process.env, portOverride });
+    scrubber.add(secretsOf(loaded.config));
     logger.info({ config: loaded.source }, 'configuration loaded');
     gateway = await startGateway({ config: loaded.config, rateLimitSeeds: loaded.rateLimitSeeds, budgetSeeds: loaded.budgetSeeds, warnings: loaded.warnings, logger });
   } catch (err) {

@@ -12,8 +12,9 @@ import type { Cancellation } from '../providers/cancellation.ts';
 import { readBody } from '../providers/results.ts';
 import type { ProviderResult, Usage } from '../providers/types.ts';
 import type { BudgetStatus } from '../budgets/types.ts';
-import { saturationOf, type AdmissionRefusal, type AdmissionResult, type AdmissionTarget, type AdmissionTicket, type AdmitOptions, type LearnedCause, type LearnedVerdict, type Priority, type RateLimiter, type RuleStatus, type Scope } from '../ratelimit/index.ts';
+import { saturationOf, type AdmissionRefusal, type AdmissionResult, type AdmissionTarget, type AdmissionTicket, type AdmitOptions, type BreachedLimit, type LearnedCause, type LearnedVerdict, type Priority, type RateLimiter, type RuleStatus, type Scope } from '../ratelimit/index.ts';
 import type { Route, Target } from '../routing/types.ts';
+import type { UsageRecord } from '../storage/types.ts';
 import type { UsageEntry } from '../usage/recorder.ts';
 import { directChild } from '../user-path/user-path.ts';
 import { primeStream } from './prime.ts';
@@ -79,6 +80,8 @@ export interface Completion {
 /** What the core reports to the gateway's metrics. */
 export interface AdmissionMetrics {
   admission(result: AdmissionResult, userPath: string | undefined, provider: string | undefined, model: string | undefined): void;
+  /** A failed upstream attempt passed its request on to the next failover candidate. */
+  failover(from: { provider: string; model: string }, to: { provider: string; model: string }): void;
   /** A request that waited for capacity (or was refused a place): how its wait ended, and how long it was. */
   queueWait(outcome: QueueOutcome, seconds: number): void;
   upstream<T extends { readonly status: number }>(provider: string, call: () => Promise<T>): Promise<T>;
@@ -99,7 +102,36 @@ export interface SaturationListener {
 
 /** Where usage records go (the usage recorder: priced, shown to budgets, written off the request path). */
 export interface UsageSink {
-  record(entry: UsageEntry): void;
+  /** Answers the record as queued, priced; undefined when usage is not recorded. */
+  record(entry: UsageEntry): UsageRecord | undefined;
+}
+
+/**
+ * Hears what happens to one request's upstream calls inside `dispatch`: the HTTP layer's access
+ * and failure log lines (src/http/access-log.ts). Called on the request's path: must not throw.
+ */
+export interface RequestTrace {
+  /** A call to `target` starts: the request's first, or a failover attempt. */
+  attempt(target: Target): void;
+  /** The call to `from` failed with `failure` (what its client would have got) and the request goes on to `to`. */
+  failedOver(from: Target, to: Target, failure: GatewayError): void;
+}
+
+/** A request answered 429 by a rate limit or a budget, as the usage view counts it (see src/usage/refusals.ts). */
+export interface Refusal {
+  readonly userPath: string;
+  /** What it asked for: the route's first target (an alias's first), or a passthrough's provider and model; '' when none. */
+  readonly provider: string;
+  readonly model: string;
+  /** The rule that refused: a rate-limit rule's scope, its own subject and its period label, or a budget's path and period. */
+  readonly scope: Scope | 'budget';
+  readonly subject: string;
+  readonly period: string;
+}
+
+/** Where refusals are counted. Called on the request's path: must not throw or do I/O. */
+export interface RefusalSink {
+  refused(refusal: Refusal): void;
 }
 
 export interface AdmissionCoreOptions {
@@ -109,6 +141,8 @@ export interface AdmissionCoreOptions {
   readonly budgets: BudgetTracker | undefined;
   readonly usage: UsageSink;
   readonly metrics: AdmissionMetrics;
+  /** Where requests refused with a 429 are counted; absent: nowhere. */
+  readonly refusals?: RefusalSink | undefined;
   /** Where refused requests wait for capacity; absent: every refusal is answered at once. */
   readonly queue?: WaitQueue | undefined;
   /** Told when an upstream answer saturates its target. */
@@ -141,6 +175,14 @@ const NO_SLOTS = OPTIONS.high.noSlots;
 /** One admission step, as the waiting loop sees it. */
 type Attempt<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly refusal: AdmissionRefusal; readonly blockers: readonly AdmissionRefusal[] };
 
+/** What a request asked for, as its refusal is counted: a provider instance and a model ('' when it named none). */
+interface Asked {
+  readonly provider: string;
+  readonly model: string;
+}
+
+const NOTHING_ASKED: Asked = Object.freeze({ provider: '', model: '' });
+
 /** Every request is admitted when rate limits are disabled: nothing to count or give back. */
 const UNLIMITED: AdmissionTicket = Object.freeze({ ok: true as const, headers: undefined, holdsSlots: false, release(): void {}, releaseTargetSlots(): void {} });
 
@@ -149,6 +191,7 @@ export class AdmissionCore {
   readonly #budgets: BudgetTracker | undefined;
   readonly #usage: UsageSink;
   readonly #metrics: AdmissionMetrics;
+  readonly #refusals: RefusalSink | undefined;
   readonly #now: () => number;
   readonly #queue: WaitQueue | undefined;
   readonly #saturation: SaturationListener | undefined;
@@ -160,6 +203,7 @@ export class AdmissionCore {
     this.#budgets = options.budgets;
     this.#usage = options.usage;
     this.#metrics = options.metrics;
+    this.#refusals = options.refusals;
     this.#now = options.now;
     this.#queue = options.queue;
     this.#saturation = options.saturation;
@@ -192,11 +236,12 @@ export class AdmissionCore {
    * by `lifetime` until the request ends; a failed attempt's provider and model slots go back at once.
    * Throws the 429 when the consumer is over its limit or every candidate is saturated, or the last
    * upstream failure when candidates were tried and failed. A request that may wait does so before
-   * its first call (see `#whenAdmitted`).
+   * its first call (see `#whenAdmitted`). `trace` hears of every call and failover.
    */
-  async dispatch(caller: Caller, route: Route, lifetime: Lifetime, call: TargetCall): Promise<Dispatched> {
+  async dispatch(caller: Caller, route: Route, lifetime: Lifetime, call: TargetCall, trace?: RequestTrace): Promise<Dispatched> {
     const admit = this.#admit[caller.priority ?? 'high'];
-    const { value: first, waitedMs } = await this.#whenAdmitted(caller, lifetime.cancel, async () => {
+    const asked = askedOf(route.first);
+    const { value: first, waitedMs } = await this.#whenAdmitted(caller, asked, lifetime.cancel, async () => {
       const walk = new TargetWalk(route, caller.userPath, admit);
       const step = await walk.next(0);
       return step.ok ? { ok: true, value: { walk, step } } : step;
@@ -206,7 +251,7 @@ export class AdmissionCore {
     const headers = withWaited(rateLimitHeaders(own.headers), waitedMs);
     try {
       // Budgets after the rate limits, once per request; they never wait.
-      this.checkBudget(caller.userPath);
+      this.#checkBudget(caller.userPath, asked);
       const total = walk.targets.length;
       let failure: GatewayError | undefined;
       for (;;) {
@@ -215,6 +260,7 @@ export class AdmissionCore {
         const attempt = ticket === own ? undefined : ticket;
         const next = walk.afterFailure(step.index);
         const canFailOver = next < total;
+        trace?.attempt(target);
         try {
           const result = await this.#metrics.upstream(target.provider.name, () => call(target));
           this.observe({ provider: target.provider.name, model: target.model }, result);
@@ -237,6 +283,8 @@ export class AdmissionCore {
         const found = await walk.next(next);
         // Tried and failed upstream beats saturated: the client learns what actually happened.
         if (!found.ok) throw failure;
+        this.#metrics.failover({ provider: target.provider.name, model: target.model }, { provider: found.target.provider.name, model: found.target.model });
+        trace?.failedOver(target, found.target, failure);
         step = found;
       }
     } catch (err) {
@@ -251,13 +299,14 @@ export class AdmissionCore {
    */
   async admitSession(caller: Caller, route: Route, lifetime: Lifetime): Promise<{ target: Target; headers: Record<string, string> | undefined }> {
     const admit = this.#admit[caller.priority ?? 'high'];
-    const { value: step, waitedMs } = await this.#whenAdmitted(caller, lifetime.cancel, async () => {
+    const asked = askedOf(route.first);
+    const { value: step, waitedMs } = await this.#whenAdmitted(caller, asked, lifetime.cancel, async () => {
       const found = await new TargetWalk(route, caller.userPath, admit, false).next(0);
       return found.ok ? { ok: true, value: found } : found;
     });
     if (step.ticket.holdsSlots) lifetime.hold(step.ticket);
     try {
-      this.checkBudget(caller.userPath);
+      this.#checkBudget(caller.userPath, asked);
     } catch (err) {
       throw withWaitedError(err, waitedMs);
     }
@@ -276,7 +325,8 @@ export class AdmissionCore {
     const limiter = this.#limiter;
     const admitOptions = OPTIONS[caller.priority ?? 'high'];
     const scope: AdmissionTarget = { userPath: caller.userPath, provider: target.provider, model: target.model };
-    const { value: ticket, waitedMs } = await this.#whenAdmitted(caller, cancel, async () => {
+    const asked: Asked = target.provider === undefined && target.model === undefined ? NOTHING_ASKED : { provider: target.provider ?? '', model: target.model ?? '' };
+    const { value: ticket, waitedMs } = await this.#whenAdmitted(caller, asked, cancel, async () => {
       if (limiter === undefined) return { ok: true, value: UNLIMITED };
       const admitted = limiter.admit(scope, lifetime === undefined ? admitOptions.noSlots : admitOptions.slots);
       const result = admitted instanceof Promise ? await admitted : admitted;
@@ -285,7 +335,7 @@ export class AdmissionCore {
     });
     if (ticket.holdsSlots) lifetime?.hold(ticket);
     try {
-      if (options.budgets !== false) this.checkBudget(caller.userPath);
+      if (options.budgets !== false) this.#checkBudget(caller.userPath, asked);
     } catch (err) {
       throw withWaitedError(err, waitedMs);
     }
@@ -297,14 +347,15 @@ export class AdmissionCore {
    * refusal's wait (its Retry-After, in ms) fits in what is left of its wait; then the request
    * waits in the queue, counting nothing and holding nothing, until capacity can have freed on a
    * rule that refused it, and tries its whole admission again. It leaves at once when the client
-   * goes (`cancel`), and gets the 429 of its last refusal when its wait is used up.
+   * goes (`cancel`), and gets the 429 of its last refusal when its wait is used up. Every 429 is
+   * counted as a refusal of what the request `asked` for.
    */
-  async #whenAdmitted<T>(caller: Caller, cancel: Cancellation | undefined, attempt: () => Promise<Attempt<T>>): Promise<{ value: T; waitedMs: number | undefined }> {
+  async #whenAdmitted<T>(caller: Caller, asked: Asked, cancel: Cancellation | undefined, attempt: () => Promise<Attempt<T>>): Promise<{ value: T; waitedMs: number | undefined }> {
     let step = await attempt();
     if (step.ok) return { value: step.value, waitedMs: undefined };
     const queue = this.#queue;
     const maxWaitMs = caller.maxWaitMs ?? 0;
-    if (queue === undefined || maxWaitMs <= 0) throw rateLimitedError(step.refusal);
+    if (queue === undefined || maxWaitMs <= 0) throw this.#refused(caller.userPath, asked, step.refusal.breach, rateLimitedError(step.refusal));
     const startedAt = this.#now();
     const deadline = startedAt + maxWaitMs;
     const waiter = queue.waiter(caller.priority ?? 'high');
@@ -313,13 +364,13 @@ export class AdmissionCore {
       const waitedMs = this.#now() - startedAt;
       if (!mayWaitFor(refusal, deadline - this.#now())) {
         if (waitedMs > 0) this.#metrics.queueWait('timed_out', waitedMs / 1000);
-        throw withWaitedError(rateLimitedError(refusal), waitedMs > 0 ? waitedMs : undefined);
+        throw this.#refused(caller.userPath, asked, refusal.breach, withWaitedError(rateLimitedError(refusal), waitedMs > 0 ? waitedMs : undefined));
       }
       const blockers = step.blockers.map((blocker) => blockerOf(blocker, caller.userPath));
       const ended = queue.wait(waiter, blockers, deadline, (leave) => listenFor(cancel, leave));
       if (ended === 'full') {
         this.#metrics.queueWait('full', 0);
-        throw withWaitedError(queueFullError(queue.depth), waitedMs > 0 ? waitedMs : undefined);
+        throw this.#refused(caller.userPath, asked, refusal.breach, withWaitedError(queueFullError(queue.depth), waitedMs > 0 ? waitedMs : undefined));
       }
       const end = await ended;
       const after = this.#now() - startedAt;
@@ -329,7 +380,7 @@ export class AdmissionCore {
       }
       if (end !== 'woken') {
         this.#metrics.queueWait('timed_out', after / 1000);
-        throw withWaitedError(rateLimitedError(refusal), after);
+        throw this.#refused(caller.userPath, asked, refusal.breach, withWaitedError(rateLimitedError(refusal), after));
       }
       step = await attempt();
       queue.retried(waiter, step.ok, blockers.map((blocker) => blocker.key));
@@ -358,10 +409,21 @@ export class AdmissionCore {
     if (saturation !== undefined) this.#saturation?.saturated(provider, model, saturation.untilMs, saturation.cause);
   }
 
-  /** The budgets governing a user path: throws the 429 `budget_exceeded` when one is reached. One in-memory lookup. */
-  checkBudget(userPath: string): void {
+  /** The budgets governing a user path: throws the 429 `budget_exceeded` when one is reached (a refusal of what was `asked`). One in-memory lookup. */
+  #checkBudget(userPath: string, asked: Asked): void {
     const breach = this.budgetBreach(userPath);
-    if (breach !== undefined) throw budgetExceededError(breach);
+    if (breach !== undefined) throw this.#refused(userPath, asked, breach, budgetExceededError(breach));
+  }
+
+  /** Counts a refusal (see RefusalSink) and answers the 429 to throw. */
+  #refused(userPath: string, asked: Asked, by: BreachedLimit | BudgetBreach, error: unknown): unknown {
+    const sink = this.#refusals;
+    if (sink === undefined) return error;
+    const rule = 'ruleSubject' in by
+      ? { scope: by.scope, subject: by.ruleSubject, period: by.label }
+      : { scope: 'budget' as const, subject: by.userPath, period: by.period };
+    sink.refused({ userPath, provider: asked.provider, model: asked.model, ...rule });
+    return error;
   }
 
   /**
@@ -375,9 +437,10 @@ export class AdmissionCore {
   /**
    * A request at its end (streams at their last byte or the client gone): its tokens go to every
    * matching token window (the user path, and the provider and model that executed it), and its
-   * usage record is queued. Neither touches storage on this path.
+   * usage record is queued. Neither touches storage on this path. Answers the record, priced
+   * (undefined when usage is not recorded).
    */
-  complete(caller: Caller, done: Completion): void {
+  complete(caller: Caller, done: Completion): UsageRecord | undefined {
     const usage = done.usage;
     if (!done.cached) {
       if (usage !== undefined && this.#limiter !== undefined && done.windows !== false) {
@@ -386,7 +449,7 @@ export class AdmissionCore {
       }
       this.#metrics.tokens(done.provider, done.model, usage);
     }
-    this.#usage.record({
+    return this.#usage.record({
       timestampMs: done.startedAt,
       userPath: caller.userPath,
       provider: done.provider,
@@ -469,6 +532,10 @@ export class AdmissionCore {
     this.#metrics.admission(result, target.userPath, target.provider, target.model);
     return result;
   }
+}
+
+function askedOf(target: Target): Asked {
+  return { provider: target.provider.name, model: target.model };
 }
 
 /** The provider and model slots of a finished attempt go back; the user-path slot stays with the request. */

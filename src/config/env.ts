@@ -32,6 +32,7 @@ const ENV_OVERRIDES: readonly Override[] = [
   { variable: 'SQLITE_PATH', path: ['storage', 'sqlite', 'path'], kind: 'string' },
   { variable: 'POSTGRES_URL', path: ['storage', 'postgres', 'url'], kind: 'postgres_url' },
   { variable: 'USAGE_ENABLED', path: ['usage', 'enabled'], kind: 'boolean' },
+  { variable: 'ACCESS_LOG', path: ['logging', 'access'], kind: 'boolean' },
   { variable: 'RATE_LIMITS_ENABLED', path: ['rate_limits', 'enabled'], kind: 'boolean' },
   { variable: 'BUDGETS_ENABLED', path: ['budgets', 'enabled'], kind: 'boolean' },
   // Validated by the schema, which names the key.

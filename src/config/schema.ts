@@ -154,6 +154,11 @@ const storageSchema = z
 
 const usageSchema = z.strictObject({ enabled: defBool(true) });
 
+const loggingSchema = z.strictObject({
+  /** One JSON line per request on stdout (the access log); failed requests are logged either way. */
+  access: defBool(false),
+});
+
 /** Files kept by the gateway (`POST /v1/files` and batch output). */
 const filesSchema = z.strictObject({
   /** How long a file is kept; an upload's `expires_after` may ask for less. */
@@ -507,6 +512,7 @@ export const configSchema = z.strictObject(
     server: section(serverSchema.prefault({})),
     storage: section(storageSchema.prefault({})),
     usage: section(usageSchema.prefault({})),
+    logging: section(loggingSchema.prefault({})),
     files: section(filesSchema.prefault({})),
     cache: section(cacheSchema.prefault({})),
     providers: section(z.record(providerName, providerSchema).default({})),

@@ -12,6 +12,7 @@ import type { Priority, RateLimiter } from '../ratelimit/index.ts';
 import type { Resolver } from '../routing/resolver.ts';
 import type { Storage } from '../storage/types.ts';
 import type { UsageRecorder } from '../usage/recorder.ts';
+import type { RefusalLog } from '../usage/refusals.ts';
 import type { InFlightRequests } from './in-flight.ts';
 import type { PatienceOptions } from './patience.ts';
 
@@ -22,6 +23,8 @@ export interface HttpServices {
   keys: KeyRing;
   storage: Storage;
   usage: UsageRecorder;
+  /** Requests refused with a 429, counted for the usage view. */
+  refusals: RefusalLog;
   /** The decision of every admitted request (rate limits, budgets, targets, failover) and its completion. */
   admission: AdmissionCore;
   /** Files and batches (`/v1/files`, `/v1/batches`). */
@@ -55,6 +58,8 @@ export interface HttpOptions {
   /** How long requests may wait for capacity (rate_limits.queue). */
   patience: PatienceOptions;
   logger: FastifyBaseLogger;
+  /** `logging.access`: a log line for every request, not only the failed ones. */
+  accessLog: boolean;
 }
 
 export interface ConnectionLimits {

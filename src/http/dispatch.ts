@@ -13,6 +13,7 @@ import { GatewayError, notFound } from '../errors/gateway-error.ts';
 import { type ErrorDialect } from './errors.ts';
 import { encodeFormForModel, type ModelRequest } from './requests.ts';
 import { sendResult } from './respond.ts';
+import type { RequestLogLine } from './access-log.ts';
 import { RelayedStream, chargedUsage } from '../tokens/estimate.ts';
 
 const CACHEABLE = new Set(['chat', 'responses', 'embeddings']);
@@ -32,6 +33,8 @@ export async function dispatch(
   dialect: ErrorDialect,
 ): Promise<void> {
   const identity = request.identity;
+  const line = request.logLine;
+  line.model = modelRequest.model;
   const cached = lookupCache(request, reply, services, modelRequest);
   if (cached === 'served') return;
   // Resolved after the cache lookup: a hit takes no alias turn.
@@ -42,8 +45,10 @@ export async function dispatch(
   const end = new ResponseEnd(reply.raw);
   // Tracked until its usage is recorded: shutdown waits for that before storage closes.
   const untrack = services.inFlight.track(end);
+  // The line waits for the usage record, which comes after the answer.
+  const logged = line.hold();
   try {
-    const { result, target, headers: admitted } = await services.admission.dispatch(identity, route, end, (target) => callTarget(target, modelRequest, end.cancel));
+    const { result, target, headers: admitted } = await services.admission.dispatch(identity, route, end, (target) => callTarget(target, modelRequest, end.cancel), line);
     let headers = admitted;
     if (cached !== undefined) {
       headers = { ...headers, [CACHE_HEADER]: cached.mode === 'bypass' ? 'bypass' : 'miss' };
@@ -59,11 +64,10 @@ export async function dispatch(
       await sendResult(reply, result, dialect, headers, relayed);
     } catch (err) {
       broken = true;
-      status = err instanceof GatewayError ? err.status : 502;
-      request.log.warn({ err, provider: target.provider.name }, 'upstream stream failed');
+      status = brokenStream(line, err);
     }
     const { usage, estimated } = await chargedUsage({ model: target.model, request: modelRequest.json, reported: result.usage(), relayed, cut: end.cancel.cancelled || broken });
-    services.admission.complete(identity, {
+    const record = services.admission.complete(identity, {
       provider: target.provider.name,
       model: target.model,
       endpoint: modelRequest.endpoint,
@@ -74,9 +78,22 @@ export async function dispatch(
       requestId: request.id,
       estimated,
     });
+    line.used(usage, record);
   } finally {
     untrack();
+    logged();
   }
+}
+
+/**
+ * A stream that failed after its headers were sent: its line says so (with the status its usage
+ * record carries), whatever the HTTP status sent. Answers that status.
+ */
+export function brokenStream(line: RequestLogLine, err: unknown): number {
+  const status = err instanceof GatewayError ? err.status : 502;
+  line.status = status;
+  line.failed(`upstream stream failed: ${err instanceof Error ? err.message : String(err)}`);
+  return status;
 }
 
 interface CacheLookup {
@@ -103,10 +120,14 @@ function lookupCache(
   const key = cacheKey(modelRequest.endpoint, cacheModel, modelRequest.json, scope);
   const hit = mode === 'use' ? cache.get(key) : undefined;
   services.metrics.cacheLookup(mode, hit !== undefined);
+  const line = request.logLine;
+  line.cache = mode === 'bypass' ? 'bypass' : hit === undefined ? 'miss' : 'hit';
   if (hit === undefined) return { key, mode };
+  line.provider = hit.provider;
+  line.executedModel = hit.model;
   const startedAt = services.now();
   void reply.code(hit.status).headers(hit.headers).header(CACHE_HEADER, 'hit').send(hit.body);
-  services.admission.complete(request.identity, {
+  const record = services.admission.complete(request.identity, {
     provider: hit.provider,
     model: hit.model,
     endpoint: modelRequest.endpoint,
@@ -116,6 +137,7 @@ function lookupCache(
     cached: true,
     requestId: request.id,
   });
+  line.used(undefined, record);
   return 'served';
 }
 

@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { GatewayError } from '../errors/gateway-error.ts';
+import { noteFailure } from './access-log.ts';
 
 /** Which wire shape an error is written in: OpenAI everywhere, Anthropic on `/v1/messages`. */
 export type ErrorDialect = 'openai' | 'anthropic';
@@ -12,6 +13,7 @@ export function errorBody(err: GatewayError, dialect: ErrorDialect): string {
 }
 
 export function sendError(reply: FastifyReply, err: GatewayError, dialect: ErrorDialect = 'openai'): FastifyReply {
+  noteFailure(reply, err.message);
   if (err.headers) reply.headers(err.headers);
   return reply.code(err.status).type('application/json').send(errorBody(err, dialect));
 }

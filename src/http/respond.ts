@@ -7,6 +7,7 @@ import type { RelayedStream } from '../tokens/estimate.ts';
 import { upstreamError } from '../errors/from-provider.ts';
 import { GatewayError } from '../errors/gateway-error.ts';
 import { errorBody, type ErrorDialect } from './errors.ts';
+import { noteFailure } from './access-log.ts';
 
 /**
  * Sends a provider's answer through fastify's reply, so every hook sees it: the answer's status
@@ -34,6 +35,7 @@ export async function sendResult(
       // Nothing was sent yet: the client still gets a proper error answer.
       err = streamError(readFailure);
     }
+    noteFailure(reply, err.message);
     if (extraHeaders) reply.headers(extraHeaders);
     await reply.code(err.status).headers(err.headers ?? {}).type('application/json').send(errorBody(err, dialect));
     return;

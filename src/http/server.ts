@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import Fastify, { LogController, type FastifyError, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { registerRequestLog } from './access-log.ts';
 import { registerAuth, registerWithAccess } from './auth.ts';
 import { registerJsonBody } from './json-body.ts';
 import { registerPatience } from './patience.ts';
@@ -29,6 +30,8 @@ import { registerUsage } from './routes/usage.ts';
 
 export function buildServer(services: HttpServices): FastifyInstance {
   const limits = services.options.connections;
+  // Set once the app exists, before it serves: framework errors are answered without any hook.
+  let logRefused: (request: FastifyRequest, reply: FastifyReply) => void = () => {};
   const app = Fastify({
     loggerInstance: services.options.logger,
     // Per-request log lines cost more than the proxying itself; errors are still logged.
@@ -54,6 +57,7 @@ export function buildServer(services: HttpServices): FastifyInstance {
     // Fastify refuses a malformed percent-encoding in the path before any route is matched; the
     // client still gets the gateway's own error shape.
     frameworkErrors: (error, request, reply) => {
+      logRefused(request, reply);
       reply.header(REQUEST_ID_HEADER, request.id);
       if (error.code === 'FST_ERR_BAD_URL') {
         return sendError(reply, badRequest(`malformed URL: the path ${request.url.split('?')[0]} is not valid percent-encoded UTF-8 (a literal % is written %25)`, null, 'invalid_url'));
@@ -63,21 +67,13 @@ export function buildServer(services: HttpServices): FastifyInstance {
   });
   // Connections beyond it are closed as soon as they are accepted.
   app.server.maxConnections = limits.maxConnections;
+  // One line per failed request, or per request with the access log (fastify's own request lines are off).
+  logRefused = registerRequestLog(app, { access: services.options.accessLog, metrics: services.metrics });
 
   // Every answer names its request (errors and streams included), the id its log lines carry.
   app.addHook('onSend', (request, reply, payload, done) => {
     reply.header(REQUEST_ID_HEADER, request.id);
     done(null, payload);
-  });
-  // Successful requests are not logged (see disableRequestLogging); failed ones are, once.
-  app.addHook('onResponse', (request, reply, done) => {
-    const status = reply.statusCode;
-    if (status >= 400) {
-      const line = { status, method: request.method, route: request.routeOptions.url ?? null };
-      if (status >= 500) request.log.warn(line, 'request failed');
-      else request.log.info(line, 'request failed');
-    }
-    done();
   });
 
   registerOpenApi(app, { userPathHeader: services.options.userPathHeader });

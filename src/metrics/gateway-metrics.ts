@@ -3,14 +3,23 @@ import { Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { BudgetStatus } from '../budgets/types.ts';
 import type { CacheMode } from '../cache/response-cache.ts';
 import type { Usage } from '../providers/types.ts';
-import { PRIORITIES, type AdmissionResult, type LearnedReading, type MaybePromise, type Priority, type RuleStatus, type Scope } from '../ratelimit/index.ts';
+import { PRIORITIES, type AdmissionResult, type BreachedLimit, type LearnedReading, type MaybePromise, type Priority, type RuleStatus, type Scope, type StatusOptions } from '../ratelimit/index.ts';
 import type { ModelListing } from '../routing/resolver.ts';
 import { LabelledChildren } from './children.ts';
 import { TallyCounter, type Tally } from './tally.ts';
 
-/** Where the scrape-time rule gauges come from: the limiter (its status may be read asynchronously). */
+/**
+ * Where the scrape-time rule gauges come from: the limiter (its status may be read
+ * asynchronously). Read with each per-child rule's `active_children` and none of its children.
+ */
 export interface RuleStatusSource {
-  status(): readonly RuleStatus[] | Promise<readonly RuleStatus[]>;
+  status(options?: StatusOptions): readonly RuleStatus[] | Promise<readonly RuleStatus[]>;
+}
+
+/** A failover's end: the provider instance and the model it was asked for. */
+export interface FailoverTarget {
+  readonly provider: string;
+  readonly model: string;
 }
 
 /** Where the scrape-time learned capacity gauges come from: the limiter. */
@@ -52,8 +61,15 @@ export const NO_UPSTREAM_ANSWER = 'error';
 // Upstream latency of LLM calls runs from tens of milliseconds (embeddings, cached prompts) to
 // minutes (long completions, until headers on a stream arrive).
 const UPSTREAM_BUCKETS = [0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+// A whole request lasts from a millisecond (an admin read, a cache hit, a refusal) to minutes (a
+// long stream); its first byte comes as soon as it is refused or a stream's first event arrives.
+const REQUEST_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+const FIRST_BYTE_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 // A wait for capacity lasts from a few milliseconds (a slot freed at once) to rate_limits.queue.max_wait_seconds.
 const QUEUE_WAIT_BUCKETS = [0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+
+/** The rules for the gauges: each per-child rule with its count of active children, none of the children themselves. */
+const ACTIVE_CHILDREN_ONLY: StatusOptions = Object.freeze({ expandChildren: true, childrenLimit: 0 });
 
 interface TokenChildren {
   readonly prompt: Tally;
@@ -81,6 +97,16 @@ export class GatewayMetrics {
   readonly #upstreamDuration: Histogram<'provider'>;
   readonly #upstreamDurationByProvider = new Map<string, Histogram.Internal<'provider'>>();
   readonly #upstreamResponses: LabelledChildren<Tally>;
+  readonly #requestDuration: Histogram<'endpoint'>;
+  readonly #firstByte: Histogram<'endpoint'>;
+  /** endpoint → its duration and first-byte series, made once. */
+  readonly #requestTimings = new Map<string, { duration: Histogram.Internal<'endpoint'>; firstByte: Histogram.Internal<'endpoint'> }>();
+  readonly #failovers: LabelledChildren<Tally>;
+  readonly #ruleRefusals: TallyCounter<'scope' | 'subject' | 'period'>;
+  /** scope, rule subject and period → its refusal series; and each breach record's series, found without building a key. */
+  readonly #ruleRefusalsByKey = new Map<string, Tally>();
+  readonly #ruleRefusalsByBreach = new WeakMap<BreachedLimit, Tally>();
+  readonly #activeChildren: Gauge<'scope' | 'subject' | 'period'>;
   readonly #tokens: LabelledChildren<TokenChildren>;
   readonly #admitted: Readonly<Record<Scope, Tally>>;
   readonly #refused: Readonly<Record<Scope, Tally>>;
@@ -134,6 +160,43 @@ export class GatewayMetrics {
       help: 'Time from sending a request upstream to its answer\'s status and headers (a stream\'s body is not included), by provider.',
       labelNames: ['provider'] as const,
       buckets: UPSTREAM_BUCKETS,
+      registers,
+    });
+
+    this.#requestDuration = new Histogram({
+      name: 'floodgate_request_duration_seconds',
+      help: 'Time from a request\'s arrival to the end of its answer (a stream\'s last byte, or the client leaving), by matched route pattern ("unmatched" for a 404).',
+      labelNames: ['endpoint'] as const,
+      buckets: REQUEST_BUCKETS,
+      registers,
+    });
+    this.#firstByte = new Histogram({
+      name: 'floodgate_time_to_first_byte_seconds',
+      help: 'Time from a request\'s arrival to the first byte of its answer\'s body handed to the connection (a stream\'s first event), by matched route pattern.',
+      labelNames: ['endpoint'] as const,
+      buckets: FIRST_BYTE_BUCKETS,
+      registers,
+    });
+
+    const failovers = new TallyCounter({
+      name: 'floodgate_failovers_total',
+      help: 'Requests passed from a failed upstream attempt to the next failover candidate, by provider/model of each ("other" for a model its provider does not list).',
+      labelNames: ['from', 'to'] as const,
+      registers,
+    });
+    this.#failovers = new LabelledChildren((from, to) => failovers.series({ from, to }));
+
+    this.#ruleRefusals = new TallyCounter({
+      name: 'floodgate_rate_limit_refusals_total',
+      help: 'Refused admission checks by the rule that refused: its scope, its subject (a per-child rule\'s own path, never the child\'s) and its period.',
+      labelNames: ['scope', 'subject', 'period'] as const,
+      registers,
+    });
+
+    this.#activeChildren = new Gauge({
+      name: 'floodgate_rate_limit_active_children',
+      help: 'Children of each per-child rule with a counter that still matters (a count in a window still weighed, or a slot in flight), read at scrape time.',
+      labelNames: ['scope', 'subject', 'period'] as const,
       registers,
     });
 
@@ -273,6 +336,23 @@ export class GatewayMetrics {
     this.#responses.get(endpoint ?? UNMATCHED_ENDPOINT, status).inc();
   }
 
+  /**
+   * A request ended (its answer complete, or its client gone): how long it took and, when its
+   * answer's body had begun, how long until its first byte; on the route `endpoint`.
+   */
+  requestEnded(endpoint: string | undefined, durationSeconds: number, firstByteSeconds: number | undefined): void {
+    const label = endpoint ?? UNMATCHED_ENDPOINT;
+    let timings = this.#requestTimings.get(label);
+    if (timings === undefined) this.#requestTimings.set(label, (timings = { duration: this.#requestDuration.labels(label), firstByte: this.#firstByte.labels(label) }));
+    timings.duration.observe(durationSeconds);
+    if (firstByteSeconds !== undefined) timings.firstByte.observe(firstByteSeconds);
+  }
+
+  /** A failed upstream attempt passed its request on to the next failover candidate. */
+  failover(from: FailoverTarget, to: FailoverTarget): void {
+    this.#failovers.get(this.#targetLabel(from), this.#targetLabel(to)).inc();
+  }
+
   /** Runs one upstream call, timing it until its answer's status and counting that status. */
   async upstream<T extends { readonly status: number }>(provider: string, call: () => Promise<T>): Promise<T> {
     const startedAt = this.#clock();
@@ -297,7 +377,11 @@ export class GatewayMetrics {
   admission(result: AdmissionResult, userPath: string | undefined, provider: string | undefined, model: string | undefined): void {
     if (!result.ok) {
       this.#refused[result.breach.scope].inc();
-      if (result.breach.kind === 'learned' && provider !== undefined) this.#providerSkipped.get(provider, this.#modelLabel(provider, model)).inc();
+      if (result.breach.kind === 'learned') {
+        if (provider !== undefined) this.#providerSkipped.get(provider, this.#modelLabel(provider, model)).inc();
+      } else {
+        this.#ruleRefusalsOf(result.breach).inc();
+      }
       return;
     }
     if (userPath !== undefined) this.#admitted.user_path.inc();
@@ -333,6 +417,25 @@ export class GatewayMetrics {
   /** A model's label: as listed by its provider, else `other`. */
   #modelLabel(provider: string, model: string | undefined): string {
     return model !== undefined && this.#served.get(provider)?.has(model) === true ? model : OTHER_MODEL;
+  }
+
+  /** `provider/model`, the model as "other" when the provider does not list it: callers may name any model of an open provider. */
+  #targetLabel(target: FailoverTarget): string {
+    return `${target.provider}/${this.#served.get(target.provider)?.has(target.model) === true ? target.model : OTHER_MODEL}`;
+  }
+
+  /** The refusal series of the rule a breach belongs to: one per rule, whichever child or priority it refused. */
+  #ruleRefusalsOf(breach: BreachedLimit): Tally {
+    let tally = this.#ruleRefusalsByBreach.get(breach);
+    if (tally !== undefined) return tally;
+    const key = [breach.scope, breach.ruleSubject, breach.label].join('\u0000');
+    tally = this.#ruleRefusalsByKey.get(key);
+    if (tally === undefined) {
+      tally = this.#ruleRefusals.series({ scope: breach.scope, subject: breach.ruleSubject, period: breach.label });
+      this.#ruleRefusalsByKey.set(key, tally);
+    }
+    this.#ruleRefusalsByBreach.set(breach, tally);
+    return tally;
   }
 
   /** A cacheable request met the cache: `mode` as the client's Cache-Control set it, and whether it hit. */
@@ -397,7 +500,7 @@ export class GatewayMetrics {
     let rules: readonly RuleStatus[] = [];
     if (this.#rules !== undefined) {
       try {
-        rules = await this.#rules.status();
+        rules = await this.#rules.status(ACTIVE_CHILDREN_ONLY);
       } catch (err) {
         this.#onRuleStatusError(err);
       }
@@ -406,8 +509,10 @@ export class GatewayMetrics {
     this.#inFlight.reset();
     this.#remaining.reset();
     this.#limit.reset();
+    this.#activeChildren.reset();
     for (const rule of rules) {
       const { scope, subject, period_label: period } = rule;
+      if (rule.active_children !== undefined) this.#activeChildren.labels(scope, subject, period).set(rule.active_children);
       if (rule.period_seconds === 0) this.#inFlight.labels(scope, subject).set(rule.in_flight);
       if (rule.max_requests !== undefined) {
         this.#limit.labels(scope, subject, period, 'requests').set(rule.max_requests);

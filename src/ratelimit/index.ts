@@ -30,6 +30,7 @@ export type {
   AdmissionTicket,
   AdmitOptions,
   RateLimiterOptions,
+  StatusOptions,
 } from './limiter.ts';
 export { RateLimiter } from './limiter.ts';
 export type { LearnedCause, LearnedDimension, LearnedHandle, LearnedReading, LearnedRecord, LearnedSettings, LearnedUpdate, LearnedVerdict } from './learned.ts';

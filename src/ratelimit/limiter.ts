@@ -112,6 +112,14 @@ export interface AdmissionPreview {
   readonly learned: LearnedVerdict | undefined;
 }
 
+/** How `RateLimiter.status` lists the rules. */
+export interface StatusOptions {
+  /** Each per-child rule's active children after it, one record each (`expand=children`). */
+  readonly expandChildren?: boolean;
+  /** With `expandChildren`: at most this many children per rule, the busiest first. Default: all, by child. */
+  readonly childrenLimit?: number | undefined;
+}
+
 /** Returned whenever no rule applies: nothing to release, no headers, no allocation. */
 const NO_OP_TICKET: AdmissionTicket = Object.freeze({ ok: true as const, headers: undefined, holdsSlots: false, release(): void {}, releaseTargetSlots(): void {} });
 
@@ -512,14 +520,15 @@ export class RateLimiter {
 
   /**
    * Every rule with its live counters, sorted by scope, subject, period_seconds. With
-   * `expandChildren`, each per-child rule is followed by one record per active child (sorted by
-   * child), whose `user_path` is the child's path.
+   * `expandChildren`, each per-child rule's record carries `active_children` and is followed by
+   * one record per active child (sorted by child), whose `user_path` is the child's path; with
+   * `childrenLimit` too, by its `childrenLimit` busiest children only, busiest first.
    */
-  status(options?: { expandChildren?: boolean }): MaybePromise<RuleStatus[]> {
+  status(options?: StatusOptions): MaybePromise<RuleStatus[]> {
     const rules = [...this.index.byKey.values()].sort((a, b) => compareRules(a.definition, b.definition));
     const records = this.read(rules, ({ rows }) => rules.map((rule, i) => ruleStatus(rule, rows[i]!)));
     if (options?.expandChildren !== true || !this.index.hasPerChildRules) return records;
-    return this.withChildren(rules, records);
+    return this.withChildren(rules, records, options.childrenLimit);
   }
 
   /**
@@ -575,16 +584,20 @@ export class RateLimiter {
     });
   }
 
-  /** The status records with each per-child rule's active children after it. */
-  private async withChildren(rules: readonly CompiledRule[], records: MaybePromise<RuleStatus[]>): Promise<RuleStatus[]> {
+  /** The status records with each per-child rule's active children (all, or its `limit` busiest) after it. */
+  private async withChildren(rules: readonly CompiledRule[], records: MaybePromise<RuleStatus[]>, limit: number | undefined): Promise<RuleStatus[]> {
     const listed = await records;
     const now = this.nowSeconds();
     const out: RuleStatus[] = [];
     for (let i = 0; i < rules.length; i++) {
       const rule = rules[i]!;
-      out.push(listed[i]!);
-      if (!rule.perChild) continue;
-      const children: ChildReading[] = await this.store.readChildren(rule.counter.key, rule.periodSeconds, now);
+      if (!rule.perChild) {
+        out.push(listed[i]!);
+        continue;
+      }
+      let children: ChildReading[] = await this.store.readChildren(rule.counter.key, rule.periodSeconds, now);
+      out.push({ ...listed[i]!, active_children: children.length });
+      if (limit !== undefined) children = limit === 0 ? [] : [...children].sort(busiestFirst).slice(0, limit);
       for (const { child, row } of children) out.push(ruleStatus(this.forChild(rule, child, rule.counter), row));
     }
     return out;
@@ -812,6 +825,11 @@ interface ShownCounter {
   readonly full?: ChildrenFull | undefined;
 }
 
+/** Most requests counted (or slots held, on a concurrent rule) first, then most tokens, then by child. */
+function busiestFirst(a: ChildReading, b: ChildReading): number {
+  return b.row.requestsUsed + b.row.inFlight - (a.row.requestsUsed + a.row.inFlight) || b.row.tokensUsed - a.row.tokensUsed || (a.child < b.child ? -1 : a.child > b.child ? 1 : 0);
+}
+
 function isFull(answer: CounterHandle | ChildrenFull): answer is ChildrenFull {
   return (answer as ChildrenFull).full === true;
 }
@@ -843,7 +861,7 @@ const LEARNED_REASONS: Readonly<Record<LearnedCause, string>> = {
 /** The refusal of a target its learned capacity saturates: scope model, subject `provider/model`. */
 function learnedLimit(handle: LearnedHandle, cause: LearnedCause): BreachedLimit {
   const subject = `${handle.provider}/${handle.model}`;
-  return { scope: 'model', subject, periodSeconds: 0, label: 'learned', kind: 'learned', cap: 0, message: `rate limit exceeded for model ${subject}: ${LEARNED_REASONS[cause]} (learned from its answers)` };
+  return { scope: 'model', subject, ruleSubject: subject, periodSeconds: 0, label: 'learned', kind: 'learned', cap: 0, message: `rate limit exceeded for model ${subject}: ${LEARNED_REASONS[cause]} (learned from its answers)` };
 }
 
 function compareText(a: string, b: string): number {

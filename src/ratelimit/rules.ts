@@ -11,8 +11,10 @@ import type { Headroom, LimitKind, Priority, RuleDefinition, RuleKey, Scope } fr
 /** A refused limit, as reported to the client and the logs. */
 export interface BreachedLimit {
   readonly scope: Scope;
-  /** The rule's subject with the spelling of its latest write. */
+  /** Whose counter is full: the rule's subject, or the child of a per-child rule (`/team/alice` under `/team`). */
   readonly subject: string;
+  /** The rule's own subject, with the spelling of its latest write (a per-child rule's path, never its child's). */
+  readonly ruleSubject: string;
   readonly periodSeconds: number;
   /** `minute`, `hour`, `day`, `concurrent` or `<n>s`. */
   readonly label: string;
@@ -182,6 +184,7 @@ export class CompiledRule implements CounterRule {
     return {
       scope: this.scope,
       subject: childPath(this.definition.subject, child),
+      ruleSubject: this.definition.subject,
       periodSeconds: this.periodSeconds,
       label: this.label,
       kind: 'children',
@@ -195,6 +198,7 @@ export class CompiledRule implements CounterRule {
     return {
       scope: this.scope,
       subject,
+      ruleSubject: this.definition.subject,
       periodSeconds: this.periodSeconds,
       label: this.label,
       kind,

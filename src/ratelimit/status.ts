@@ -32,6 +32,8 @@ export interface RuleStatus {
   max_requests?: number;
   max_tokens?: number;
   per_child?: true;
+  /** On a per-child rule's own record when its children are listed (`expand=children`): how many are active. */
+  active_children?: number;
   requests_used: number;
   requests_remaining?: number;
   tokens_used: number;

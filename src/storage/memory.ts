@@ -7,6 +7,7 @@ import { budgetIdentity, type BudgetDefinition, type BudgetKey } from '../budget
 import { ruleIdentity } from '../ratelimit/rules.ts';
 import type { RuleDefinition, RuleKey } from '../ratelimit/types.ts';
 import { isUnder, subtreeMatch } from '../user-path/user-path.ts';
+import { MemoryRefusals } from './refusals.ts';
 import { compareBudgets, planBudgetReseed, planConfigReseed, usageGroupKey } from './shared.ts';
 import type {
   ApiKeyRecord,
@@ -14,6 +15,8 @@ import type {
   BatchRecord,
   CounterRemovals,
   FileUsage,
+  RefusalBucket,
+  RefusalCount,
   SavedCounter,
   Storage,
   StoredFile,
@@ -34,6 +37,7 @@ export class MemoryStore {
   readonly files = new Map<string, StoredFile>();
   /** Insertion order is the listing order (newest last). */
   readonly batches = new Map<string, BatchRecord>();
+  readonly refusals = new MemoryRefusals();
   migrated = false;
   /** Called when a key is created or deleted through any handle. */
   readonly keyWatchers = new Set<() => void>();
@@ -310,6 +314,16 @@ export class MemoryStorage implements Storage {
       if (out.length >= query.limit) break;
     }
     return out;
+  }
+
+  // ---- refusal counts (RefusalStorage)
+
+  addRefusals(counts: readonly RefusalCount[]): Promise<void> {
+    return this.store.refusals.addRefusals(counts);
+  }
+
+  bucketRefusals(query: UsageBucketQuery): Promise<RefusalBucket[]> {
+    return this.store.refusals.bucketRefusals(query);
   }
 
   async ping(): Promise<void> {}

@@ -9,6 +9,7 @@ import type { PoolClient } from 'pg';
 import { ChannelListener } from './pg-listener.ts';
 import type { BudgetDefinition, BudgetKey } from '../budgets/types.ts';
 import { subtreeMatch } from '../user-path/user-path.ts';
+import { REFUSAL_GROUP_KEY_SQL, REFUSAL_KEY_COLUMNS } from './refusals.ts';
 import { COUNTER_COLUMNS, COUNTER_REPLACE, USAGE_GROUP_KEY_SQL, counterKeyFromStored, planBudgetReseed, planConfigReseed, storedCounterKey } from './shared.ts';
 import { BATCH_COLUMNS, FILE_COLUMNS, batchFromRow, batchParams, fileFromRow, fileParams } from './object-rows.ts';
 import type { BatchRow, FileRow } from './object-rows.ts';
@@ -19,6 +20,8 @@ import type {
   BatchRecord,
   CounterRemovals,
   FileUsage,
+  RefusalBucket,
+  RefusalCount,
   SavedCounter,
   Storage,
   StoredFile,
@@ -176,6 +179,24 @@ const MIGRATIONS: readonly Migration[] = [
     version: 7,
     sql: `
       ALTER TABLE api_keys ADD COLUMN max_priority text NOT NULL DEFAULT 'normal' CHECK (max_priority IN ('high', 'normal', 'low'));
+    `,
+  },
+  {
+    // Requests refused with a 429, counted per minute, user path, asked-for provider and model,
+    // and rule (src/storage/refusals.ts).
+    version: 8,
+    sql: `
+      CREATE TABLE refusals (
+        minute timestamptz NOT NULL,
+        user_path text NOT NULL,
+        provider text NOT NULL,
+        model text NOT NULL,
+        scope text NOT NULL CHECK (scope IN ('user_path', 'provider', 'model', 'budget')),
+        subject text NOT NULL,
+        period text NOT NULL,
+        count bigint NOT NULL,
+        PRIMARY KEY (${REFUSAL_KEY_COLUMNS})
+      );
     `,
   },
 ];
@@ -668,6 +689,40 @@ export class PostgresStorage implements Storage {
       params,
     );
     return res.rows.map((row) => batchFromRow(row, same));
+  }
+
+  // ---- refusal counts (RefusalStorage)
+
+  async addRefusals(counts: readonly RefusalCount[]): Promise<void> {
+    if (counts.length === 0) return;
+    const column = <T>(field: (c: RefusalCount) => T): T[] => counts.map(field);
+    await this.pool.query(
+      `INSERT INTO refusals (${REFUSAL_KEY_COLUMNS}, count)
+       SELECT * FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[])
+       ON CONFLICT (${REFUSAL_KEY_COLUMNS}) DO UPDATE SET count = refusals.count + EXCLUDED.count`,
+      [
+        column((c) => new Date(c.minuteMs)),
+        column((c) => c.userPath),
+        column((c) => c.provider),
+        column((c) => c.model),
+        column((c) => c.scope),
+        column((c) => c.subject),
+        column((c) => c.period),
+        column((c) => c.count),
+      ],
+    );
+  }
+
+  async bucketRefusals(query: UsageBucketQuery): Promise<RefusalBucket[]> {
+    // The key carries COLLATE "C" itself: ordering by it is then byte order, as in SQLite.
+    const res = await this.pool.query<{ start_s: string; key: string; refused: string }>(
+      `SELECT (floor(extract(epoch FROM minute) / $1::integer) * $1::integer)::bigint AS start_s,
+         (${REFUSAL_GROUP_KEY_SQL[query.groupBy]}) COLLATE "C" AS key, SUM(count) AS refused
+       FROM refusals WHERE minute >= $2 AND minute < $3
+       GROUP BY 1, 2 ORDER BY 1, 2`,
+      [query.bucketSeconds, query.from, query.to],
+    );
+    return res.rows.map((row) => ({ start: new Date(Number(row.start_s) * 1000), key: row.key, refused: Number(row.refused) }));
   }
 
   async ping(): Promise<void> {

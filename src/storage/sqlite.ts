@@ -12,6 +12,7 @@ import type { Database as Db, Statement } from 'better-sqlite3';
 import type { Priority, RuleDefinition, RuleKey, Scope } from '../ratelimit/types.ts';
 import type { BudgetDefinition, BudgetKey } from '../budgets/types.ts';
 import { subtreeMatch } from '../user-path/user-path.ts';
+import { REFUSAL_GROUP_KEY_SQL, REFUSAL_KEY_COLUMNS } from './refusals.ts';
 import { COUNTER_COLUMNS, COUNTER_REPLACE, USAGE_GROUP_KEY_SQL, counterKeyFromStored, planBudgetReseed, planConfigReseed, storedCounterKey } from './shared.ts';
 import { BATCH_COLUMNS, FILE_COLUMNS, batchFromRow, batchParams, fileFromRow, fileParams } from './object-rows.ts';
 import type { BatchRow, FileRow } from './object-rows.ts';
@@ -21,6 +22,8 @@ import type {
   BatchRecord,
   CounterRemovals,
   FileUsage,
+  RefusalBucket,
+  RefusalCount,
   SavedCounter,
   Storage,
   StoredFile,
@@ -178,6 +181,24 @@ const MIGRATIONS: readonly Migration[] = [
     version: 7,
     sql: `
       ALTER TABLE api_keys ADD COLUMN max_priority TEXT NOT NULL DEFAULT 'normal' CHECK (max_priority IN ('high', 'normal', 'low'));
+    `,
+  },
+  {
+    // Requests refused with a 429, counted per minute, user path, asked-for provider and model,
+    // and rule (src/storage/refusals.ts).
+    version: 8,
+    sql: `
+      CREATE TABLE refusals (
+        minute INTEGER NOT NULL,
+        user_path TEXT NOT NULL,
+        provider TEXT NOT NULL,
+        model TEXT NOT NULL,
+        scope TEXT NOT NULL CHECK (scope IN ('user_path', 'provider', 'model', 'budget')),
+        subject TEXT NOT NULL,
+        period TEXT NOT NULL,
+        count INTEGER NOT NULL,
+        PRIMARY KEY (${REFUSAL_KEY_COLUMNS})
+      );
     `,
   },
 ];
@@ -617,6 +638,29 @@ export class SqliteStorage implements Storage {
   }
 
   /** A local file: it answers as long as it is open. */
+  // ---- refusal counts (RefusalStorage)
+
+  async addRefusals(counts: readonly RefusalCount[]): Promise<void> {
+    if (counts.length === 0) return;
+    const add = this.cachedStmt(
+      `INSERT INTO refusals (${REFUSAL_KEY_COLUMNS}, count) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (${REFUSAL_KEY_COLUMNS}) DO UPDATE SET count = count + excluded.count`,
+    );
+    this.db.transaction(() => {
+      for (const c of counts) add.run(c.minuteMs, c.userPath, c.provider, c.model, c.scope, c.subject, c.period, c.count);
+    })();
+  }
+
+  async bucketRefusals(query: UsageBucketQuery): Promise<RefusalBucket[]> {
+    const bucketMs = query.bucketSeconds * 1000;
+    const rows = this.cachedStmt(
+      `SELECT CAST(minute / ? AS INTEGER) * ? AS start_ms, ${REFUSAL_GROUP_KEY_SQL[query.groupBy]} AS key, SUM(count) AS refused
+       FROM refusals WHERE minute >= ? AND minute < ?
+       GROUP BY start_ms, key ORDER BY start_ms, key`,
+    ).all(bucketMs, bucketMs, query.from.getTime(), query.to.getTime()) as Array<{ start_ms: number; key: string; refused: number }>;
+    return rows.map((row) => ({ start: new Date(row.start_ms), key: row.key, refused: row.refused }));
+  }
+
   async ping(): Promise<void> {
     this.cachedStmt('SELECT 1').get();
   }

@@ -114,6 +114,49 @@ export interface UsageBucket {
 }
 
 /**
+ * Requests refused with a 429 (by a rate limit or a budget) in one UTC minute, by who was
+ * refused, what it asked for and what refused it (see src/usage/refusals.ts).
+ */
+export interface RefusalCount {
+  /** Start of the minute, epoch milliseconds. */
+  minuteMs: number;
+  /** The refused caller's user path, as it was given. */
+  userPath: string;
+  /** The provider instance and model it asked for; '' when it named none. */
+  provider: string;
+  model: string;
+  /** A rate-limit rule's scope, or `budget`. */
+  scope: 'user_path' | 'provider' | 'model' | 'budget';
+  /** The rule's own subject (a per-child rule's path, not its child's), or the budget's user path. */
+  subject: string;
+  /** The rule's period label, or the budget's period. */
+  period: string;
+  count: number;
+}
+
+/** The refusals of one group in one time bucket (grouped as UsageBucket is). */
+export interface RefusalBucket {
+  start: Date;
+  /** A user path as given, a provider instance name, or `provider/model` ('' for a refusal that named none). */
+  key: string;
+  refused: number;
+}
+
+/**
+ * The refusal counts (migration 8). Kept apart from the rest of Storage so it can move into a
+ * module of its own.
+ */
+export interface RefusalStorage {
+  /**
+   * Adds each count to the stored count with the same minute, user path, provider, model and
+   * rule (creating it when there is none), in one transaction. The counts carry distinct keys.
+   */
+  addRefusals(counts: readonly RefusalCount[]): Promise<void>;
+  /** Refusals in time buckets, one row per bucket and group that has any, by start then key (byte order). */
+  bucketRefusals(query: UsageBucketQuery): Promise<RefusalBucket[]>;
+}
+
+/**
  * A file held by the gateway (batch input or output). `content` is null for a file that lives
  * at a provider (a forwarded batch's output): its bytes are fetched from there on demand.
  */
@@ -209,7 +252,7 @@ export interface CounterRemovals {
   prefixes?: readonly string[];
 }
 
-export interface Storage {
+export interface Storage extends RefusalStorage {
   /** Applies pending schema migrations; idempotent. */
   migrate(): Promise<void>;
 

@@ -133,10 +133,11 @@ export class UsageRecorder {
   }
 
   /**
-   * Cleans (see cleanRecord), prices and queues a record. Never awaits, never throws, does no I/O.
+   * Cleans (see cleanRecord), prices and queues a record, and answers it as queued (undefined
+   * when recording is off). Never awaits, never throws, does no I/O.
    */
-  record(entry: UsageEntry): void {
-    if (!this.enabled) return;
+  record(entry: UsageEntry): UsageRecord | undefined {
+    if (!this.enabled) return undefined;
     const r = cleanRecord({ ...entry, costUsd: 0 });
     // Priced from the cleaned token counts.
     r.costUsd = storableCost(entry.costUsd ?? this.price(r));
@@ -144,6 +145,7 @@ export class UsageRecorder {
     for (const listener of this.recordListeners) listener(r);
     if (this.pending > this.maxBuffered) this.enforceBound();
     if (this.buffer.length >= this.batchSize && !this.isFailing) this.backgroundFlush(false);
+    return r;
   }
 
   /** Records waiting to be written (including those being written right now). */

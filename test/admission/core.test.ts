@@ -223,3 +223,63 @@ describe('AdmissionCore.admitSession and admitOne', () => {
     assert.equal(err.message, 'rate limit exceeded for /team: minute request limit of 2 reached');
   });
 });
+
+describe('what the core reports: upstream attempts, failovers and refusals', () => {
+  it('tells the request\'s trace of each call and failover, and the metrics of each failover', async () => {
+    const world = coreWorld({ providers: { a: ['m'], b: ['m'], c: ['m'] }, routing: { failover: { 'a/m': ['b/m', 'c/m'] } } });
+    const calls = scriptedCalls({ 'a/m': () => answer(500), 'b/m': () => answer(429), 'c/m': () => answer(200, USAGE) });
+    const heard: string[] = [];
+    const trace = {
+      attempt: (target: { id: string }) => void heard.push(`call ${target.id}`),
+      failedOver: (from: { id: string }, to: { id: string }, failure: GatewayError) => void heard.push(`${from.id} -> ${to.id}: ${failure.status}`),
+    };
+    await world.core.dispatch(CALLER, world.route('a/m'), new TestLifetime(), calls.call, trace);
+    assert.deepEqual(heard, ['call a/m', 'a/m -> b/m: 500', 'call b/m', 'b/m -> c/m: 429', 'call c/m']);
+    assert.deepEqual(world.failovers, ['a/m -> b/m', 'b/m -> c/m']);
+    assert.deepEqual(world.refusals, [], 'failing over refuses nothing');
+  });
+
+  it('a request answered 429 is one refusal, by the rule that refused it and of what it asked for', async () => {
+    const perChild = { ...rule('user_path', '/research', 60, { maxRequests: 1 }), perChild: true as const };
+    const world = coreWorld({ providers: { a: ['m'], b: ['m'] }, routing: { aliases: { fast: { strategy: 'first', targets: [{ model: 'a/m', weight: 1 }, { model: 'b/m', weight: 1 }] } } }, rules: [perChild, rule('provider', 'a', 60, { maxRequests: 1 }), rule('provider', 'b', 60, { maxRequests: 1 })] });
+    const calls = scriptedCalls({ 'a/m': () => answer(200), 'b/m': () => answer(200) });
+    const x = { userPath: '/research/x', keyId: null };
+    const y = { userPath: '/research/y', keyId: null };
+    await world.core.dispatch(x, world.route('fast'), new TestLifetime(), calls.call);
+    // Over its child's counter: the refusal names the rule's own path, not the child's.
+    await refusal(world.core.dispatch(x, world.route('fast'), new TestLifetime(), calls.call));
+    // a is saturated: b serves, and nothing is refused.
+    await world.core.dispatch(y, world.route('fast'), new TestLifetime(), calls.call);
+    assert.equal(world.refusals.length, 1);
+    // Every target saturated: the route's first target's rule refused it.
+    const z = { userPath: '/research/z', keyId: null };
+    await refusal(world.core.dispatch(z, world.route('fast'), new TestLifetime(), calls.call));
+    assert.deepEqual(world.refusals, [
+      { userPath: '/research/x', provider: 'a', model: 'm', scope: 'user_path', subject: '/research', period: 'minute' },
+      { userPath: '/research/z', provider: 'a', model: 'm', scope: 'provider', subject: 'a', period: 'minute' },
+    ]);
+  });
+
+  it('a budget\'s 429 is a refusal by the budget; a submission asked for no provider or model', async () => {
+    const world = coreWorld({
+      providers: { a: ['m'] },
+      rules: [rule('user_path', '/batch', 60, { maxRequests: 1 })],
+      budgets: [{ userPath: '/team', period: 'day', maxUsd: 10, source: 'manual', createdAt: new Date(T0_MS), updatedAt: new Date(T0_MS) }],
+    });
+    world.budgets.observe('/team/alice', T0_MS, 10);
+    const calls = scriptedCalls({ 'a/m': () => answer(200) });
+    await refusal(world.core.dispatch(CALLER, world.route('a/m'), new TestLifetime(), calls.call));
+    await refusal(world.core.admitSession(CALLER, world.route('a/m'), new TestLifetime()));
+    const submitter = { userPath: '/batch', keyId: null };
+    await world.core.admitOne(submitter, {});
+    await refusal(world.core.admitOne(submitter, {}));
+    await refusal(world.core.admitOne(CALLER, { provider: 'a' }));
+    assert.deepEqual(world.refusals, [
+      { userPath: '/team/alice', provider: 'a', model: 'm', scope: 'budget', subject: '/team', period: 'day' },
+      { userPath: '/team/alice', provider: 'a', model: 'm', scope: 'budget', subject: '/team', period: 'day' },
+      { userPath: '/batch', provider: '', model: '', scope: 'user_path', subject: '/batch', period: 'minute' },
+      { userPath: '/team/alice', provider: 'a', model: '', scope: 'budget', subject: '/team', period: 'day' },
+    ]);
+    assert.deepEqual(calls.called, []);
+  });
+});

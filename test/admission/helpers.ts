@@ -4,7 +4,7 @@
  * that keep what the core recorded.
  */
 import { Readable } from 'node:stream';
-import { AdmissionCore, type AdmissionMetrics, type Lifetime, type QueueOutcome } from '../../src/admission/core.ts';
+import { AdmissionCore, type AdmissionMetrics, type Lifetime, type QueueOutcome, type Refusal } from '../../src/admission/core.ts';
 import { WaitQueue, type Timers } from '../../src/admission/queue.ts';
 import { BudgetTracker } from '../../src/budgets/tracker.ts';
 import type { BudgetDefinition } from '../../src/budgets/types.ts';
@@ -114,6 +114,10 @@ export interface CoreWorld {
   budgets: BudgetTracker;
   records: UsageEntry[];
   admissions: Array<{ ok: boolean; userPath: string | undefined; provider: string | undefined; model: string | undefined }>;
+  /** Failovers reported to the metrics, as `provider/model -> provider/model`. */
+  failovers: string[];
+  /** Requests answered 429, as reported to the refusal sink. */
+  refusals: Refusal[];
   clock: { now(): number; set(ms: number): void };
   /** Upstream 429s and targets saturated by what was learned, as the core reported them. */
   throttled: string[];
@@ -152,8 +156,11 @@ export function coreWorld(options: {
   const admissions: CoreWorld['admissions'] = [];
   const throttled: string[] = [];
   const saturated: CoreWorld['saturated'] = [];
+  const failovers: string[] = [];
+  const refusals: Refusal[] = [];
   const metrics: AdmissionMetrics = {
     admission: (result, userPath, providerName, model) => void admissions.push({ ok: result.ok, userPath, provider: providerName, model }),
+    failover: (from, to) => void failovers.push(`${from.provider}/${from.model} -> ${to.provider}/${to.model}`),
     upstream: (_provider, call) => call(),
     tokens: () => {},
     throttled: (providerName, model) => void throttled.push(`${providerName}/${model}`),
@@ -161,7 +168,16 @@ export function coreWorld(options: {
     queueWait: (outcome, seconds) => void waits.push({ outcome, seconds }),
   };
   const saturation = { saturated: (providerName: string, model: string, untilMs: number, cause: LearnedCause) => void saturated.push({ target: `${providerName}/${model}`, untilMs, cause }) };
-  const core = new AdmissionCore({ limiter, budgets, usage: { record: (entry) => void records.push(entry) }, metrics, queue, saturation, now: clock.now });
+  const core = new AdmissionCore({
+    limiter,
+    budgets,
+    usage: { record: (entry) => void records.push(entry) },
+    metrics,
+    refusals: { refused: (refusal) => void refusals.push(refusal) },
+    queue,
+    saturation,
+    now: clock.now,
+  });
   return {
     core,
     queue,
@@ -172,6 +188,8 @@ export function coreWorld(options: {
     budgets,
     records,
     admissions,
+    failovers,
+    refusals,
     clock,
     throttled,
     saturated,

@@ -94,6 +94,8 @@ describe('waiting for capacity', () => {
     assert.deepEqual(log, ['first']);
     assert.equal(world.queue.depth, 0);
     assert.equal(world.waits.at(-1)?.outcome, 'timed_out');
+    // Refused once, whatever the checks along its wait: its 429 is one refusal.
+    assert.deepEqual(world.refusals, [{ userPath: '/x', provider: 'a', model: 'm', scope: 'provider', subject: 'a', period: 'concurrent' }]);
   });
 
   it('serves higher priority first', async () => {
@@ -170,6 +172,8 @@ describe('waiting for capacity', () => {
     assert.equal(outcome.err.status, 429);
     assert.equal(outcome.err.code, 'queue_full');
     assert.equal(outcome.err.message, 'queue full: 1 requests already waiting');
+    // A 429 for want of capacity all the same: a refusal by the rule that refused it.
+    assert.deepEqual(world.refusals, [{ userPath: '/x', provider: 'a', model: 'm', scope: 'provider', subject: 'a', period: 'concurrent' }]);
   });
 
   it('answers every waiter with its 429 when the queue closes (shutdown)', async () => {

@@ -63,6 +63,14 @@ rate_limits: { enabled: true }
     }
   });
 
+  it('ACCESS_LOG turns the access log on or off over logging.access (off by default)', () => {
+    assert.equal(load('').config.logging.access, false);
+    assert.equal(load('logging: { access: true }').config.logging.access, true);
+    assert.equal(load('', { ACCESS_LOG: 'true' }).config.logging.access, true);
+    assert.equal(load('logging: { access: true }', { ACCESS_LOG: 'no' }).config.logging.access, false);
+    assertErrors('', ['ACCESS_LOG: must be a boolean (true/false, 1/0, yes/no, on/off), got "verbose"'], { ACCESS_LOG: 'verbose' });
+  });
+
   it('bad values are errors naming the variable', () => {
     assertErrors('', ['USAGE_ENABLED: must be a boolean (true/false, 1/0, yes/no, on/off), got "maybe"'], { USAGE_ENABLED: 'maybe' });
     assertErrors('', ['RATE_LIMITS_ENABLED: must be a boolean (true/false, 1/0, yes/no, on/off), got "2"'], { RATE_LIMITS_ENABLED: '2' });

@@ -12,6 +12,7 @@ describe('config schema: defaults', () => {
       },
       storage: { type: 'sqlite', sqlite: { path: 'data/floodgate.db' }, postgres: {} },
       usage: { enabled: true },
+      logging: { access: false },
       files: { ttl_seconds: 30 * 86400, max_bytes_per_user_path: 1024 ** 3, max_files_per_user_path: 1000 },
       cache: { response: { enabled: false, ttl_seconds: 300, max_entries: 10000, shared: false } },
       providers: {},

@@ -119,8 +119,10 @@ describe('dashboard: budgets', { timeout: 180_000 }, () => {
     await page.getByLabel('To').fill('2030-01-15');
     await page.getByLabel('From').fill('2030-01-15');
     await page.locator('tr[data-consumer="/team/a"]').waitFor(SHOWN);
-    // Cells: requests, prompt, completion, total tokens, cost, cache hits.
-    assert.deepEqual(await page.locator('tr[data-consumer="/team/a"] td').allTextContents(), ['1', '1', '1', '2', '$0.002', '0']);
+    // Cells: requests, prompt, completion, total tokens, cost, cache hits, refused.
+    assert.deepEqual(await page.locator('tr[data-consumer="/team/a"] td').allTextContents(), ['1', '1', '1', '2', '$0.002', '0', '0']);
+    // /team/c met the reached budget: a refusal, and its request the one admitted after the cap was raised.
+    assert.deepEqual(await page.locator('tr[data-consumer="/team/c"] td').allTextContents().then((cells) => [cells[0], cells[6]]), ['1', '1']);
     await page.getByRole('link', { name: 'Budgets' }).click();
     await budgetRow(page, '/team week').waitFor(SHOWN);
   });

@@ -214,6 +214,8 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
   it('charts requests and tokens over time and lists the top consumers', async () => {
     await page.getByRole('link', { name: 'Usage' }).click();
     await page.locator('tr[data-consumer="/team/x/alice"]').waitFor(SHOWN);
+    // Nothing was refused yet: the refusals' chart says so instead of drawing zeros.
+    await page.locator('[data-chart="refused"]').getByText('No request was refused in this range.').waitFor(SHOWN);
     assert.equal(await page.locator('.chart canvas').count(), 2, 'two charts drawn');
     assert.deepEqual(await page.getByRole('img').evaluateAll((els) => els.map((e) => e.getAttribute('aria-label'))), ['Requests over time by user path', 'Tokens over time by user path']);
     const consumers = await page.locator('tr[data-consumer]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-consumer')));
@@ -263,6 +265,29 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
     assert.equal(await send('/team/p/bob'), 200, 'bob has a counter of his own');
     const written = (await listRules(gw)).find((r) => r.subject === '/team/p') as { per_child?: boolean; requests_used: number } | undefined;
     assert.deepEqual([written?.per_child, written?.requests_used], [true, 0], "the row shows the path's own counter");
+    // Below it, its busiest children with their own counters, alice marked as refusing.
+    const children = page.locator('tr[data-children-of="user_path /team/p minute"]');
+    await children.getByText('2 active children of /team/p').waitFor(SHOWN);
+    const alice = children.locator('li[data-child="/team/p/alice"]');
+    assert.equal(await alice.locator('.badge.refusing').textContent(), 'refusing');
+    assert.equal(await alice.getByRole('meter', { name: 'Requests used, /team/p/alice' }).getAttribute('aria-valuetext'), '2 of 2 used, 0 left');
+    const bob = children.locator('li[data-child="/team/p/bob"]');
+    assert.equal(await bob.getByRole('meter', { name: 'Requests used, /team/p/bob' }).getAttribute('aria-valuetext'), '1 of 2 used, 1 left');
+    assert.equal(await bob.locator('.badge.refusing').count(), 0, 'bob is not refused');
+    // More children than are shown: the five busiest, alice first.
+    for (let i = 1; i <= 5; i++) assert.equal(await send(`/team/p/c${i}`), 200);
+    await children.getByText('The 5 busiest of 7 active children of /team/p').waitFor(SHOWN);
+    assert.deepEqual(await children.locator('li[data-child]').evaluateAll((items) => items.map((li) => li.getAttribute('data-child'))), ['/team/p/alice', '/team/p/bob', '/team/p/c1', '/team/p/c2', '/team/p/c3']);
+    await screenshot(page, 'rate-limits-children');
+
+    // The usage page charts the refusals by user path, and counts them per consumer.
+    await page.getByRole('link', { name: 'Usage' }).click();
+    await page.locator('[data-chart="refused"]').getByRole('img', { name: 'Refused requests over time by user path' }).waitFor(SHOWN);
+    assert.match(await page.locator('tr[data-consumer="/team/p/alice"] td').last().textContent() ?? '', /^1$/, 'alice was refused once');
+    assert.equal(await page.locator('tr[data-consumer="/team/p/bob"] td').last().textContent(), '0');
+    await screenshot(page, 'usage-refused');
+    await page.getByRole('link', { name: 'Rate limits', exact: true }).click();
+    await row.waitFor(SHOWN);
 
     await row.getByRole('button', { name: /^Move/ }).click();
     const dialog = page.getByRole('dialog', { name: 'Move rule' });

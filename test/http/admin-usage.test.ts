@@ -4,7 +4,11 @@
  * so records land in known buckets.
  */
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import Database from 'better-sqlite3';
 import type { z } from 'zod';
 import type { usageBuckets } from '../../src/http/openapi/responses.ts';
 import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.ts';
@@ -64,9 +68,9 @@ describe('GET /admin/usage', () => {
     const a2 = usageOf('2030-01-02T11:05:00Z', '/team/a', 'four five six');
     assert.deepEqual(await buckets('?from=2030-01-02&to=2030-01-02&group_by=user_path&bucket=hour'), [
       // The cache hit counts as a request and a cache hit, and adds no tokens and no cost.
-      { start: '2030-01-02T10:00:00Z', key: '/team/a', requests: 2, prompt_tokens: first.prompt, completion_tokens: first.completion, cost_usd: first.prompt + 2 * first.completion, cache_hits: 1 },
-      { start: '2030-01-02T10:00:00Z', key: '/team/b', requests: 1, prompt_tokens: b.prompt, completion_tokens: b.completion, cost_usd: 0, cache_hits: 0 },
-      { start: '2030-01-02T11:00:00Z', key: '/team/a', requests: 1, prompt_tokens: a2.prompt, completion_tokens: a2.completion, cost_usd: 0, cache_hits: 0 },
+      { start: '2030-01-02T10:00:00Z', key: '/team/a', requests: 2, prompt_tokens: first.prompt, completion_tokens: first.completion, cost_usd: first.prompt + 2 * first.completion, cache_hits: 1, refused: 0 },
+      { start: '2030-01-02T10:00:00Z', key: '/team/b', requests: 1, prompt_tokens: b.prompt, completion_tokens: b.completion, cost_usd: 0, cache_hits: 0, refused: 0 },
+      { start: '2030-01-02T11:00:00Z', key: '/team/a', requests: 1, prompt_tokens: a2.prompt, completion_tokens: a2.completion, cost_usd: 0, cache_hits: 0, refused: 0 },
     ]);
   });
 
@@ -115,5 +119,90 @@ describe('GET /admin/usage', () => {
     const managed = res.json().key as string;
     assertOpenAiError(await gw.request('GET', '/admin/usage', { headers: bearer(managed) }), 401, 'authentication_error');
     assertOpenAiError(await gw.request('GET', '/admin/usage'), 401, 'authentication_error');
+  });
+});
+
+describe('GET /admin/usage: refused requests', () => {
+  let up: FakeUpstream;
+  let gw: TestGateway;
+  let clock = Date.parse('2030-01-02T10:30:00Z');
+  const dir = mkdtempSync(join(tmpdir(), 'floodgate-refused-'));
+  // /capped: each child one request an hour. /broke: a budget its first request spends.
+  const yaml = () => 'providers:\n' + openaiProvider('up', up.url, ['gpt-x']) + [
+    'pricing:',
+    '  up/gpt-x: { input_per_mtok: 1000000, output_per_mtok: 1000000 }',
+    'rate_limits:',
+    '  user_paths: [ { path: /capped, limits: [ { period: hour, max_requests: 1, per_child: true } ] } ]',
+    'budgets:',
+    '  user_paths: [ { path: /broke, limits: [ { period: day, max_usd: 1 } ] } ]',
+    '',
+  ].join('\n');
+  const start = () => startTestGateway({ yaml: yaml(), env: { MASTER_KEY: MASTER }, now: () => clock, dir });
+  const ask = async (at: string, userPath: string, status: number): Promise<void> => {
+    clock = Date.parse(at);
+    const res = await gw.request('POST', '/v1/chat/completions', { body: { model: 'up/gpt-x', messages: [{ role: 'user', content: `from ${userPath}` }] }, headers: { ...bearer(MASTER), [USER_PATH_HEADER]: userPath } });
+    assert.equal(res.status, status, res.text);
+  };
+  const refused = async (query: string) => {
+    const res = await gw.request('GET', `/admin/usage${query}`, { headers: bearer(MASTER) });
+    assert.equal(res.status, 200, res.text);
+    return (res.json().buckets as Bucket[]).map((b) => [b.start, b.key, b.requests, b.refused]);
+  };
+
+  before(async () => {
+    up = await startFakeUpstream({ name: 'up', models: ['gpt-x'] });
+    gw = await start();
+    await ask('2030-01-02T10:30:00Z', '/capped/x', 200);
+    for (let i = 0; i < 3; i++) await ask('2030-01-02T10:30:00Z', '/capped/x', 429);
+    await ask('2030-01-02T10:31:00Z', '/capped/y', 200);
+    await ask('2030-01-02T10:31:30Z', '/capped/y', 429);
+    await ask('2030-01-02T10:40:00Z', '/broke', 200);
+    await ask('2030-01-02T10:41:00Z', '/broke', 429);
+    // A refusal in an hour with no request served.
+    await ask('2030-01-02T11:10:00Z', '/capped/x', 200);
+    await ask('2030-01-02T11:10:00Z', '/capped/x', 429);
+    await ask('2030-01-02T12:10:00Z', '/capped/z', 200);
+  });
+  after(async () => {
+    await gw?.close();
+    await up?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('each bucket counts the requests refused with a 429, at once (before they are written)', async () => {
+    clock = Date.parse('2030-01-02T12:30:00Z');
+    assert.deepEqual(await refused('?from=2030-01-02&to=2030-01-02&group_by=user_path&bucket=hour'), [
+      ['2030-01-02T10:00:00Z', '/broke', 1, 1],
+      ['2030-01-02T10:00:00Z', '/capped/x', 1, 3],
+      ['2030-01-02T10:00:00Z', '/capped/y', 1, 1],
+      ['2030-01-02T11:00:00Z', '/capped/x', 1, 1],
+      ['2030-01-02T12:00:00Z', '/capped/z', 1, 0],
+    ]);
+    // By what they asked for.
+    assert.deepEqual(await refused('?from=2030-01-02&to=2030-01-02&group_by=model&bucket=day'), [['2030-01-02T00:00:00Z', 'up/gpt-x', 5, 6]]);
+    assert.deepEqual(await refused('?from=2030-01-02&to=2030-01-02&group_by=provider&bucket=day'), [['2030-01-02T00:00:00Z', 'up', 5, 6]]);
+  });
+
+  it('are written as one row per minute, user path and rule (never one per refusal), and kept across a restart', async () => {
+    await gw.close();
+    const db = new Database(join(dir, 'floodgate.db'), { readonly: true });
+    try {
+      const rows = db.prepare('SELECT minute, user_path, scope, subject, period, count FROM refusals ORDER BY minute, user_path').all() as Array<Record<string, unknown>>;
+      assert.deepEqual(rows.map((r) => [new Date(r.minute as number).toISOString(), r.user_path, r.scope, r.subject, r.period, r.count]), [
+        ['2030-01-02T10:30:00.000Z', '/capped/x', 'user_path', '/capped', 'hour', 3],
+        ['2030-01-02T10:31:00.000Z', '/capped/y', 'user_path', '/capped', 'hour', 1],
+        ['2030-01-02T10:41:00.000Z', '/broke', 'budget', '/broke', 'day', 1],
+        ['2030-01-02T11:10:00.000Z', '/capped/x', 'user_path', '/capped', 'hour', 1],
+      ]);
+    } finally {
+      db.close();
+    }
+    gw = await start();
+    assert.deepEqual((await refused('?from=2030-01-02&to=2030-01-02&group_by=user_path&bucket=day')).map(([, key, , count]) => [key, count]), [
+      ['/broke', 1],
+      ['/capped/x', 4],
+      ['/capped/y', 1],
+      ['/capped/z', 0],
+    ]);
   });
 });

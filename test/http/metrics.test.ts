@@ -96,6 +96,8 @@ describe('GET /metrics after known traffic', () => {
     assert.equal(m.value('floodgate_rate_limit_decisions_total', { scope: 'model', decision: 'admitted' }), admitted);
     assert.equal(m.value('floodgate_rate_limit_decisions_total', { scope: 'user_path', decision: 'refused' }), M);
     assert.equal(m.value('floodgate_rate_limit_decisions_total', { scope: 'provider', decision: 'refused' }), 0);
+    // Which rule refused them.
+    assert.deepEqual(m.samples('floodgate_rate_limit_refusals_total').map((s) => [s.labels, Number(s.value)]), [[{ scope: 'user_path', subject: '/capped', period: 'minute' }, M]]);
 
     const tokens = tokensOf(served);
     assert.equal(m.value('floodgate_tokens_total', { provider: 'up', model: 'gpt-x', kind: 'prompt' }), tokens.prompt);
@@ -275,5 +277,68 @@ describe('GET /metrics: the process, the build and the budgets', () => {
     assert.equal(deleted.status, 200, deleted.text);
     m = await scrape(gw, auth);
     assert.deepEqual(m.samples('floodgate_budget_limit_usd').map((s) => s.labels), [{ user_path: '/team', period: 'day' }]);
+  });
+});
+
+describe('GET /metrics: request timings, failovers, and which rule refused', () => {
+  let a: FakeUpstream;
+  let b: FakeUpstream;
+  let gw: TestGateway;
+  before(async () => {
+    a = await startFakeUpstream({ name: 'a', models: ['gpt-x'] });
+    b = await startFakeUpstream({ name: 'b', models: ['gpt-x'] });
+    const yaml = 'providers:\n' + openaiProvider('a', a.url, ['gpt-x']) + openaiProvider('b', b.url, ['gpt-x']) + [
+      'failover:',
+      '  a/gpt-x: [b/gpt-x]',
+      'rate_limits:',
+      '  user_paths: [ { path: /research, limits: [ { period: minute, max_requests: 1, per_child: true } ] } ]',
+      '  providers: [ { name: b, limits: [ { period: hour, max_requests: 100 } ] } ]',
+      '',
+    ].join('\n');
+    gw = await startTestGateway({ yaml, now: () => NOW });
+  });
+  after(async () => {
+    await gw.close();
+    await Promise.all([a.close(), b.close()]);
+  });
+
+  it('times every request end to end and to its first byte, by route pattern', async () => {
+    const before = await scrape(gw);
+    const chats = 3;
+    for (let i = 0; i < chats; i++) assert.equal((await chatAs(gw, '/ops', chat('a/gpt-x', `timed ${i}`))).status, 200);
+    const stream = await chatAs(gw, '/ops', chat('a/gpt-x', 'timed stream', { stream: true }));
+    assert.equal(stream.status, 200);
+    assert.equal((await gw.request('DELETE', `/admin/api-keys/${randomUUID()}`)).status, 404);
+    let m = before;
+    const count = (name: string, endpoint: string) => m.value(name, { endpoint }) - before.value(name, { endpoint });
+    // A request's timings are observed once its usage is recorded, just after its answer.
+    await eventually(async () => {
+      m = await scrape(gw);
+      return count('floodgate_request_duration_seconds_count', CHAT) === chats + 1;
+    }, 5000, 'the chats\' durations');
+    assert.equal(m.families.get('floodgate_request_duration_seconds')?.type, 'HISTOGRAM');
+    assert.equal(m.families.get('floodgate_time_to_first_byte_seconds')?.type, 'HISTOGRAM');
+    assert.equal(count('floodgate_time_to_first_byte_seconds_count', CHAT), chats + 1);
+    assert.equal(count('floodgate_request_duration_seconds_count', '/admin/api-keys/:id'), 1);
+    assert.ok(count('floodgate_request_duration_seconds_sum', CHAT) >= count('floodgate_time_to_first_byte_seconds_sum', CHAT));
+    assert.ok(m.value('floodgate_request_duration_seconds_count', { endpoint: '/metrics' }) >= 1, 'scrapes are requests too');
+  });
+
+  it('counts failovers by provider/model, and refusals by the rule, never by the child it refused', async () => {
+    a.failNext(2, { status: 503 });
+    for (let i = 0; i < 2; i++) assert.equal((await chatAs(gw, '/ops', chat('a/gpt-x', `fail over ${i}`))).status, 200);
+    for (const child of ['x', 'y', 'z']) {
+      assert.equal((await chatAs(gw, `/research/${child}`, chat('a/gpt-x', `first of ${child}`))).status, 200);
+      const refused = await chatAs(gw, `/research/${child}`, chat('a/gpt-x', `second of ${child}`));
+      assert.equal(refused.status, 429);
+      assert.match(refused.json().error.message, new RegExp(`/research/${child}: minute request limit of 1`));
+    }
+    const m = await scrape(gw);
+    assert.deepEqual(m.samples('floodgate_failovers_total').map((s) => [s.labels, Number(s.value)]), [[{ from: 'a/gpt-x', to: 'b/gpt-x' }, 2]]);
+    assert.deepEqual(m.samples('floodgate_rate_limit_refusals_total').map((s) => [s.labels, Number(s.value)]), [[{ scope: 'user_path', subject: '/research', period: 'minute' }, 3]]);
+    assert.equal(m.value('floodgate_rate_limit_decisions_total', { scope: 'user_path', decision: 'refused' }), 3);
+    // The per-child rule's active children, read at scrape time; its own counter counts nothing.
+    assert.deepEqual(m.samples('floodgate_rate_limit_active_children').map((s) => [s.labels, Number(s.value)]), [[{ scope: 'user_path', subject: '/research', period: 'minute' }, 3]]);
+    for (const value of m.labelValues()) assert.ok(!value.startsWith('/research/'), `no child in a label: ${value}`);
   });
 });

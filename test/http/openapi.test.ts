@@ -130,7 +130,7 @@ describe('GET /openapi.json', () => {
     const list = doc.paths['/admin/rate-limits'].get.responses;
     assert.deepEqual(list['200'].content['application/json'].schema, { $ref: '#/components/schemas/RateLimitList' });
     assert.deepEqual(Object.keys(list).sort(), ['200', '400', '401', '503']);
-    assert.deepEqual(doc.paths['/admin/rate-limits'].get.parameters.map((p: Json) => [p.name, p.in, p.required]), [['expand', 'query', false]]);
+    assert.deepEqual(doc.paths['/admin/rate-limits'].get.parameters.map((p: Json) => [p.name, p.in, p.required]), [['expand', 'query', false], ['children_limit', 'query', false]]);
     assert.deepEqual(Object.keys(doc.paths['/admin/rate-limits'].put.responses).sort(), ['200', '400', '401', '409', '413', '503']);
     assert.equal(doc.paths['/admin/api-keys'].post.responses['201'].content['application/json'].schema.$ref, '#/components/schemas/ApiKeyCreated');
     const chat = doc.paths['/v1/chat/completions'].post.responses;

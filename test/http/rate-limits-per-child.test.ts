@@ -205,6 +205,37 @@ describe('rate limits: per-child rules over HTTP', { concurrency: true, timeout:
       await gw.close();
     }
   });
+
+  it('children_limit lists a rule\'s busiest children first; active_children counts them all', async () => {
+    const gw = await startTestGateway({ yaml: 'rate_limits:\n  user_paths: [ { path: /team, limits: [ { period: minute, max_requests: 3, per_child: true } ] } ]\n', now: clock().now });
+    try {
+      await ok(gw, '/team/a');
+      await ok(gw, '/team/b', 3);
+      await ok(gw, '/team/c', 2);
+      await ok(gw, '/team/d');
+      const top = await listed(gw, '?expand=children&children_limit=2');
+      assert.deepEqual(top.map((r) => [r.user_path, r.requests_used, r.requests_remaining, (r as { active_children?: number }).active_children]), [
+        ['/team', 0, 3, 4],
+        ['/team/b', 3, 0, undefined],
+        ['/team/c', 2, 1, undefined],
+      ]);
+      const all = await listed(gw, '?expand=children');
+      assert.deepEqual(all.map((r) => [r.user_path, (r as { active_children?: number }).active_children]), [['/team', 4], ['/team/a', undefined], ['/team/b', undefined], ['/team/c', undefined], ['/team/d', undefined]]);
+      assert.equal((await listed(gw, '?expand=children&children_limit=0')).length, 1);
+      assert.ok(!('active_children' in (await listed(gw))[0]!), 'only with the children expanded');
+      for (const [query, message] of [
+        ['?children_limit=2', 'children_limit: needs expand=children'],
+        ['?expand=children&children_limit=1001', 'children_limit: must be an integer from 0 to 1000'],
+        ['?expand=children&children_limit=two', 'children_limit: must be an integer from 0 to 1000'],
+      ] as const) {
+        const res = await admin(gw, 'GET', `/admin/rate-limits${query}`, undefined, '');
+        assert.equal(res.status, 400, query);
+        assert.deepEqual([res.json().error.message, res.json().error.param], [message, 'children_limit'], query);
+      }
+    } finally {
+      await gw.close();
+    }
+  });
 });
 
 describe('rate limits: counters that survive a restart (persist_counters)', { timeout: 60_000 }, () => {

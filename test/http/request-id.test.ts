@@ -22,6 +22,7 @@ import type { Provider } from '../../src/providers/types.ts';
 import { Resolver } from '../../src/routing/resolver.ts';
 import { MemoryStorage } from '../../src/storage/memory.ts';
 import { UsageRecorder } from '../../src/usage/recorder.ts';
+import { RefusalLog } from '../../src/usage/refusals.ts';
 import { request } from '../support/gateway.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
 
@@ -116,7 +117,7 @@ async function startServer(lines: Array<Record<string, unknown>>): Promise<{ app
   const admission = new AdmissionCore({ limiter: undefined, budgets: undefined, usage, metrics, now: Date.now });
   const services: HttpServices = {
     options: {
-      masterKey: undefined, userPathHeader: USER_PATH, bodyLimitBytes: 1024 * 1024, cacheShared: false, logger,
+      masterKey: undefined, userPathHeader: USER_PATH, bodyLimitBytes: 1024 * 1024, cacheShared: false, logger, accessLog: false,
       patience: { defaultWaitMs: 0, maxWaitMs: 0 },
       connections: { headersTimeoutMs: 30_000, requestTimeoutMs: 300_000, keepAliveTimeoutMs: 72_000, maxConnections: 10_000 },
     },
@@ -124,6 +125,7 @@ async function startServer(lines: Array<Record<string, unknown>>): Promise<{ app
     keys: await KeyRing.load(storage),
     storage,
     usage,
+    refusals: new RefusalLog(storage, { now: Date.now }),
     admission,
     batches: new BatchService({ storage, resolver, admission, logger, files: { ttlSeconds: 86_400, maxBytesPerUserPath: 1024 ** 3, maxFilesPerUserPath: 1000 }, now: Date.now }),
     limiter: undefined,
@@ -174,15 +176,15 @@ describe('hooks and log lines see every answer', () => {
     assert.match(res.headers.get('x-request-id') ?? '', UUID);
   });
 
-  it('a failed request is logged once with its request id, status, method and route', async () => {
+  it('a failed request is logged once with its request id, status, method, route, model and error', async () => {
     lines.length = 0;
     const res = await request(server.url, 'POST', '/v1/chat/completions', { body: chat({ model: 'mock/nope' }), headers: { 'x-request-id': 'log-404' } });
     assert.equal(res.status, 404);
     const failed = lines.filter((l) => l.msg === 'request failed');
     assert.equal(failed.length, 1, JSON.stringify(lines));
     assert.deepEqual(
-      { reqId: failed[0]!.reqId, status: failed[0]!.status, method: failed[0]!.method, route: failed[0]!.route },
-      { reqId: 'log-404', status: 404, method: 'POST', route: '/v1/chat/completions' },
+      { reqId: failed[0]!.reqId, request_id: failed[0]!.request_id, status: failed[0]!.status, method: failed[0]!.method, endpoint: failed[0]!.endpoint, model: failed[0]!.model, error: failed[0]!.error },
+      { reqId: 'log-404', request_id: 'log-404', status: 404, method: 'POST', endpoint: '/v1/chat/completions', model: 'mock/nope', error: 'model "mock/nope" not found' },
     );
   });
 

@@ -48,6 +48,7 @@ describe('admission', () => {
     assert.deepEqual(refusal.breach, {
       scope: 'provider',
       subject: 'p',
+      ruleSubject: 'p',
       periodSeconds: 3600,
       label: 'hour',
       kind: 'requests',

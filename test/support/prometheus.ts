@@ -43,8 +43,19 @@ export class Scrape {
   }
 }
 
+/**
+ * Families by name. Without their TYPE line, a histogram's `_bucket`, `_sum` and `_count` series
+ * of several label sets come interleaved, and the parser starts a new family at each change of
+ * name: the families of one name are merged.
+ */
 function byName(families: PrometheusFamily[]): Map<string, PrometheusFamily> {
-  return new Map(families.map((family) => [family.name, family]));
+  const merged = new Map<string, PrometheusFamily>();
+  for (const family of families) {
+    const known = merged.get(family.name);
+    if (known === undefined) merged.set(family.name, family);
+    else merged.set(family.name, { ...known, metrics: [...known.metrics, ...family.metrics] } as PrometheusFamily);
+  }
+  return merged;
 }
 
 /** GET /metrics, asserted to be a 200 in the Prometheus text format, parsed. */

@@ -37,6 +37,7 @@ export const ruleStatusRecord = z.object({
   max_requests: z.int().optional(),
   max_tokens: z.int().optional(),
   per_child: z.literal(true).optional().meta({ description: 'Present on per-child rules and their children\'s records.' }),
+  active_children: z.int().optional().meta({ description: 'On a per-child rule\'s own record with expand=children: how many of its children are active.' }),
   requests_used: z.int().meta({ description: 'The sliding estimate of the window (the slot count on a concurrent rule).' }),
   requests_remaining: z.int().optional().meta({ description: 'max(max_requests - requests_used, 0); absent without max_requests.' }),
   tokens_used: z.int(),
@@ -211,9 +212,12 @@ export const usageBuckets = z.object({
         completion_tokens: z.int(),
         cost_usd: z.number().meta({ description: 'What the requests cost in US dollars (docs/budgets.md).' }),
         cache_hits: z.int().meta({ description: 'Requests answered from the response cache.' }),
+        refused: z.int().meta({
+          description: 'Requests refused with a 429 by a rate limit or a budget (grouped by the user path refused, or the provider/model it asked for; counted in memory and written at most once a minute).',
+        }),
       }),
     )
-    .meta({ description: 'One entry per bucket and group with records, by start then key.' }),
+    .meta({ description: 'One entry per bucket and group with records or refusals, by start then key.' }),
 });
 
 const breachRecord = z.object({

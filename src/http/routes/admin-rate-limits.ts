@@ -1,21 +1,22 @@
 import type { FastifyInstance } from 'fastify';
 import { resetRuleCounters, type RuleManager } from '../../admin/rate-limit-rules.ts';
-import type { RateLimiter } from '../../ratelimit/index.ts';
+import type { RateLimiter, StatusOptions } from '../../ratelimit/index.ts';
 import type { HttpServices } from '../context.ts';
-import { GatewayError } from '../../errors/gateway-error.ts';
+import { GatewayError, badRequest } from '../../errors/gateway-error.ts';
 import { deleteRateLimitBody, listRateLimitsQuery, putRateLimitBody, resetOneRateLimitBody, resetRateLimitsBody } from '../schemas/admin-rate-limits.ts';
 import { parseBody } from '../validation.ts';
 import { definitionChange } from './definition-changes.ts';
 
 /** The rate-limit admin API (master key only; the auth hook has checked it already). */
 export function registerAdminRateLimits(app: FastifyInstance, services: HttpServices): void {
-  const list = async (limiter: RateLimiter, expandChildren = false) => ({ rate_limits: await limiter.status({ expandChildren }), server_time: new Date(services.now()).toISOString() });
+  const list = async (limiter: RateLimiter, options?: StatusOptions) => ({ rate_limits: await limiter.status(options), server_time: new Date(services.now()).toISOString() });
 
-  // `?expand=children`: each per-child rule's active children after it, one record each.
+  // `?expand=children`: each per-child rule's active children (or its `children_limit` busiest) after it, one record each.
   app.get('/admin/rate-limits', async (request) => {
     const { limiter } = enabled(services);
-    const { expand } = parseBody(listRateLimitsQuery, request.query ?? {});
-    return list(limiter, expand === 'children');
+    const query = parseBody(listRateLimitsQuery, request.query ?? {});
+    if (query.children_limit !== undefined && query.expand !== 'children') throw badRequest('children_limit: needs expand=children', 'children_limit');
+    return list(limiter, { expandChildren: query.expand === 'children', childrenLimit: query.children_limit });
   });
 
   // Each route checks the feature first: with rate limits disabled every body is answered 503, valid or not.

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { roundUsd } from '../../shared/money.ts';
-import type { UsageBucket } from '../../storage/types.ts';
+import type { RefusalBucket, UsageBucket, UsageBucketQuery } from '../../storage/types.ts';
 import type { HttpServices } from '../context.ts';
 import { badRequest } from '../../errors/gateway-error.ts';
 import { adminUsageQuery } from '../schemas/admin-usage.ts';
@@ -29,15 +29,13 @@ export function registerAdminUsage(app: FastifyInstance, services: HttpServices)
     if (from >= to) throw badRequest('from: must not be after to', 'from');
     const maxDays = MAX_RANGE_DAYS[query.bucket];
     if (to - from > maxDays * DAY_MS) throw badRequest(`from: the range may cover at most ${maxDays} days with bucket=${query.bucket}`, 'from');
+    const bucketQuery: UsageBucketQuery = { from: new Date(from), to: new Date(to), groupBy: query.group_by, bucketSeconds: BUCKET_SECONDS[query.bucket] };
     // Recent records may still sit in the recorder's buffer; a usage query is rare enough to wait for them.
     await services.usage.flush();
-    const buckets = await services.storage.bucketUsage({
-      from: new Date(from),
-      to: new Date(to),
-      groupBy: query.group_by,
-      bucketSeconds: BUCKET_SECONDS[query.bucket],
-    });
-    return { buckets: buckets.map(present) };
+    // Refusals are written at most once a minute: those not written yet come from memory.
+    await services.refusals.settled();
+    const [buckets, stored] = await Promise.all([services.storage.bucketUsage(bucketQuery), services.storage.bucketRefusals(bucketQuery)]);
+    return { buckets: withRefused(buckets, [...stored, ...services.refusals.pending(bucketQuery)]).map(present) };
   });
 }
 
@@ -45,7 +43,23 @@ function dayStart(day: string): number {
   return Date.parse(`${day}T00:00:00Z`);
 }
 
-function present(bucket: UsageBucket): Record<string, unknown> {
+type Bucket = UsageBucket & { refused: number };
+
+/** The usage buckets with their refusals added; a group refused in a bucket where it has no usage gets a bucket of its own. */
+function withRefused(usage: readonly UsageBucket[], refusals: readonly RefusalBucket[]): Bucket[] {
+  const byId = new Map<string, Bucket>();
+  const id = (start: Date, key: string) => `${start.getTime()}\u0000${key}`;
+  for (const bucket of usage) byId.set(id(bucket.start, bucket.key), { ...bucket, refused: 0 });
+  for (const { start, key, refused } of refusals) {
+    const known = byId.get(id(start, key));
+    if (known !== undefined) known.refused += refused;
+    else byId.set(id(start, key), { start, key, requests: 0, promptTokens: 0, completionTokens: 0, costUsd: 0, cacheHits: 0, refused });
+  }
+  // By start, then key in byte order, as storage orders them.
+  return [...byId.values()].sort((a, b) => a.start.getTime() - b.start.getTime() || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+}
+
+function present(bucket: Bucket): Record<string, unknown> {
   return {
     // RFC 3339 UTC with whole seconds, like every other time the admin API shows.
     start: bucket.start.toISOString().slice(0, 19) + 'Z',
@@ -55,5 +69,6 @@ function present(bucket: UsageBucket): Record<string, unknown> {
     completion_tokens: bucket.completionTokens,
     cost_usd: roundUsd(bucket.costUsd),
     cache_hits: bucket.cacheHits,
+    refused: bucket.refused,
   };
 }

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { HttpServices } from '../context.ts';
 import { asGatewayError } from '../../errors/from-provider.ts';
-import { ResponseEnd } from '../dispatch.ts';
+import { ResponseEnd, brokenStream } from '../dispatch.ts';
 import { GatewayError, badRequest, notFound } from '../../errors/gateway-error.ts';
 import { forwardedPath } from '../passthrough-path.ts';
 import { tooDeep } from '../json-body.ts';
@@ -38,12 +38,17 @@ export function registerPassthrough(app: FastifyInstance, services: HttpServices
       const path = queryAt === -1 ? forwarded.path : forwarded.path + request.url.slice(queryAt);
       const body = Buffer.isBuffer(request.body) ? request.body : undefined;
       const { model, json } = await readModel(body, request.headers['content-type']);
+      const line = request.logLine;
+      line.model = model ?? null;
       const end = new ResponseEnd(reply.raw);
       const headers = await services.admission.admitOne(request.identity, { provider: provider.name, model }, { lifetime: end });
       const untrack = services.inFlight.track(end);
+      // The line waits for the usage record, which comes after the answer.
+      const logged = line.hold();
       try {
         const startedAt = services.now();
         let result;
+        line.attempted(provider.name, model ?? '');
         try {
           result = await services.metrics.upstream(provider.name, () => provider.passthrough({ method: request.method, path, headers: request.headers, body, cancel: end.cancel }));
         } catch (err) {
@@ -58,13 +63,13 @@ export function registerPassthrough(app: FastifyInstance, services: HttpServices
           await sendResult(reply, result, 'openai', headers, relayed);
         } catch (err) {
           broken = true;
-          status = err instanceof GatewayError ? err.status : 502;
-          request.log.warn({ err, provider: provider.name }, 'upstream stream failed');
+          status = brokenStream(line, err);
         }
         // Without a model in the request (a GET, a body without one), the answer's names it.
         const executed = model ?? result.model?.() ?? '';
+        line.executedModel = executed;
         const { usage, estimated } = await chargedUsage({ model: executed, request: json, reported: result.usage(), relayed, cut: end.cancel.cancelled || broken });
-        services.admission.complete(request.identity, {
+        const record = services.admission.complete(request.identity, {
           provider: provider.name,
           model: executed,
           endpoint: 'passthrough',
@@ -75,8 +80,10 @@ export function registerPassthrough(app: FastifyInstance, services: HttpServices
           requestId: request.id,
           estimated,
         });
+        line.used(usage, record);
       } finally {
         untrack();
+        logged();
       }
       return reply;
     });

@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { upstreamError } from '../../errors/from-provider.ts';
 import { GatewayError, badRequest, notFound, unsupportedByProvider } from '../../errors/gateway-error.ts';
 import { RealtimeConnectError } from '../../providers/realtime-socket.ts';
-import type { Lifetime } from '../../admission/core.ts';
+import { QUEUE_WAIT_HEADER, type Lifetime } from '../../admission/core.ts';
 import { Cancellation } from '../../providers/cancellation.ts';
 import type { RealtimeAbility, RealtimeUpstream } from '../../providers/types.ts';
 import type { AdmissionTicket } from '../../ratelimit/index.ts';
@@ -74,13 +74,21 @@ export function registerRealtime(app: FastifyInstance, services: HttpServices): 
         const { target } = session;
         // The 101 is written by the WebSocket library, never through fastify's reply: counted here.
         services.metrics.responded(request.routeOptions.url, 101);
+        const line = request.logLine;
+        line.status = 101;
+        // The session's line is written when it ends, with every response's usage.
+        const logged = line.hold();
         bridge(socket, session.upstream, {
           now: services.now,
-          onEnd: () => session.lifetime.end(),
+          onEnd: () => {
+            session.lifetime.end();
+            logged();
+          },
           onUsage: (usage, startedAt) => {
-            services.admission.complete(request.identity, {
+            const record = services.admission.complete(request.identity, {
               provider: target.provider.name, model: target.model, endpoint: 'realtime', usage, status: 200, startedAt, cached: false, requestId: request.id,
             });
+            line.used(usage, record);
           },
           // Budgets are checked before each response of the session, not only when it opens.
           refusal: () => services.admission.budgetBreach(request.identity.userPath)?.message,
@@ -92,6 +100,7 @@ export function registerRealtime(app: FastifyInstance, services: HttpServices): 
 
 async function prepare(request: FastifyRequest, services: HttpServices): Promise<Prepared> {
   const { model } = parseBody(realtimeQuery, request.query);
+  request.logLine.model = model;
   const route = services.resolver.resolve(model);
   if (!route) throw notFound(`model "${model}" not found`, 'model_not_found');
   // Every target an alias may pick must serve realtime, so that a refusal does not depend on the turn.
@@ -101,7 +110,9 @@ async function prepare(request: FastifyRequest, services: HttpServices): Promise
   // even if the WebSocket handler never runs.
   request.raw.socket.once('close', () => lifetime.end());
   try {
-    const { target } = await services.admission.admitSession(request.identity, route, lifetime);
+    const { target, headers } = await services.admission.admitSession(request.identity, route, lifetime);
+    request.logLine.waitMs = Number(headers?.[QUEUE_WAIT_HEADER] ?? 0);
+    request.logLine.attempt(target);
     const upstream = await openUpstream(target);
     return { target, upstream, lifetime, startedAt: services.now() };
   } catch (err) {

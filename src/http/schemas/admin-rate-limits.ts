@@ -83,12 +83,21 @@ export const putRateLimitBody = z
     return { ...key, maxRequests: limits.value.maxRequests, maxTokens: limits.value.maxTokens, ...(children && { perChild: true }) };
   }));
 
-/** `GET /admin/rate-limits?expand=children` */
+const CHILDREN_LIMIT_ERROR = 'must be an integer from 0 to 1000';
+
+/** `GET /admin/rate-limits?expand=children&children_limit=N` */
 export const listRateLimitsQuery = z.strictObject({
   expand: z
     .enum(['children'], { error: 'must be children' })
     .optional()
-    .meta({ description: '`children`: after each per-child rule, one record per active child, `user_path` set to the child.' }),
+    .meta({ description: '`children`: after each per-child rule, one record per active child, `user_path` set to the child; the rule\'s own record then carries `active_children`.' }),
+  children_limit: z
+    .string({ error: CHILDREN_LIMIT_ERROR })
+    .regex(/^\d{1,4}$/, { error: CHILDREN_LIMIT_ERROR })
+    .transform(Number)
+    .pipe(z.int().max(1000, { error: CHILDREN_LIMIT_ERROR }))
+    .optional()
+    .meta({ description: 'With `expand=children` only: at most this many children per rule, the busiest first (most requests counted or slots held, then most tokens). Default: every active child, by child.' }),
 });
 
 /** `DELETE /admin/rate-limits`: the rule's key. */

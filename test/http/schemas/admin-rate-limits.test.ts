@@ -86,7 +86,7 @@ describe('rate-limit admin bodies', () => {
     ['per_child a string', putRateLimitBody, { ...ok, per_child: 'yes' }, 'per_child', 'per_child: must be true or false'],
     ['per_child on a provider rule', putRateLimitBody, { scope: 'provider', subject: 'up', limit_key: { period: 'minute' }, max_requests: 1, per_child: true }, 'per_child', 'per_child is only for user-path rules (a provider rule has no children)'],
     ['expand anything else', listRateLimitsQuery, { expand: 'rules' }, 'expand', 'expand: must be children'],
-    ['unknown list parameter', listRateLimitsQuery, { page: '2' }, 'page', 'page: unknown field (expected one of expand)'],
+    ['unknown list parameter', listRateLimitsQuery, { page: '2' }, 'page', 'page: unknown field (expected one of expand, children_limit)'],
     ['a cap on DELETE', deleteRateLimitBody, ok, 'max_requests', 'max_requests: unknown field (expected one of user_path, scope, subject, limit_key)'],
     ['reset-one without a period', resetOneRateLimitBody, { user_path: '/v' }, 'period', 'period: required (minute, hour, day, concurrent) or period_seconds'],
     ['reset-one with both periods', resetOneRateLimitBody, { user_path: '/v', period: 'hour', period_seconds: 3600 }, 'period', 'period: give either period or period_seconds, not both'],

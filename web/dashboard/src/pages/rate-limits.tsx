@@ -3,6 +3,7 @@
  * every second), and every change the admin API offers: create, edit caps, move, delete, reset
  * one, reset all.
  */
+import { Fragment } from 'preact';
 import { useState } from 'preact/hooks';
 import { api, type RuleList, type RuleStatus } from '../api.ts';
 import { ConfirmDialog, Dialog, Field, FormMessage, ListTable, UsageBar, fieldErrors, type FieldErrors } from '../components/controls.tsx';
@@ -11,6 +12,10 @@ import { EMPTY_DRAFT, RULE_PARAMS, RuleFields, draftOf, draftPeriodSeconds, putB
 import { SCOPE_LABELS, formatCountdown, ruleIdentity } from '../format.ts';
 
 const POLL_MS = 2000;
+/** The children shown under a per-child rule: its busiest. */
+const BUSIEST_CHILDREN = 5;
+/** The list with each per-child rule's busiest children after it (and its count of active ones). */
+const LIST_PATH = `/admin/rate-limits?expand=children&children_limit=${BUSIEST_CHILDREN}`;
 
 type Action =
   | { kind: 'edit' | 'move' | 'delete' | 'reset'; rule: RuleStatus }
@@ -26,14 +31,16 @@ function ruleName(rule: RuleStatus): string {
 }
 
 export function RateLimitsPage({ onDisabled }: { onDisabled: () => void }) {
-  const { list, loadError, nowMs, show, refresh } = useLiveList<RuleList>('/admin/rate-limits', POLL_MS, onDisabled);
+  const { list, loadError, nowMs, show, refresh } = useLiveList<RuleList>(LIST_PATH, POLL_MS, onDisabled);
   const [action, setAction] = useState<Action | undefined>(undefined);
   const [notice, setNotice] = useState<string | undefined>(undefined);
 
+  // A change answers the list without children: the next poll brings them back.
   const done = (next: RuleList, message: string) => {
     show(next);
     setAction(undefined);
     setNotice(message);
+    void refresh();
   };
 
   return (
@@ -102,16 +109,92 @@ interface RuleTableProps {
   onAction: (action: Action) => void;
 }
 
+const COLUMNS = ['Scope', 'Subject', 'Period', 'Source', 'Requests', 'Tokens', 'In flight', 'Window ends in', 'Actions'];
+
+/** A rule, and a per-child rule's busiest children as the list gave them after it. */
+interface ListedRule {
+  rule: RuleStatus;
+  children: RuleStatus[];
+}
+
+/** A record of one child's counter of a per-child rule, not of a rule. */
+function isChild(record: RuleStatus): boolean {
+  return record.per_child === true && record.user_path !== record.subject;
+}
+
+function grouped(records: readonly RuleStatus[]): ListedRule[] {
+  const rules: ListedRule[] = [];
+  for (const record of records) {
+    if (isChild(record) && rules.length > 0) rules[rules.length - 1]!.children.push(record);
+    else rules.push({ rule: record, children: [] });
+  }
+  return rules;
+}
+
 function RuleTable({ rules, nowMs, onAction }: RuleTableProps) {
   return (
     <ListTable
       class="rules"
-      items={rules}
+      items={rules === undefined ? undefined : grouped(rules)}
       caption="Rate-limit rules and their live counters"
-      columns={['Scope', 'Subject', 'Period', 'Source', 'Requests', 'Tokens', 'In flight', 'Window ends in', 'Actions']}
+      columns={COLUMNS}
       empty="No rules yet: create one below."
-      row={(rule) => <RuleRow key={ruleIdentity(rule.scope, rule.subject, rule.period_seconds)} rule={rule} nowMs={nowMs} onAction={onAction} />}
+      row={({ rule, children }) => (
+        <Fragment key={ruleIdentity(rule.scope, rule.subject, rule.period_seconds)}>
+          <RuleRow rule={rule} nowMs={nowMs} onAction={onAction} />
+          {rule.per_child && <ChildrenRow rule={rule} children={children} />}
+        </Fragment>
+      )}
     />
+  );
+}
+
+/** Whether a child's counter is at a cap: its next request is refused. */
+function refusing(child: RuleStatus): boolean {
+  return child.requests_remaining === 0 || child.tokens_remaining === 0;
+}
+
+/**
+ * Under a per-child rule: its busiest children with their own counters (the rule's row shows the
+ * path's own counter only), the ones at a cap marked as refusing.
+ */
+function ChildrenRow({ rule, children }: { rule: RuleStatus; children: RuleStatus[] }) {
+  const name = ruleName(rule);
+  const active = rule.active_children ?? children.length;
+  const concurrent = rule.period_seconds === 0;
+  return (
+    <tr class="children" data-children-of={`${rule.scope} ${rule.subject} ${rule.period_label}`}>
+      <td colSpan={COLUMNS.length}>
+        {children.length === 0 ? (
+          <p class="muted">No active child: each child of {rule.subject} gets its own counter with these caps when it sends a request.</p>
+        ) : (
+          <>
+            <p class="muted">
+              {active > children.length ? `The ${children.length} busiest of ${active} active children` : `${active} active ${active === 1 ? 'child' : 'children'}`} of {rule.subject}, each
+              counted on its own against these caps:
+            </p>
+            <ul class="child-list" aria-label={`Busiest children of ${name}`}>
+              {children.map((child) => (
+                <li key={child.user_path} data-child={child.user_path} class={refusing(child) ? 'refusing' : undefined}>
+                  <div class="child-head">
+                    <span class="subject">{child.user_path}</span>
+                    {refusing(child) && <span class="badge refusing">refusing</span>}
+                  </div>
+                  {concurrent ? (
+                    <UsageBar label={`In flight, ${child.user_path}`} used={child.in_flight} cap={child.max_requests} />
+                  ) : (
+                    <>
+                      <UsageBar label={`Requests used, ${child.user_path}`} used={child.requests_used} cap={child.max_requests} />
+                      {child.max_tokens !== undefined && <UsageBar label={`Tokens used, ${child.user_path}`} used={child.tokens_used} cap={child.max_tokens} />}
+                    </>
+                  )}
+                </li>
+              ))}
+            </ul>
+          </>
+        )}
+      </td>
+    </tr>
   );
 }
 
@@ -128,7 +211,7 @@ function RuleRow({ rule, nowMs, onAction }: { rule: RuleStatus; nowMs: number; o
       <td>
         {rule.period_label}
         {rule.per_child && (
-          <span class="badge" title="Each direct child of the path has its own counter with these caps; the counters shown are the path's own">
+          <span class="badge" title="Each direct child of the path has its own counter with these caps; the counters on this row are the path's own, its busiest children's are below">
             {' '}
             per child
           </span>

@@ -1,4 +1,7 @@
-/** Usage: requests and tokens over time by user path, model or provider, and the top consumers with their cost. */
+/**
+ * Usage: requests, tokens and refused requests over time by user path, model or provider, and
+ * the top consumers with their cost and refusals.
+ */
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { api, type UsageBucket } from '../api.ts';
 import { Field, FormMessage, fieldErrors, type FieldErrors } from '../components/controls.tsx';
@@ -28,6 +31,7 @@ interface Totals {
   completionTokens: number;
   costUsd: number;
   cacheHits: number;
+  refused: number;
 }
 
 export function UsagePage() {
@@ -58,7 +62,10 @@ export function UsagePage() {
     <section aria-labelledby="usage-title">
       <div class="page-head">
         <h1 id="usage-title">Usage</h1>
-        <p class="muted">From the usage records, in UTC {query.bucket === 'hour' ? 'hours' : 'days'}; both dates included.</p>
+        <p class="muted">
+          From the usage records, in UTC {query.bucket === 'hour' ? 'hours' : 'days'}; both dates included. Refused: requests answered 429 by a rate limit or a budget
+          {query.groupBy === 'user_path' ? '' : `, under the ${query.groupBy} they asked for`}.
+        </p>
       </div>
       <form class="card filters" onSubmit={(e) => e.preventDefault()} aria-label="Usage filters">
         <Field id="usage-from" label="From" error={errors.from}>
@@ -101,6 +108,14 @@ export function UsagePage() {
               <figcaption>Tokens (prompt + completion) by {GROUP_LABELS[query.groupBy].toLowerCase()}</figcaption>
               <TimeChart label={`Tokens over time by ${GROUP_LABELS[query.groupBy].toLowerCase()}`} xs={charts.xs} series={charts.tokens} />
             </figure>
+            <figure class="card" data-chart="refused">
+              <figcaption>Refused requests (429) by {GROUP_LABELS[query.groupBy].toLowerCase()}</figcaption>
+              {charts.refused.length === 0 ? (
+                <p class="empty">No request was refused in this range.</p>
+              ) : (
+                <TimeChart label={`Refused requests over time by ${GROUP_LABELS[query.groupBy].toLowerCase()}`} xs={charts.xs} series={charts.refused} />
+              )}
+            </figure>
           </div>
           <TopConsumers totals={totals} groupBy={query.groupBy} />
         </>
@@ -123,6 +138,7 @@ function TopConsumers({ totals, groupBy }: { totals: Totals[]; groupBy: GroupBy 
             <th scope="col" class="number">Total tokens</th>
             <th scope="col" class="number">Cost</th>
             <th scope="col" class="number">Cache hits</th>
+            <th scope="col" class="number">Refused</th>
           </tr>
         </thead>
         <tbody>
@@ -135,6 +151,7 @@ function TopConsumers({ totals, groupBy }: { totals: Totals[]; groupBy: GroupBy 
               <td class="number">{formatNumber(t.promptTokens + t.completionTokens)}</td>
               <td class="number">{formatUsd(t.costUsd)}</td>
               <td class="number">{formatNumber(t.cacheHits)}</td>
+              <td class="number">{formatNumber(t.refused)}</td>
             </tr>
           ))}
         </tbody>
@@ -149,7 +166,7 @@ function totalsByKey(buckets: UsageBucket[]): Totals[] {
   for (const b of buckets) {
     let t = byKey.get(b.key);
     if (!t) {
-      t = { key: b.key, requests: 0, promptTokens: 0, completionTokens: 0, costUsd: 0, cacheHits: 0 };
+      t = { key: b.key, requests: 0, promptTokens: 0, completionTokens: 0, costUsd: 0, cacheHits: 0, refused: 0 };
       byKey.set(b.key, t);
     }
     t.requests += b.requests;
@@ -157,13 +174,17 @@ function totalsByKey(buckets: UsageBucket[]): Totals[] {
     t.completionTokens += b.completion_tokens;
     t.costUsd += b.cost_usd;
     t.cacheHits += b.cache_hits;
+    t.refused += b.refused;
   }
   const tokens = (t: Totals) => t.promptTokens + t.completionTokens;
   return [...byKey.values()].sort((a, b) => tokens(b) - tokens(a) || b.requests - a.requests || (a.key < b.key ? -1 : 1));
 }
 
-/** One point per bucket of the whole range (zeros where nothing was recorded), one line per top group. */
-function chartData(buckets: UsageBucket[], totals: Totals[], query: Query): { xs: number[]; requests: Series[]; tokens: Series[] } {
+/**
+ * One point per bucket of the whole range (zeros where nothing was recorded), one line per top
+ * group; refusals with a line per group most refused (none when nothing was refused).
+ */
+function chartData(buckets: UsageBucket[], totals: Totals[], query: Query): { xs: number[]; requests: Series[]; tokens: Series[]; refused: Series[] } {
   const step = BUCKET_SECONDS[query.bucket];
   const first = Date.parse(`${query.from}T00:00:00Z`) / 1000;
   const end = Date.parse(`${query.to}T00:00:00Z`) / 1000 + 86_400;
@@ -186,5 +207,23 @@ function chartData(buckets: UsageBucket[], totals: Totals[], query: Query): { xs
     xs,
     requests: requests.map((values, i) => ({ label: labels[i]!, values })),
     tokens: tokens.map((values, i) => ({ label: labels[i]!, values })),
+    refused: refusedLines(buckets, totals, xs, first, step),
   };
+}
+
+/** The refusals, a line per group among the most refused, the rest as "others". */
+function refusedLines(buckets: UsageBucket[], totals: Totals[], xs: number[], first: number, step: number): Series[] {
+  const refusing = totals.filter((t) => t.refused > 0).sort((a, b) => b.refused - a.refused || (a.key < b.key ? -1 : 1));
+  if (refusing.length === 0) return [];
+  const shown = refusing.slice(0, CHART_GROUPS).map((t) => t.key);
+  const lineOf = new Map(shown.map((key, i) => [key, i]));
+  const lines = Array.from({ length: shown.length + (refusing.length > shown.length ? 1 : 0) }, () => new Array<number>(xs.length).fill(0));
+  for (const b of buckets) {
+    if (b.refused === 0) continue;
+    const index = Math.round((Date.parse(b.start) / 1000 - first) / step);
+    if (index < 0 || index >= xs.length) continue;
+    lines[lineOf.get(b.key) ?? shown.length]![index]! += b.refused;
+  }
+  const labels = [...shown.map((key) => (key === '' ? '(none)' : key)), 'others'];
+  return lines.map((values, i) => ({ label: labels[i]!, values }));
 }
