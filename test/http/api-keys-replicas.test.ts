@@ -12,7 +12,7 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.ts';
-import { startReplica, type Replica } from '../support/replicas.ts';
+import { startReplica, startReplicas, type Replica } from '../support/replicas.ts';
 
 /** The contract's bound for a key change made through one replica to hold on all. */
 const PROPAGATION_MS = 2000;
@@ -72,10 +72,10 @@ describe('replicas sharing PostgreSQL (without Redis) follow each other\'s keys'
   before(async () => {
     database = await createTestDatabase();
     const env = { STORAGE_TYPE: 'postgres', POSTGRES_URL: database.url, MASTER_KEY: MASTER };
-    replicas = await Promise.all([0, 1, 2].map(() => startReplica('', env)));
+    replicas = await startReplicas(3, '', env);
   });
   after(async () => {
-    await Promise.all(replicas.map((r) => r.stop()));
+    await Promise.all((replicas ?? []).map((r) => r.stop()));
     await database?.drop();
   });
 
@@ -116,7 +116,7 @@ describe('replicas sharing one SQLite file follow each other\'s keys', () => {
     replicas.push(await startReplica('', env));
   });
   after(async () => {
-    await Promise.all(replicas.map((r) => r.stop()));
+    await Promise.all((replicas ?? []).map((r) => r.stop()));
     rmSync(dir, { recursive: true, force: true });
   });
 

@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.ts';
 import { chat, eventually } from '../support/rate-limits.ts';
 import { dropPrefix, testPrefix } from '../support/redis.ts';
-import { startReplica, type Replica } from '../support/replicas.ts';
+import { startReplicas, type Replica } from '../support/replicas.ts';
 
 const CHAT = '/v1/chat/completions';
 
@@ -31,7 +31,7 @@ describe('learned capacity across replicas sharing Redis', () => {
       '  backend: redis',
       '',
     ].join('\n');
-    replicas = (await Promise.all([0, 1].map(() => startReplica(yaml, { RATE_LIMITS_REDIS_PREFIX: prefix })))) as [Replica, Replica];
+    replicas = (await startReplicas(2, yaml, { RATE_LIMITS_REDIS_PREFIX: prefix })) as [Replica, Replica];
   });
 
   after(async () => {

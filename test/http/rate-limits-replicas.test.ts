@@ -10,7 +10,7 @@ import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.t
 import { chat, USER_PATH_HEADER } from '../support/rate-limits.ts';
 import { dropPrefix, testPrefix } from '../support/redis.ts';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.ts';
-import { startReplica, type Replica } from '../support/replicas.ts';
+import { startReplica, startReplicas, type Replica } from '../support/replicas.ts';
 import type { TestResponse } from '../support/gateway.ts';
 
 /** The contract's bound for a rule written through one replica to be enforced by all. */
@@ -91,11 +91,11 @@ rate_limits:
   redis: { prefix: "${prefix}", lease_seconds: ${LEASE_SECONDS} }
 `;
     env = { STORAGE_TYPE: 'postgres', POSTGRES_URL: database.url };
-    replicas = await Promise.all([0, 1, 2].map(() => startReplica(yaml, env)));
+    replicas = await startReplicas(3, yaml, env);
   });
 
   after(async () => {
-    await Promise.all(replicas.map((r) => r.stop()));
+    await Promise.all((replicas ?? []).map((r) => r.stop()));
     await upstream.close();
     await database.drop();
     await dropPrefix(prefix);

@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.ts';
 import { chat, eventually, USER_PATH_HEADER } from '../support/rate-limits.ts';
 import { dropPrefix, testPrefix } from '../support/redis.ts';
-import { startReplica, type Replica } from '../support/replicas.ts';
+import { startReplicas, type Replica } from '../support/replicas.ts';
 
 const CAP = 10;
 
@@ -30,11 +30,11 @@ describe('waiting for capacity across replicas sharing Redis', () => {
       `  providers: [ { name: up, limits: [ { period: concurrent, max_requests: ${CAP} } ] } ]`,
       '',
     ].join('\n');
-    replicas = await Promise.all([0, 1, 2].map(() => startReplica(yaml, { RATE_LIMITS_REDIS_PREFIX: prefix })));
+    replicas = await startReplicas(3, yaml, { RATE_LIMITS_REDIS_PREFIX: prefix });
   });
 
   after(async () => {
-    await Promise.all(replicas.map((replica) => replica.stop()));
+    await Promise.all((replicas ?? []).map((replica) => replica.stop()));
     await up.close();
     await dropPrefix(prefix);
   });

@@ -34,7 +34,8 @@ export async function listeningUrl(run: Run): Promise<string> {
     url = logLines(run.stdout()).find((l) => l.msg === 'floodgate listening')?.url as string | undefined;
     if (!url && run.child.exitCode !== null) throw new Error(`the gateway exited: ${run.stderr()} ${run.stdout()}`);
     return url !== undefined;
-  }, 10_000, 'the "floodgate listening" log line');
+    // A process starts in about 2 s; a machine busy with other test processes may take many times that.
+  }, 30_000, 'the "floodgate listening" log line');
   return url!;
 }
 

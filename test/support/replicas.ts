@@ -49,3 +49,18 @@ export async function startReplica(yaml: string, env: Record<string, string>): P
     kill: () => exit('SIGKILL'),
   };
 }
+
+/**
+ * Starts `count` replicas at once. If one fails to start, those that did are stopped before the
+ * error is thrown, so a failed setup never leaves processes (and the test run) hanging.
+ */
+export async function startReplicas(count: number, yaml: string, env: Record<string, string>): Promise<Replica[]> {
+  const started = await Promise.allSettled(Array.from({ length: count }, () => startReplica(yaml, env)));
+  const failure = started.find((result) => result.status === 'rejected');
+  const replicas = started.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
+  if (failure !== undefined) {
+    await Promise.all(replicas.map((replica) => replica.stop()));
+    throw failure.reason;
+  }
+  return replicas;
+}
