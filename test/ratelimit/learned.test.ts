@@ -33,7 +33,7 @@ describe('learned capacity in the engine', () => {
     limiter.learn({ provider: 'p', model: 'm' }, capacity({ requests: { limit: 100, remaining: 0, resetInMs: 1500 } }));
     const refusal = refused(limiter.admit({ provider: 'p', model: 'm' }));
     assert.deepEqual(refusal.breach, {
-      scope: 'model', subject: 'p/m', periodSeconds: 0, label: 'learned', kind: 'learned', cap: 0,
+      scope: 'model', subject: 'p/m', ruleSubject: 'p/m', periodSeconds: 0, label: 'learned', kind: 'learned', cap: 0,
       message: "rate limit exceeded for model p/m: the provider's own request limit is spent until it resets (learned from its answers)",
     });
     assert.equal(refusal.retryAfterSeconds, 2, 'whole seconds, rounded up');
