@@ -1,6 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { AdmissionCore } from './admission/core.ts';
+import { ReservationEstimator } from './admission/reservations.ts';
 import { BatchService } from './batch/service.ts';
 import { WaitQueue } from './admission/queue.ts';
 import { SaturationLog } from './admission/saturation-log.ts';
@@ -175,6 +176,11 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       storage,
       usage,
       admission,
+      reservations: new ReservationEstimator(
+        { tokens: config.rate_limits.enabled && config.rate_limits.reservations.enabled, budgets: config.budgets.enabled && config.budgets.reservations.enabled, defaultCompletionTokens: config.rate_limits.reservations.default_completion_tokens },
+        pricing,
+        now,
+      ),
       refusals,
       batches,
       limiter,
@@ -259,7 +265,7 @@ async function startRateLimits(
     return { limiter: undefined, rules: undefined, counters: undefined, stopFollowing: () => {} };
   }
   const counters = await openCounters(config.rate_limits, logger, { storage, now });
-  const limiter = new RateLimiter({ clock: { now }, store: counters.store, enforceTokens: config.usage.enabled, headroom: config.rate_limits.queue.headroom, learned });
+  const limiter = new RateLimiter({ clock: { now }, store: counters.store, enforceTokens: config.usage.enabled, headroom: config.rate_limits.queue.headroom, learned, reservations: config.rate_limits.reservations.enabled });
   let started: Awaited<ReturnType<typeof startRuleManager>>;
   try {
     started = await startRuleManager(storage, limiter, seeds, now);
@@ -318,6 +324,7 @@ async function startBudgets(
       budgets: async () => (await loadStoredBudgets(storage)).valid,
     },
     onError: (err) => logger.warn({ err }, 'reading budget spend from storage failed; the last known spend stays in force'),
+    reservations: config.budgets.reservations.enabled,
   });
   const { manager, shadowed, invalid } = await startBudgetManager(storage, tracker, seeds, now);
   for (const { item: budget, error } of invalid) {

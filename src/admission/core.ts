@@ -5,7 +5,7 @@
  * nothing of HTTP: routes hand it the caller, the route and a function that calls one target, and
  * send what it answers.
  */
-import type { BudgetBreach, BudgetTracker } from '../budgets/tracker.ts';
+import type { BudgetBreach, BudgetHold, BudgetTracker } from '../budgets/tracker.ts';
 import { upstreamError } from '../errors/from-provider.ts';
 import { GatewayError } from '../errors/gateway-error.ts';
 import type { Cancellation } from '../providers/cancellation.ts';
@@ -47,7 +47,29 @@ export interface Lifetime {
 /** Calls one target; the core decides what its answer means (success, failover, error). */
 export type TargetCall = (target: Target) => Promise<ProviderResult>;
 
+/**
+ * What a request reserves at admission (reservations on): its estimated tokens on every matching
+ * token window, and its estimated cost on the budgets governing its user path.
+ */
+export interface ReservationEstimate {
+  /** Tokens reserved on each matching rule with a token cap; 0: none. */
+  readonly tokens: number;
+  /** The estimated cost at a target's prices (budget reservations on); absent: no dollars reserved. */
+  readonly costUsd?: ((target: Target) => number) | undefined;
+}
+
+/**
+ * A request's reservations, settled once when it ends: each token reservation is replaced by the
+ * tokens it used, its budget reservation goes (its cost reaches the budgets with its usage record).
+ */
+export interface Settlement {
+  /** Idempotent: only the first call counts. */
+  settle(tokens: number): void;
+}
+
 export interface Dispatched {
+  /** Settles the request's reservations (see complete()); a no-op when it holds none. */
+  readonly settlement: Settlement;
   readonly result: ProviderResult;
   /** The target that answered (whose provider and model rules counted the attempt, and are charged its tokens). */
   readonly target: Target;
@@ -75,6 +97,8 @@ export interface Completion {
    * the gateway runs in the background long after the submission was admitted.
    */
   readonly windows?: boolean;
+  /** The request's reservations: settled with its tokens instead of charging them afresh. */
+  readonly settlement?: Settlement | undefined;
 }
 
 /** What the core reports to the gateway's metrics. */
@@ -184,7 +208,7 @@ interface Asked {
 const NOTHING_ASKED: Asked = Object.freeze({ provider: '', model: '' });
 
 /** Every request is admitted when rate limits are disabled: nothing to count or give back. */
-const UNLIMITED: AdmissionTicket = Object.freeze({ ok: true as const, headers: undefined, holdsSlots: false, release(): void {}, releaseTargetSlots(): void {} });
+const UNLIMITED: AdmissionTicket = Object.freeze({ ok: true as const, headers: undefined, holdsSlots: false, reservedTokens: 0, release(): void {}, releaseTargetSlots(): void {}, settle(): void {} });
 
 export class AdmissionCore {
   readonly #limiter: RateLimiter | undefined;
@@ -238,8 +262,10 @@ export class AdmissionCore {
    * upstream failure when candidates were tried and failed. A request that may wait does so before
    * its first call (see `#whenAdmitted`). `trace` hears of every call and failover.
    */
-  async dispatch(caller: Caller, route: Route, lifetime: Lifetime, call: TargetCall, trace?: RequestTrace): Promise<Dispatched> {
-    const admit = this.#admit[caller.priority ?? 'high'];
+  async dispatch(caller: Caller, route: Route, lifetime: Lifetime, call: TargetCall, trace?: RequestTrace, estimate?: ReservationEstimate): Promise<Dispatched> {
+    const priority = caller.priority ?? 'high';
+    const reserving = estimate !== undefined && estimate.tokens > 0 && this.#limiter !== undefined;
+    const admit = reserving ? this.#admitter(priority, estimate.tokens) : this.#admit[priority];
     const asked = askedOf(route.first);
     const { value: first, waitedMs } = await this.#whenAdmitted(caller, asked, lifetime.cancel, async () => {
       const walk = new TargetWalk(route, caller.userPath, admit);
@@ -249,28 +275,30 @@ export class AdmissionCore {
     let { walk, step } = first;
     const own = step.ticket;
     const headers = withWaited(rateLimitHeaders(own.headers), waitedMs);
+    const held = new HeldReservations(own);
     try {
       // Budgets after the rate limits, once per request; they never wait.
-      this.#checkBudget(caller.userPath, asked);
+      held.budget = this.#checkBudget(caller.userPath, asked, estimate?.costUsd?.(step.target));
       const total = walk.targets.length;
       let failure: GatewayError | undefined;
       for (;;) {
         const { target, ticket } = step;
         if (ticket.holdsSlots) lifetime.hold(ticket);
         const attempt = ticket === own ? undefined : ticket;
+        held.attempt = attempt;
         const next = walk.afterFailure(step.index);
         const canFailOver = next < total;
         trace?.attempt(target);
         try {
           const result = await this.#metrics.upstream(target.provider.name, () => call(target));
           this.observe({ provider: target.provider.name, model: target.model }, result);
-          if (!canFailOver) return { result, target, headers };
+          if (!canFailOver) return { result, target, headers, settlement: held };
           if (isRetryable(result.status)) {
             failure = upstreamError(result.status, await readBody(result.body), result.headers);
           } else {
             // A stream fails over only before its first byte reached the client: wait for it here.
             if (!Buffer.isBuffer(result.body) && result.status < 400) await primeStream(result.body, target.provider.name);
-            return { result, target, headers };
+            return { result, target, headers, settlement: held };
           }
         } catch (err) {
           if (!canFailOver || lifetime.cancel.cancelled || !(err instanceof GatewayError && err.status >= 500)) {
@@ -288,6 +316,8 @@ export class AdmissionCore {
         step = found;
       }
     } catch (err) {
+      // Refused by a budget, or failed: the request used nothing it reserved.
+      held.settle(0);
       throw withWaitedError(err, waitedMs);
     }
   }
@@ -409,10 +439,23 @@ export class AdmissionCore {
     if (saturation !== undefined) this.#saturation?.saturated(provider, model, saturation.untilMs, saturation.cause);
   }
 
-  /** The budgets governing a user path: throws the 429 `budget_exceeded` when one is reached (a refusal of what was `asked`). One in-memory lookup. */
-  #checkBudget(userPath: string, asked: Asked): void {
-    const breach = this.budgetBreach(userPath);
-    if (breach !== undefined) throw this.#refused(userPath, asked, breach, budgetExceededError(breach));
+  /**
+   * The budgets governing a user path: throws the 429 `budget_exceeded` when one is reached (a
+   * refusal of what was `asked`). One in-memory lookup. With `costUsd` (budget reservations on),
+   * a budget is reached when its spend, what is reserved on it and `costUsd` exceed its cap, and
+   * the answer is the reservation made.
+   */
+  #checkBudget(userPath: string, asked: Asked, costUsd?: number): BudgetHold | undefined {
+    const budgets = this.#budgets;
+    if (budgets === undefined) return undefined;
+    if (costUsd === undefined) {
+      const breach = budgets.check(userPath);
+      if (breach !== undefined) throw this.#refused(userPath, asked, breach, budgetExceededError(breach));
+      return undefined;
+    }
+    const reserved = budgets.reserve(userPath, costUsd);
+    if (!reserved.ok) throw this.#refused(userPath, asked, reserved.breach, budgetExceededError(reserved.breach));
+    return reserved.hold;
   }
 
   /** Counts a refusal (see RefusalSink) and answers the 429 to throw. */
@@ -442,8 +485,12 @@ export class AdmissionCore {
    */
   complete(caller: Caller, done: Completion): UsageRecord | undefined {
     const usage = done.usage;
+    const settlement = done.settlement;
     if (!done.cached) {
-      if (usage !== undefined && this.#limiter !== undefined && done.windows !== false) {
+      if (settlement !== undefined) {
+        // Its reservations become what it used: its windows' tokens in the same store step.
+        settlement.settle(usage?.totalTokens ?? 0);
+      } else if (usage !== undefined && this.#limiter !== undefined && done.windows !== false) {
         // A shared store answers later and never rejects: nothing here waits for the charge to land.
         void this.#limiter.chargeTokens({ userPath: caller.userPath, provider: done.provider, model: done.model }, usage.totalTokens);
       }
@@ -517,10 +564,10 @@ export class AdmissionCore {
   }
 
   /** Real admission: counts the request when no rule is breached, and reports each check to the metrics. */
-  #admitter(priority: Priority): Admitter {
+  #admitter(priority: Priority, reserveTokens = 0): Admitter {
     const limiter = this.#limiter;
     if (limiter === undefined) return () => UNLIMITED;
-    const options = OPTIONS[priority].slots;
+    const options: AdmitOptions = reserveTokens > 0 ? { priority, reserveTokens } : OPTIONS[priority].slots;
     return (target) => {
       const admitted = limiter.admit(target, options);
       if (admitted instanceof Promise) return admitted.then((result) => this.#reported(result, target));
@@ -538,10 +585,39 @@ function askedOf(target: Target): Asked {
   return { provider: target.provider.name, model: target.model };
 }
 
-/** The provider and model slots of a finished attempt go back; the user-path slot stays with the request. */
+/**
+ * The provider and model slots of a finished attempt go back, with the tokens it reserved there;
+ * the user-path slot and reservation stay with the request.
+ */
 function endAttempt(own: AdmissionTicket | undefined, attempt: AdmissionTicket | undefined): void {
-  if (attempt !== undefined) attempt.release();
-  else own?.releaseTargetSlots();
+  if (attempt !== undefined) {
+    attempt.release();
+    void attempt.settle(0);
+  } else own?.releaseTargetSlots();
+}
+
+/**
+ * What one request holds reserved: its own ticket's tokens (user path, and its first target's
+ * until that attempt ends), those of the attempt executing it after a failover, and its budget
+ * reservation.
+ */
+class HeldReservations implements Settlement {
+  readonly #own: AdmissionTicket;
+  attempt: AdmissionTicket | undefined;
+  budget: BudgetHold | undefined;
+  #settled = false;
+
+  constructor(own: AdmissionTicket) {
+    this.#own = own;
+  }
+
+  settle(tokens: number): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    void this.#own.settle(tokens);
+    if (this.attempt !== undefined) void this.attempt.settle(tokens);
+    this.budget?.release();
+  }
 }
 
 function isRetryable(status: number): boolean {

@@ -37,6 +37,8 @@ export interface BudgetTrackerOptions {
   source: SpendSource;
   /** A failed refresh (the numbers it would have replaced stay). */
   onError?: (err: unknown) => void;
+  /** Budget reservations are on: statuses show `reserved_usd`. */
+  reservations?: boolean;
 }
 
 /** A refusal: the governing budget with the longest wait until its period ends. */
@@ -49,8 +51,17 @@ export interface BudgetBreach {
   retryAfterMs: number;
 }
 
+/** A request's dollars reserved on the budgets governing it; release() once, when it ends. */
+export interface BudgetHold {
+  release(): void;
+}
+
+export type BudgetReservation = { readonly ok: true; readonly hold: BudgetHold } | { readonly ok: false; readonly breach: BudgetBreach };
+
 interface BudgetState {
   definition: BudgetDefinition;
+  /** Dollars reserved by requests admitted and not yet ended (budget reservations on). */
+  reserved: number;
   readonly id: string;
   readonly lowerPath: string;
   startMs: number;
@@ -76,6 +87,7 @@ export class BudgetTracker {
   readonly #now: () => number;
   readonly #source: SpendSource;
   readonly #onError: (err: unknown) => void;
+  readonly #reservations: boolean;
   readonly #byId = new Map<string, BudgetState>();
   /** Budgets by lowercase user path. */
   readonly #byPath = new Map<string, BudgetState[]>();
@@ -92,6 +104,7 @@ export class BudgetTracker {
     this.#now = options.now;
     this.#source = options.source;
     this.#onError = options.onError ?? (() => {});
+    this.#reservations = options.reservations === true;
   }
 
   get size(): number {
@@ -141,6 +154,45 @@ export class BudgetTracker {
       breach = { userPath: path, period, message: `budget exceeded for ${path}: ${period} budget of ${formatUsd(max)} reached`, retryAfterMs };
     });
     return breach;
+  }
+
+  /**
+   * The admission check with budget reservations on: a budget governing `userPath` refuses when
+   * its spend, what is reserved on it and `costUsd` exceed its cap; if none does, `costUsd` is
+   * reserved on every one until the hold is released.
+   */
+  reserve(userPath: string, costUsd: number): BudgetReservation {
+    if (this.#byPath.size === 0) return NOTHING_HELD;
+    const now = this.#now();
+    const states: BudgetState[] = [];
+    let breach: BudgetBreach | undefined;
+    this.#forGoverning(userPath.toLowerCase(), (state) => {
+      this.#roll(state, now);
+      states.push(state);
+      const max = state.definition.maxUsd;
+      const spent = spentOf(state);
+      if (spent < max && roundUsd(spent + state.reserved + costUsd) <= max) return;
+      const retryAfterMs = Math.max(1, state.endMs - now);
+      if (breach !== undefined && breach.retryAfterMs >= retryAfterMs) return;
+      const { userPath: path, period } = state.definition;
+      const needs = costUsd > max ? ` (this request needs an estimated ${formatUsd(costUsd)})` : '';
+      breach = { userPath: path, period, message: `budget exceeded for ${path}: ${period} budget of ${formatUsd(max)} reached${needs}`, retryAfterMs };
+    });
+    if (breach !== undefined) return { ok: false, breach };
+    if (states.length === 0 || !(costUsd > 0)) return NOTHING_HELD;
+    for (const state of states) state.reserved += costUsd;
+    let released = false;
+    return {
+      ok: true,
+      hold: {
+        release: () => {
+          if (released) return;
+          released = true;
+          // A budget replaced since (deleted, re-added) starts from nothing reserved.
+          for (const state of states) state.reserved = Math.max(0, state.reserved - costUsd);
+        },
+      },
+    };
   }
 
   /** Adds the cost of a usage record this replica just recorded to the budgets governing it. */
@@ -276,7 +328,7 @@ export class BudgetTracker {
       return;
     }
     const window = periodWindow(definition.period, this.#now());
-    const state: BudgetState = { definition, id, lowerPath: definition.userPath.toLowerCase(), startMs: window.startMs, endMs: window.endMs, stored: 0, local: 0 };
+    const state: BudgetState = { definition, reserved: 0, id, lowerPath: definition.userPath.toLowerCase(), startMs: window.startMs, endMs: window.endMs, stored: 0, local: 0 };
     state.local = this.#localSpendOf(state);
     this.#byId.set(id, state);
     const bucket = this.#byPath.get(state.lowerPath);
@@ -330,7 +382,8 @@ export class BudgetTracker {
         period_seconds: (state.endMs - state.startMs) / 1000,
         max_usd: definition.maxUsd,
         spent_usd: spent,
-        remaining_usd: Math.max(0, roundUsd(definition.maxUsd - spent)),
+        ...(this.#reservations && { reserved_usd: roundUsd(state.reserved) }),
+        remaining_usd: Math.max(0, roundUsd(definition.maxUsd - spent - state.reserved)),
         period_start: formatTime(state.startMs),
         period_end: formatTime(state.endMs),
         created_at: formatTime(definition.createdAt.getTime()),
@@ -339,6 +392,8 @@ export class BudgetTracker {
     });
   }
 }
+
+const NOTHING_HELD: BudgetReservation = Object.freeze({ ok: true as const, hold: Object.freeze({ release(): void {} }) });
 
 function spentOf(state: BudgetState): number {
   return roundUsd(state.stored + state.local);

@@ -57,7 +57,9 @@ export interface BudgetStatus {
   period_seconds: number;
   max_usd: number;
   spent_usd: number;
-  /** Never below 0. */
+  /** Budget reservations on: dollars reserved by requests still running, not in spent_usd. */
+  reserved_usd?: number;
+  /** max_usd − spent_usd − reserved_usd, never below 0. */
   remaining_usd: number;
   period_start: string;
   period_end: string;

@@ -35,6 +35,8 @@ const ENV_OVERRIDES: readonly Override[] = [
   { variable: 'ACCESS_LOG', path: ['logging', 'access'], kind: 'boolean' },
   { variable: 'RATE_LIMITS_ENABLED', path: ['rate_limits', 'enabled'], kind: 'boolean' },
   { variable: 'BUDGETS_ENABLED', path: ['budgets', 'enabled'], kind: 'boolean' },
+  { variable: 'RATE_LIMITS_RESERVATIONS', path: ['rate_limits', 'reservations', 'enabled'], kind: 'boolean' },
+  { variable: 'BUDGETS_RESERVATIONS', path: ['budgets', 'reservations', 'enabled'], kind: 'boolean' },
   // Validated by the schema, which names the key.
   { variable: 'BUDGETS_REFRESH_SECONDS', path: ['budgets', 'refresh_seconds'], kind: 'string' },
   { variable: 'RATE_LIMITS_BACKEND', path: ['rate_limits', 'backend'], kind: 'rate_limits_backend' },

@@ -404,8 +404,19 @@ const queueSchema = z.strictObject({
   ),
 });
 
+/**
+ * Token reservations: admission reserves each request's estimated tokens on its token windows,
+ * settled to what it used when it ends, so token caps hold under concurrency.
+ */
+const rateLimitReservationsSchema = z.strictObject({
+  enabled: defBool(false),
+  /** The completion tokens reserved for a request that sets no max_tokens (or a dialect's variant). */
+  default_completion_tokens: defInt(256, 1, 10_000_000),
+});
+
 const rateLimitsSchema = z.strictObject({
   enabled: defBool(true),
+  reservations: section(rateLimitReservationsSchema.prefault({})),
   /** Where the counters live: this process's memory, or Redis shared by every replica. */
   backend: z.preprocess(
     absentToUndefined,
@@ -502,6 +513,8 @@ const budgetsSchema = z.strictObject({
   enabled: defBool(true),
   /** How often spend is re-read from storage (what other replicas spent becomes visible). */
   refresh_seconds: defInt(5, 1, 3600),
+  /** Dollar reservations: admission reserves each request's estimated cost on its budgets, settled to its actual cost. */
+  reservations: section(z.strictObject({ enabled: defBool(false) }).prefault({})),
   user_paths: section(z.array(z.strictObject({ path: userPathSchema, limits: budgetLimitsSchema })).default([])),
 });
 

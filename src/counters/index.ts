@@ -70,7 +70,7 @@ export async function openCounters(config: RateLimitsConfig, logger: CountersLog
   const diagnosis = new RedisDiagnosis(client, { host: client.options.host ?? '127.0.0.1', port: client.options.port ?? 6379, database, tls: client.options.tls !== undefined, connectTimeoutMs: connectMs });
   // Set once the subscriber exists; no slot is released before the store answers its first admission.
   let releases: RedisSlotReleases | undefined;
-  const store = new RedisCounterStore({ client, names, leaseSeconds, timeoutMs, onError, logger, maxChildren, diagnosis, announceReleased: (keys) => releases?.announce(keys) });
+  const store = new RedisCounterStore({ client, names, leaseSeconds, timeoutMs, onError, logger, maxChildren, diagnosis, announceReleased: (keys) => releases?.announce(keys), reservations: config.reservations.enabled });
   try {
     await within(client.connect(), connectMs);
   } catch (err) {

@@ -94,6 +94,8 @@ class MemoryCounter implements CounterHandle {
   requestsCurrent = 0;
   tokensPrevious = 0;
   tokensCurrent = 0;
+  /** Tokens reserved by admitted requests not yet settled (reservations on). */
+  tokensReserved = 0;
   inFlight = 0;
   /** The store generation of the last reset: slots taken in earlier generations are not given back. */
   resetGeneration = 0;
@@ -131,6 +133,7 @@ class MemoryCounter implements CounterHandle {
     this.requestsCurrent = 0;
     this.tokensPrevious = 0;
     this.tokensCurrent = 0;
+    this.tokensReserved = 0;
     this.inFlight = 0;
     this.resetGeneration = generation;
     this.rolledAt = -1;
@@ -184,6 +187,7 @@ class MemoryCounter implements CounterHandle {
       tokensCurrent: this.tokensCurrent,
       requestsUsed: this.requestsCarried + this.requestsCurrent,
       tokensUsed: this.tokensCarried + this.tokensCurrent,
+      tokensReserved: this.tokensReserved,
       inFlight: 0,
     };
   }
@@ -396,11 +400,11 @@ export class MemoryCounterStore implements CounterStore {
     return this.journal?.removed({ all: true });
   }
 
-  tryAdmit(rules: readonly CounterRule[], nowSeconds: number, learned?: LearnedCheck): AdmitOutcome {
+  tryAdmit(rules: readonly CounterRule[], nowSeconds: number, learned?: LearnedCheck, reserve = 0): AdmitOutcome {
     // A saturated target refuses like a breached rule: nothing is counted.
     const verdict = learned === undefined ? undefined : this.verdict(learned.handle, learned.nowMs);
     let breached = verdict !== undefined;
-    let slots = false;
+    let slots = reserve > 0;
     const count = rules.length;
     for (let i = 0; i < count; i++) {
       const rule = rules[i]!;
@@ -413,7 +417,10 @@ export class MemoryCounterStore implements CounterStore {
       }
       counter.roll(nowSeconds, period);
       if (rule.maxRequests > 0 && counter.requestsCarried + counter.requestsCurrent >= rule.maxRequests) breached = true;
-      else if (rule.maxTokens > 0 && counter.tokensCarried + counter.tokensCurrent >= rule.maxTokens) breached = true;
+      else if (rule.maxTokens > 0) {
+        const used = counter.tokensCarried + counter.tokensCurrent;
+        if (reserve > 0 ? used + counter.tokensReserved + reserve > rule.maxTokens : used >= rule.maxTokens) breached = true;
+      }
     }
     if (!breached) {
       const journaling = this.journal !== undefined;
@@ -424,6 +431,7 @@ export class MemoryCounterStore implements CounterStore {
           if (counter.inFlight++ === 0 && counter.table !== undefined) counter.table.pin(counter);
         } else {
           counter.requestsCurrent++;
+          if (reserve > 0 && rule.maxTokens > 0) counter.tokensReserved += reserve;
           if (journaling && !counter.dirty) this.markChanged(counter, rule.periodSeconds);
         }
       }
@@ -452,6 +460,16 @@ export class MemoryCounterStore implements CounterStore {
 
   onReleased(listener: (keys: readonly string[]) => void): void {
     this.releaseListeners.push(listener);
+  }
+
+  settle(rules: readonly CounterRule[], lease: SlotLease, reserved: number, tokens: number, nowSeconds: number): void {
+    const generation = (lease as GenerationLease).generation;
+    for (let i = 0; i < rules.length; i++) {
+      const counter = rules[i]!.counter as MemoryCounter;
+      // A counter reset since holds none of this reservation any more.
+      if (counter.resetGeneration <= generation) counter.tokensReserved = Math.max(0, counter.tokensReserved - reserved);
+    }
+    if (tokens > 0) this.addTokens(rules, tokens, nowSeconds);
   }
 
   addTokens(rules: readonly CounterRule[], tokens: number, nowSeconds: number): void {
@@ -634,9 +652,10 @@ function readRow(counter: MemoryCounter, period: number, nowSeconds: number): Co
   if (period === 0) return concurrencyRow(counter.inFlight);
   const start = windowStart(nowSeconds, period);
   const shift = start - counter.windowStart;
+  const reserved = counter.tokensReserved;
   if (shift <= 0) {
-    return windowedRow(start, counter.requestsPrevious, counter.requestsCurrent, counter.tokensPrevious, counter.tokensCurrent, period, nowSeconds);
+    return windowedRow(start, counter.requestsPrevious, counter.requestsCurrent, counter.tokensPrevious, counter.tokensCurrent, period, nowSeconds, reserved);
   }
-  if (shift === period) return windowedRow(start, counter.requestsCurrent, 0, counter.tokensCurrent, 0, period, nowSeconds);
-  return windowedRow(start, 0, 0, 0, 0, period, nowSeconds);
+  if (shift === period) return windowedRow(start, counter.requestsCurrent, 0, counter.tokensCurrent, 0, period, nowSeconds, reserved);
+  return windowedRow(start, 0, 0, 0, 0, period, nowSeconds, reserved);
 }

@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { AdmissionCore } from '../admission/core.ts';
+import type { ReservationEstimator } from '../admission/reservations.ts';
 import type { BatchService } from '../batch/service.ts';
 import type { BudgetManager } from '../admin/budgets.ts';
 import type { RuleManager } from '../admin/rate-limit-rules.ts';
@@ -27,6 +28,8 @@ export interface HttpServices {
   refusals: RefusalLog;
   /** The decision of every admitted request (rate limits, budgets, targets, failover) and its completion. */
   admission: AdmissionCore;
+  /** What a request reserves at admission (rate_limits.reservations, budgets.reservations). */
+  reservations?: ReservationEstimator | undefined;
   /** Files and batches (`/v1/files`, `/v1/batches`). */
   batches: BatchService;
   /** Absent when rate limits are disabled (RATE_LIMITS_ENABLED=false). */

@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ServerResponse } from 'node:http';
 import { cacheKey, cacheMode, type CacheMode } from '../cache/response-cache.ts';
-import type { Lifetime } from '../admission/core.ts';
+import type { Lifetime, Settlement } from '../admission/core.ts';
 import { asGatewayError } from '../errors/from-provider.ts';
 import { Cancellation } from '../providers/cancellation.ts';
 import type { ProviderCall, ProviderResult } from '../providers/types.ts';
@@ -47,8 +47,12 @@ export async function dispatch(
   const untrack = services.inFlight.track(end);
   // The line waits for the usage record, which comes after the answer.
   const logged = line.hold();
+  let settlement: Settlement | undefined;
   try {
-    const { result, target, headers: admitted } = await services.admission.dispatch(identity, route, end, (target) => callTarget(target, modelRequest, end.cancel), line);
+    const estimate = services.reservations?.enabled === true && modelRequest.json !== undefined ? await services.reservations.estimate(modelRequest.endpoint, modelRequest.model, modelRequest.json) : undefined;
+    const dispatched = await services.admission.dispatch(identity, route, end, (target) => callTarget(target, modelRequest, end.cancel), line, estimate);
+    settlement = dispatched.settlement;
+    const { result, target, headers: admitted } = dispatched;
     let headers = admitted;
     if (cached !== undefined) {
       headers = { ...headers, [CACHE_HEADER]: cached.mode === 'bypass' ? 'bypass' : 'miss' };
@@ -77,9 +81,12 @@ export async function dispatch(
       cached: false,
       requestId: request.id,
       estimated,
+      settlement,
     });
     line.used(usage, record);
   } finally {
+    // Ended without its usage (an error on the way): it used nothing it reserved.
+    settlement?.settle(0);
     untrack();
     logged();
   }

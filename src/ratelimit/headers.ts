@@ -50,7 +50,8 @@ export function successHeaders(
       }
     }
     if (rule.maxTokens > 0) {
-      const used = row.tokensUsed;
+      // Reserved tokens are as good as used: another request cannot have them.
+      const used = row.tokensUsed + row.tokensReserved;
       const remaining = used >= rule.maxTokens ? 0 : rule.maxTokens - used;
       if (remaining < tokenRemaining) {
         tokenRemaining = remaining;

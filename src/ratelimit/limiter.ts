@@ -39,6 +39,12 @@ export interface AdmitOptions {
   readonly holdSlot?: boolean;
   /** Default `high`: the whole of every cap. A lower priority meets its share of each (see Headroom). */
   readonly priority?: Priority;
+  /**
+   * Tokens to reserve on every matching rule with a token cap (reservations on): the rule refuses
+   * when its tokens used, those reserved and these exceed its cap. The ticket holds them until
+   * `settle()`. Absent or 0: tokens are counted after the response only.
+   */
+  readonly reserveTokens?: number;
 }
 
 export interface RateLimiterOptions {
@@ -55,6 +61,8 @@ export interface RateLimiterOptions {
    * from its answers (see learned.ts); a provider left out learns nothing and is never saturated by it.
    */
   readonly learned?: ReadonlyMap<string, LearnedSettings>;
+  /** Token reservations are on (rate_limits.reservations): status records show `tokens_reserved`. */
+  readonly reservations?: boolean;
 }
 
 /** An admitted request. Call release() once the response is fully sent or the client is gone. */
@@ -64,13 +72,21 @@ export interface AdmissionTicket {
   readonly headers: RateLimitHeaderData | undefined;
   /** True when release() has slots to give back (callers can skip arranging a release otherwise). */
   readonly holdsSlots: boolean;
+  /** Tokens this admission reserved on each matching token rule (0: none). */
+  readonly reservedTokens: number;
   /** Give back the concurrency slots. Idempotent; safe after the rule was reset or deleted. */
   release(): void;
   /**
    * Give back only the provider and model slots, keeping the user-path ones: a failover
    * attempt ended but the request goes on. Idempotent; release() later frees the rest.
+   * The provider and model token reservations go too (the attempt used nothing).
    */
   releaseTargetSlots(): void;
+  /**
+   * The request ended having used `tokens`: the reservation still held is replaced by them, on
+   * the same rules. Once: later calls do nothing. A no-op for a ticket that reserved nothing.
+   */
+  settle(tokens: number): MaybePromise<void>;
 }
 
 /** A refused request: nothing was counted. */
@@ -121,7 +137,7 @@ export interface StatusOptions {
 }
 
 /** Returned whenever no rule applies: nothing to release, no headers, no allocation. */
-const NO_OP_TICKET: AdmissionTicket = Object.freeze({ ok: true as const, headers: undefined, holdsSlots: false, release(): void {}, releaseTargetSlots(): void {} });
+const NO_OP_TICKET: AdmissionTicket = Object.freeze({ ok: true as const, headers: undefined, holdsSlots: false, reservedTokens: 0, release(): void {}, releaseTargetSlots(): void {}, settle(): void {} });
 
 /** Most distinct lookups cached before the cache starts over. */
 const MATCH_CACHE_LIMIT = 10_000;
@@ -147,6 +163,10 @@ class MatchPlan {
   readonly closed: CompiledRule | undefined;
   /** The target's learned capacity, checked with the rules; undefined when none is learned for it. */
   readonly learned: LearnedHandle | undefined;
+  /** The rules a reservation is held on (those with a token cap), and split like the slots. */
+  readonly reserving: readonly CompiledRule[];
+  readonly userReserving: readonly CompiledRule[];
+  readonly targetReserving: readonly CompiledRule[];
 
   constructor(rules: readonly CompiledRule[], blocked: FoundBreach | undefined, learned: LearnedHandle | undefined) {
     this.rules = rules;
@@ -156,6 +176,9 @@ class MatchPlan {
     this.slots = rules.filter((rule) => rule.concurrent);
     this.userSlots = this.slots.filter((rule) => rule.scope === 'user_path');
     this.targetSlots = this.slots.filter((rule) => rule.scope !== 'user_path');
+    this.reserving = rules.filter((rule) => !rule.concurrent && rule.maxTokens > 0);
+    this.userReserving = this.reserving.filter((rule) => rule.scope === 'user_path');
+    this.targetReserving = this.reserving.filter((rule) => rule.scope !== 'user_path');
   }
 }
 
@@ -210,6 +233,7 @@ class HeadersTicket implements AdmissionTicket {
   readonly ok = true as const;
   readonly headers: RateLimitHeaderData | undefined;
   readonly holdsSlots = false;
+  readonly reservedTokens = 0;
 
   constructor(headers: RateLimitHeaderData | undefined) {
     this.headers = headers;
@@ -217,25 +241,42 @@ class HeadersTicket implements AdmissionTicket {
 
   release(): void {}
   releaseTargetSlots(): void {}
+  settle(): void {}
 }
 
-/** An admission holding concurrency slots under the store's lease. */
+/** An admission holding concurrency slots, or reserved tokens, under the store's lease. */
 class HeldTicket implements AdmissionTicket {
   readonly ok = true as const;
   readonly headers: RateLimitHeaderData | undefined;
-  readonly holdsSlots = true;
+  readonly holdsSlots: boolean;
+  readonly reservedTokens: number;
   private readonly store: CounterStore;
+  private readonly clock: Clock;
   private readonly plan: MatchPlan;
   /** What the store took the slots under; a reset since makes their release a no-op. */
   private readonly lease: SlotLease;
   private releasedUserSlots = false;
   private releasedTargetSlots = false;
+  private settledUser = false;
+  private settledTarget = false;
 
-  constructor(store: CounterStore, plan: MatchPlan, lease: SlotLease, headers: RateLimitHeaderData | undefined) {
+  constructor(store: CounterStore, clock: Clock, plan: MatchPlan, lease: SlotLease, headers: RateLimitHeaderData | undefined, reserved: number) {
     this.store = store;
+    this.clock = clock;
     this.plan = plan;
     this.lease = lease;
     this.headers = headers;
+    this.holdsSlots = plan.slots.length > 0;
+    this.reservedTokens = reserved > 0 && plan.reserving.length > 0 ? reserved : 0;
+  }
+
+  settle(tokens: number): MaybePromise<void> {
+    if (this.settledUser || this.reservedTokens === 0) return;
+    this.settledUser = true;
+    const rules = this.settledTarget ? this.plan.userReserving : this.plan.reserving;
+    this.settledTarget = true;
+    if (rules.length === 0) return;
+    return this.store.settle(rules, this.lease, this.reservedTokens, tokens > 0 ? Math.ceil(tokens) : 0, Math.floor(this.clock.now() / 1000));
   }
 
   release(): void {
@@ -250,6 +291,11 @@ class HeldTicket implements AdmissionTicket {
   }
 
   releaseTargetSlots(): void {
+    if (!this.settledTarget && this.reservedTokens > 0) {
+      this.settledTarget = true;
+      // The attempt failed: what it reserved on its provider and model goes, nothing is charged.
+      if (this.plan.targetReserving.length > 0) void this.store.settle(this.plan.targetReserving, this.lease, this.reservedTokens, 0, Math.floor(this.clock.now() / 1000));
+    }
     if (this.releasedTargetSlots) return;
     this.releasedTargetSlots = true;
     this.giveBack(this.plan.targetSlots);
@@ -287,6 +333,7 @@ export class RateLimiter {
   private readonly enforceTokens: boolean;
   private readonly headroom: Headroom | undefined;
   private readonly learnedSettings: ReadonlyMap<string, LearnedSettings>;
+  private readonly reservations: boolean;
   /** The refusal of each learned cause, per target: made at its first refusal, then kept. */
   private readonly learnedBreaches = new WeakMap<LearnedHandle, Partial<Record<LearnedCause, BreachedLimit>>>();
   private readonly index = new RuleIndex();
@@ -312,6 +359,7 @@ export class RateLimiter {
     this.enforceTokens = options.enforceTokens ?? true;
     this.headroom = options.headroom;
     this.learnedSettings = options.learned ?? new Map();
+    this.reservations = options.reservations === true;
   }
 
   get ruleCount(): number {
@@ -349,9 +397,10 @@ export class RateLimiter {
     if (plan.closed !== undefined) return refusalOf(closedBreach(plan.closed, now));
     const learned = plan.learned;
     if (plan.rules.length === 0 && learned === undefined) return NO_OP_TICKET;
-    const outcome = this.store.tryAdmit(plan.rules, now, learned === undefined ? undefined : { handle: learned, nowMs });
-    if (outcome instanceof Promise) return outcome.then((answer) => this.decide(plan, answer));
-    return this.decide(plan, outcome);
+    const reserve = options?.reserveTokens !== undefined && options.reserveTokens > 0 && plan.reserving.length > 0 ? Math.ceil(options.reserveTokens) : 0;
+    const outcome = this.store.tryAdmit(plan.rules, now, learned === undefined ? undefined : { handle: learned, nowMs }, reserve);
+    if (outcome instanceof Promise) return outcome.then((answer) => this.decide(plan, answer, reserve));
+    return this.decide(plan, outcome, reserve);
   }
 
   /**
@@ -419,7 +468,7 @@ export class RateLimiter {
       const found = blocked !== undefined
         ? childrenFull(blocked.rule.parent ?? blocked.rule, blocked.rule.child!, blocked.full!, nowSeconds)
         : closed !== undefined ? closedBreach(closed, nowSeconds) : this.findBreach(judged, rows, nowSeconds, handle, verdict);
-      return { rules: counted.map((rule, i) => ruleStatus(rule, rows[i]!)), refusal: found === undefined ? undefined : refusalOf(found), learned: verdict };
+      return { rules: counted.map((rule, i) => ruleStatus(rule, rows[i]!, this.reservations)), refusal: found === undefined ? undefined : refusalOf(found), learned: verdict };
     });
   }
 
@@ -526,7 +575,7 @@ export class RateLimiter {
    */
   status(options?: StatusOptions): MaybePromise<RuleStatus[]> {
     const rules = [...this.index.byKey.values()].sort((a, b) => compareRules(a.definition, b.definition));
-    const records = this.read(rules, ({ rows }) => rules.map((rule, i) => ruleStatus(rule, rows[i]!)));
+    const records = this.read(rules, ({ rows }) => rules.map((rule, i) => ruleStatus(rule, rows[i]!, this.reservations)));
     if (options?.expandChildren !== true || !this.index.hasPerChildRules) return records;
     return this.withChildren(rules, records, options.childrenLimit);
   }
@@ -543,7 +592,7 @@ export class RateLimiter {
     const rules: CompiledRule[] = [];
     this.index.collectUserPath(lowerPath, rules);
     const shown = rules.map((rule) => this.counterShownFor(rule, lowerPath, this.nowSeconds()));
-    return this.readShown(shown, ({ nowSeconds, rows }) => shown.map((rule, i) => userPathUsage(rule.rule, rows[i]!, nowSeconds, this.enforceTokens)));
+    return this.readShown(shown, ({ nowSeconds, rows }) => shown.map((rule, i) => userPathUsage(rule.rule, rows[i]!, nowSeconds, this.enforceTokens, this.reservations)));
   }
 
   // ---------------------------------------------------------------- internals
@@ -598,7 +647,7 @@ export class RateLimiter {
       let children: ChildReading[] = await this.store.readChildren(rule.counter.key, rule.periodSeconds, now);
       out.push({ ...listed[i]!, active_children: children.length });
       if (limit !== undefined) children = limit === 0 ? [] : [...children].sort(busiestFirst).slice(0, limit);
-      for (const { child, row } of children) out.push(ruleStatus(this.forChild(rule, child, rule.counter), row));
+      for (const { child, row } of children) out.push(ruleStatus(this.forChild(rule, child, rule.counter), row, this.reservations));
     }
     return out;
   }
@@ -611,7 +660,7 @@ export class RateLimiter {
   }
 
   /** The engine's answer to a store's: a ticket, a refusal, or what the store's fallback says. */
-  private decide(plan: MatchPlan, outcome: AdmitOutcome): AdmissionResult {
+  private decide(plan: MatchPlan, outcome: AdmitOutcome, reserve: number): AdmissionResult {
     if (outcome.status === 'unavailable') {
       // Only the learned capacity was asked (no rule governs the request): without an answer, the
       // target is not known to be saturated, and `deny` is for requests rules govern.
@@ -620,9 +669,9 @@ export class RateLimiter {
     }
     const { rules } = plan;
     const { rows, nowSeconds } = outcome;
-    if (outcome.status === 'refused') return this.refusal(plan, rows, nowSeconds, outcome.learned);
+    if (outcome.status === 'refused') return this.refusal(plan, rows, nowSeconds, outcome.learned, reserve);
     const headers = successHeaders(rules, rows, nowSeconds);
-    if (outcome.lease !== undefined) return new HeldTicket(this.store, plan, outcome.lease, headers);
+    if (outcome.lease !== undefined) return new HeldTicket(this.store, this.clock, plan, outcome.lease, headers, reserve);
     return headers === undefined ? NO_OP_TICKET : new HeadersTicket(headers);
   }
 
@@ -735,8 +784,8 @@ export class RateLimiter {
     return any === undefined ? undefined : { any, windowed };
   }
 
-  private refusal(plan: MatchPlan, rows: readonly CounterRow[], now: number, learned: LearnedVerdict | undefined): AdmissionRefusal {
-    const found = this.findBreach(plan.rules, rows, now, plan.learned, learned);
+  private refusal(plan: MatchPlan, rows: readonly CounterRow[], now: number, learned: LearnedVerdict | undefined, reserve: number): AdmissionRefusal {
+    const found = this.findBreach(plan.rules, rows, now, plan.learned, learned, reserve);
     if (found === undefined) {
       // The store refused but the engine sees no breach: the two disagree on the arithmetic.
       throw new Error('rate-limit store refused a request without a breached rule');
@@ -748,18 +797,20 @@ export class RateLimiter {
    * Every breached limit in the rows, and the target's learned capacity when it saturates it; the
    * one with the longest Retry-After wins (first on a tie, the learned capacity last).
    */
-  private findBreach(rules: readonly CompiledRule[], rows: readonly CounterRow[], now: number, handle?: LearnedHandle, learned?: LearnedVerdict): FoundBreach | undefined {
+  private findBreach(rules: readonly CompiledRule[], rows: readonly CounterRow[], now: number, handle?: LearnedHandle, learned?: LearnedVerdict, reserve = 0): FoundBreach | undefined {
     let worst: BreachedLimit | undefined;
     let worstRule: CompiledRule | undefined;
     let worstRetry = 0;
     let userPathBreached = false;
+    // A request larger than a cap is never admitted by it, whatever the wait: it wins.
+    let never = false;
     for (let i = 0; i < rules.length; i++) {
       const rule = rules[i]!;
       const row = rows[i]!;
       if (rule.concurrent) {
         if (row.inFlight >= rule.maxRequests) {
           userPathBreached ||= rule.scope === 'user_path';
-          if (1 > worstRetry) {
+          if (1 > worstRetry && !never) {
             worst = rule.requestBreach;
             worstRule = rule;
             worstRetry = 1;
@@ -775,7 +826,7 @@ export class RateLimiter {
         if (row.requestsUsed >= rule.maxRequests) {
           userPathBreached ||= rule.scope === 'user_path';
           const retry = retryAfterSeconds(previous, current, rule.maxRequests, period, elapsed);
-          if (retry > worstRetry) {
+          if (retry > worstRetry && !never) {
             worst = rule.requestBreach;
             worstRule = rule;
             worstRetry = retry;
@@ -785,23 +836,28 @@ export class RateLimiter {
       if (rule.maxTokens > 0) {
         const previous = row.tokensPrevious;
         const current = row.tokensCurrent;
-        if (row.tokensUsed >= rule.maxTokens) {
+        if (reserve > 0 ? row.tokensUsed + row.tokensReserved + reserve > rule.maxTokens : row.tokensUsed >= rule.maxTokens) {
           userPathBreached ||= rule.scope === 'user_path';
-          const retry = retryAfterSeconds(previous, current, rule.maxTokens, period, elapsed);
-          if (retry > worstRetry) {
-            worst = rule.tokenBreach;
+          // The window must make room for what is reserved and for this request's estimate: the
+          // wait is until the estimate drops to the cap less both (reservations end on their own).
+          const tooBig = reserve > rule.maxTokens;
+          const room = rule.maxTokens - row.tokensReserved - reserve;
+          const retry = tooBig ? Math.max(1, period) : reserve === 0 ? retryAfterSeconds(previous, current, rule.maxTokens, period, elapsed) : room < 0 ? 1 : retryAfterSeconds(previous, current, room + 1, period, elapsed);
+          if ((retry > worstRetry && !never) || (tooBig && !never)) {
+            worst = tooBig ? rule.tooLargeBreach(reserve) : rule.tokenBreach;
             worstRule = rule;
             worstRetry = retry;
+            if (tooBig) never = true;
           }
         }
       }
     }
-    if (learned !== undefined && handle !== undefined) {
+    if (learned !== undefined && handle !== undefined && !never) {
       const found = this.learnedBreach(handle, learned);
       if (found.retryAfterSeconds > worstRetry) return { ...found, userPathBreached };
     }
     if (worst === undefined) return undefined;
-    return { breach: worst, retryAfterSeconds: worstRetry, retryAtSeconds: now + worstRetry, counterKey: worstRule!.counter.key, userPathBreached };
+    return { breach: worst, retryAfterSeconds: worstRetry, retryAtSeconds: never ? Infinity : now + worstRetry, counterKey: worstRule!.counter.key, userPathBreached };
   }
 
   /**

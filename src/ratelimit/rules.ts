@@ -179,6 +179,12 @@ export class CompiledRule implements CounterRule {
     return (this.tokenBreachRecord ??= this.breach('tokens', cap, `${this.label} token limit of ${this.configuredMaxTokens} reached`));
   }
 
+  /** The refusal of a request whose token estimate alone exceeds this rule's token cap (reservations on). */
+  tooLargeBreach(estimate: number): BreachedLimit {
+    const breach = this.tokenBreach!;
+    return { ...breach, message: `${breach.message} (this request needs an estimated ${estimate} tokens)` };
+  }
+
   /** A per-child rule's refusal of a new child it has no room to count (see LimitKind). */
   childrenBreach(child: string, maxChildren: number): BreachedLimit {
     return {

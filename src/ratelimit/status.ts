@@ -18,6 +18,8 @@ import type { RuleSource, Scope } from './types.ts';
  * - `requests_used`/`tokens_used`: the sliding estimates on windowed rules. On a concurrent
  *   rule `requests_used` is the slot count and `tokens_used` is 0.
  * - `in_flight`: live concurrency slots; 0 on a windowed rule.
+ * - `tokens_reserved`: with reservations on, on rules with a token cap: the tokens running requests
+ *   reserved, apart from `tokens_used`; `tokens_remaining` counts them as used.
  * - `*_remaining`: max(cap − used, 0), only present when that cap is.
  * - `window_start`/`window_end`: the current fixed window, windowed rules only.
  * - Times are RFC 3339 UTC without fractional seconds (`2025-01-01T00:00:00Z`).
@@ -37,6 +39,8 @@ export interface RuleStatus {
   requests_used: number;
   requests_remaining?: number;
   tokens_used: number;
+  /** Token rules: tokens reserved by requests still running (reservations on; 0 otherwise), not in `tokens_used`. */
+  tokens_reserved?: number;
   tokens_remaining?: number;
   in_flight: number;
   window_start?: string;
@@ -67,7 +71,7 @@ function formatDate(date: Date): string {
 }
 
 /** Build a record from the rule and its counters. Keys are added in the specification's field order. */
-export function ruleStatus(rule: CompiledRule, row: CounterRow): RuleStatus {
+export function ruleStatus(rule: CompiledRule, row: CounterRow, reservations = false): RuleStatus {
   const def = rule.definition;
   const concurrent = rule.concurrent;
   const requestsUsed = concurrent ? row.inFlight : row.requestsUsed;
@@ -85,7 +89,8 @@ export function ruleStatus(rule: CompiledRule, row: CounterRow): RuleStatus {
     requests_used: requestsUsed,
     ...(def.maxRequests !== undefined && { requests_remaining: Math.max(def.maxRequests - requestsUsed, 0) }),
     tokens_used: tokensUsed,
-    ...(def.maxTokens !== undefined && { tokens_remaining: Math.max(def.maxTokens - tokensUsed, 0) }),
+    ...(reservations && def.maxTokens !== undefined && !concurrent && { tokens_reserved: row.tokensReserved }),
+    ...(def.maxTokens !== undefined && { tokens_remaining: Math.max(def.maxTokens - tokensUsed - (concurrent ? 0 : row.tokensReserved), 0) }),
     in_flight: concurrent ? row.inFlight : 0,
     ...(!concurrent && {
       window_start: formatTimestamp(row.windowStart),
@@ -101,8 +106,8 @@ export function ruleStatus(rule: CompiledRule, row: CounterRow): RuleStatus {
  * each cap is used, when its window resets and whether it would refuse a request now
  * (token caps count only when enforced).
  */
-export function userPathUsage(rule: CompiledRule, row: CounterRow, nowSeconds: number, enforceTokens: boolean): UserPathUsage {
-  const status = ruleStatus(rule, row);
+export function userPathUsage(rule: CompiledRule, row: CounterRow, nowSeconds: number, enforceTokens: boolean, reservations = false): UserPathUsage {
+  const status = ruleStatus(rule, row, reservations);
   const exhausted = status.requests_remaining === 0 || (enforceTokens && status.tokens_remaining === 0);
   return {
     ...status,

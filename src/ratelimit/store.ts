@@ -46,6 +46,11 @@ export interface CounterRow {
   /** The sliding-window estimates of the counts above (see window.ts): what the caps are checked against. */
   readonly requestsUsed: number;
   readonly tokensUsed: number;
+  /**
+   * Windowed rules: tokens reserved by requests admitted and not yet ended (reservations on), on
+   * top of `tokensUsed`; 0 otherwise.
+   */
+  readonly tokensReserved: number;
   /** Concurrency rules: requests in flight. */
   readonly inFlight: number;
 }
@@ -69,7 +74,7 @@ export type AdmitOutcome = CounterAdmission | StoreUnavailable;
 export interface CounterAdmission extends CounterReading {
   /** Admitted: counted in every window, every slot taken. Refused: nothing counted. */
   readonly status: 'admitted' | 'refused';
-  /** Set when admitted with concurrency rules among the rules: what release() takes. */
+  /** Set when admitted with concurrency rules among the rules, or with tokens reserved: what release() and settle() take. */
   readonly lease: SlotLease | undefined;
   /** Set when the admission's learned capacity saturates its target (the admission is then refused). */
   readonly learned?: LearnedVerdict | undefined;
@@ -169,13 +174,23 @@ export interface CounterStore {
    * Atomically: check every rule and, with `learned`, the target's learned capacity; if no rule is
    * breached and the target is not saturated, increment every windowed rule's request count and
    * take every concurrency slot. Either way, report each rule's counters (after this request was
-   * counted, when it was) and the learned verdict when it saturates. `nowSeconds` is the engine's
+   * counted, when it was) and the learned verdict when it saturates. With `reserve` (> 0 tokens),
+   * a rule with a token cap is breached when its tokens used, plus those reserved, plus `reserve`
+   * exceed the cap, and an admission reserves `reserve` tokens on each such rule under its lease
+   * until `settle` (or the lease expires, for a shared store whose gateway died). `nowSeconds` is the engine's
    * clock; a shared store uses its own and says which in the answer. Never rejects: an unreachable
    * store answers `unavailable`.
    */
-  tryAdmit(rules: readonly CounterRule[], nowSeconds: number, learned?: LearnedCheck): MaybePromise<AdmitOutcome>;
+  tryAdmit(rules: readonly CounterRule[], nowSeconds: number, learned?: LearnedCheck, reserve?: number): MaybePromise<AdmitOutcome>;
   /** Give back the slots `lease` holds on these (concurrency) rules; ignored where the counter was reset since. */
   release(rules: readonly CounterRule[], lease: SlotLease): void;
+  /**
+   * The request that reserved `reserved` tokens under `lease` on these (token) rules ended having
+   * used `tokens`: in one atomic step, the reservation leaves each rule and `tokens` are added to
+   * its current window. A reservation on a counter reset since is gone already; the tokens still
+   * count. Never rejects.
+   */
+  settle(rules: readonly CounterRule[], lease: SlotLease, reserved: number, tokens: number, nowSeconds: number): MaybePromise<void>;
   /**
    * Calls `listener` with the counter keys of slots given back through this store, one key per
    * slot (requests waiting for capacity are woken by it).
@@ -209,6 +224,7 @@ export function windowedRow(
   tokensCurrent: number,
   periodSeconds: number,
   nowSeconds: number,
+  tokensReserved = 0,
 ): CounterRow {
   const elapsed = nowSeconds - windowStart;
   return {
@@ -219,16 +235,17 @@ export function windowedRow(
     tokensCurrent,
     requestsUsed: slidingEstimate(requestsPrevious, requestsCurrent, periodSeconds, elapsed),
     tokensUsed: slidingEstimate(tokensPrevious, tokensCurrent, periodSeconds, elapsed),
+    tokensReserved,
     inFlight: 0,
   };
 }
 
 /** Whether a row holds anything the rule still weighs: a count in a window that matters, or a slot. */
 export function rowMatters(row: CounterRow): boolean {
-  return row.inFlight > 0 || row.requestsPrevious + row.requestsCurrent + row.tokensPrevious + row.tokensCurrent > 0;
+  return row.inFlight > 0 || row.tokensReserved > 0 || row.requestsPrevious + row.requestsCurrent + row.tokensPrevious + row.tokensCurrent > 0;
 }
 
 /** A concurrency rule's row. */
 export function concurrencyRow(inFlight: number): CounterRow {
-  return { windowStart: 0, requestsPrevious: 0, requestsCurrent: 0, tokensPrevious: 0, tokensCurrent: 0, requestsUsed: 0, tokensUsed: 0, inFlight };
+  return { windowStart: 0, requestsPrevious: 0, requestsCurrent: 0, tokensPrevious: 0, tokensCurrent: 0, requestsUsed: 0, tokensUsed: 0, tokensReserved: 0, inFlight };
 }

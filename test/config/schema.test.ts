@@ -20,6 +20,7 @@ describe('config schema: defaults', () => {
       failover: {},
       rate_limits: {
         enabled: true,
+        reservations: { enabled: false, default_completion_tokens: 256 },
         backend: 'memory',
         redis: { url: 'redis://127.0.0.1:6379', prefix: 'floodgate:', lease_seconds: 30, timeout_ms: 250, on_error: 'local' },
         queue: { default_wait_seconds: 0, max_wait_seconds: 30, max_depth: 10000, headroom: { normal: 0, low: 0 } },
@@ -30,7 +31,7 @@ describe('config schema: defaults', () => {
         models: [],
       },
       pricing: {},
-      budgets: { enabled: true, refresh_seconds: 5, user_paths: [] },
+      budgets: { enabled: true, refresh_seconds: 5, reservations: { enabled: false }, user_paths: [] },
     });
     assert.deepEqual(rateLimitSeeds, []);
     assert.deepEqual(budgetSeeds, []);

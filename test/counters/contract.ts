@@ -94,11 +94,11 @@ export async function read(store: CounterStore, rules: readonly CounterRule[]): 
 
 /** A windowed row in the window containing `now` with these counts (no previous window in these vectors). */
 function windowed(now: number, period: number, requests: number, tokens = 0): CounterRow {
-  return { windowStart: now - (now % period), requestsPrevious: 0, requestsCurrent: requests, tokensPrevious: 0, tokensCurrent: tokens, requestsUsed: requests, tokensUsed: tokens, inFlight: 0 };
+  return { windowStart: now - (now % period), requestsPrevious: 0, requestsCurrent: requests, tokensPrevious: 0, tokensCurrent: tokens, requestsUsed: requests, tokensUsed: tokens, tokensReserved: 0, inFlight: 0 };
 }
 
 function slots(inFlight: number): CounterRow {
-  return { windowStart: 0, requestsPrevious: 0, requestsCurrent: 0, tokensPrevious: 0, tokensCurrent: 0, requestsUsed: 0, tokensUsed: 0, inFlight };
+  return { windowStart: 0, requestsPrevious: 0, requestsCurrent: 0, tokensPrevious: 0, tokensCurrent: 0, requestsUsed: 0, tokensUsed: 0, tokensReserved: 0, inFlight };
 }
 
 function leaseOf(admission: CounterAdmission): SlotLease {

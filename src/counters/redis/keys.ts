@@ -8,6 +8,7 @@
  *   {floodgate:}rl:provider:openai:0        a concurrency rule (sorted set of leases)
  *   {floodgate:}rl:user_path:/team:60:/     a per-child rule's counter for /team itself
  *   {floodgate:}rl:user_path:/team:60:/bob  its counter for the child /team/bob (and all below it)
+ *   {floodgate:}rs:user_path:/team/a:60     the token reservations held on a rule's counter (sorted set of leases)
  *   {floodgate:}lc:openai/gpt-4o            the learned capacity of a provider's model (see scripts.ts)
  *   {floodgate:}lc                          the index of the learned capacity records (sorted set)
  *   {floodgate:}lc:saturated                the pub/sub channel of targets saturated by learned capacity
@@ -38,6 +39,11 @@ export class RedisNames {
     const name = `${this.tag}rl:${scope}:${subject}:${period}`;
     // A per-child rule's counters (see counterKeyOf): the child after a `:/`, empty for the path's own.
     return child === undefined ? name : `${name}:/${child}`;
+  }
+
+  /** The set of token reservations held on a rule's counter (same naming as counterKey, under `rs:`). */
+  reservationKey(ruleKey: string): string {
+    return `${this.tag}rs:${this.counterKey(ruleKey).slice(this.tag.length + 3)}`;
   }
 
   /** The key of a provider's model's learned capacity. A provider name has no `/`: the first one ends it. */

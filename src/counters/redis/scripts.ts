@@ -20,7 +20,7 @@
  * where one MGET reads every window of an admission; the scripts run on the one Redis all
  * gateways share. An admission's (and a read's) answer is the server's time in seconds, an
  * admitted flag, then six numbers per rule: window start, requests previous and current, tokens
- * previous and current, in flight. The gateway computes the sliding estimates, Retry-After and
+ * previous and current, and in flight (a concurrency rule) or tokens reserved (a windowed one). The gateway computes the sliding estimates, Retry-After and
  * headers from them with the same code as for the memory store; the script computes the
  * estimates only to check the caps.
  *
@@ -164,14 +164,19 @@ end
  * The batch. KEYS: the keys of every operation, in order. ARGV[1]: the operations' numbers, as
  * doubles; ARGV[2...]: the lease ids of the A and R operations, in order. Each operation's numbers
  * are a code, how many of the keys are its own, then
- *   1 (A) leaseMs learned (period requestCap tokenCap)...
+ *   1 (A) leaseMs learned reserve m (period requestCap tokenCap)...
  *                            admission: check every rule and, when learned is 1, the learned
  *                            capacity in its last key; only if no rule is breached and the target
  *                            is not saturated, count the request in every window and add the lease
- *                            to every concurrency rule
+ *                            to every concurrency rule. With m > 0, the m keys after the rules'
+ *                            are the reservation sets of the rules with a token cap, in order: such
+ *                            a rule is breached when its tokens, those reserved and `reserve`
+ *                            exceed the cap, and an admission adds its lease (ending in
+ *                            `|reserve`) to each
  *   2 (T) tokens period...   token charge (concurrency rules skipped)
  *   3 (R)                    release: the lease leaves every key
- *   4 (Q) period...          read, changing nothing
+ *   4 (Q) n period...        read, changing nothing; with more keys than the n rules', the
+ *                            reservation set of every windowed rule follows, in order
  *   5 (L) reserve lingerMs requestsLimit requestsRemaining requestsResetIn tokensLimit tokensRemaining
  *         tokensResetIn cooldownIn throttled
  *                            learn: merge what answers taught into the learned record (first key),
@@ -185,14 +190,29 @@ end
 export const BATCH = `${WINDOW_FUNCTIONS}${KEEP_FOR}${DOUBLES}${CLOCK}${LEARNED_FUNCTIONS}
 local out, o = {}, 0
 
+-- The tokens reserved in a rule's reservation set: one member per admission, its lease id ending
+-- in '|' and the tokens it reserved, scored by its lease's expiry; expired ones (of gateways that
+-- died) are not counted, and the renewals prune them.
+local function reservedIn(key)
+  local sum = 0
+  for _, member in ipairs(redis.call('ZRANGEBYSCORE', key, nowMs + 1, '+inf')) do
+    sum = sum + (tonumber(string.match(member, '|(%d+)$')) or 0)
+  end
+  return sum
+end
+
 -- Per rule of the admission being checked (flat arrays, reused: no table per rule).
 local start, ws, rp, rc, tp, tc, rolled = {}, {}, {}, {}, {}, {}, {}
 
+-- Rules reserving tokens: their reservation sets' keys, and what each holds now (flat, reused).
+local reservedNow, reservationKey = {}, {}
+
 local function admit(first, keys, v, at, lease)
-  local leaseMs, learned = v[at], v[at + 1]
-  local n = keys - learned
-  local function periodOf(i) return v[at + 3 * i - 1] end
+  local leaseMs, learned, reserve, m = v[at], v[at + 1], v[at + 2], v[at + 3]
+  local n = keys - learned - m
+  local function periodOf(i) return v[at + 3 * i + 1] end
   local raw = windows(first, n, periodOf)
+  local r = 0
   local breached = false
   -- The target's learned capacity: a saturated target refuses before anything is counted.
   local untilMs, cause = 0, 0
@@ -205,8 +225,10 @@ local function admit(first, keys, v, at, lease)
   end
   for i = 1, n do
     local key = KEYS[first + i]
-    local c = at + 3 * i - 1
+    local c = at + 3 * i + 1
     local period, maxRequests, maxTokens = v[c], v[c + 1], v[c + 2]
+    reservationKey[i] = false
+    reservedNow[i] = 0
     if period == 0 then
       -- Expired leases are not counted here; the renewal prunes them.
       local inFlight = redis.call('ZCOUNT', key, nowMs + 1, '+inf')
@@ -216,7 +238,12 @@ local function admit(first, keys, v, at, lease)
       local s, w0, p0, c0, q0, d0, moved = roll(raw[i], period, now)
       local elapsed = now - s
       if maxRequests > 0 and carried(p0, period, elapsed) + c0 >= maxRequests then breached = true end
-      if maxTokens > 0 and carried(q0, period, elapsed) + d0 >= maxTokens then breached = true end
+      if maxTokens > 0 and m > 0 then
+        r = r + 1
+        reservationKey[i] = KEYS[first + n + r]
+        reservedNow[i] = reservedIn(reservationKey[i])
+        if carried(q0, period, elapsed) + d0 + reservedNow[i] + reserve > maxTokens then breached = true end
+      elseif maxTokens > 0 and carried(q0, period, elapsed) + d0 >= maxTokens then breached = true end
       start[i], ws[i], rp[i], rc[i], tp[i], tc[i], rolled[i] = s, w0, p0, c0, q0, d0, moved
     end
   end
@@ -236,7 +263,13 @@ local function admit(first, keys, v, at, lease)
       if not breached then rc[i] = rc[i] + 1 end
       -- A roll is kept even on a refusal, as in memory: the counts stay those of the newest window.
       if not breached or rolled[i] then save(key, period, rolled[i], ws[i], rp[i], rc[i], tp[i], tc[i]) end
-      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = start[i], rp[i], rc[i], tp[i], tc[i], 0
+      local reserved = reservedNow[i]
+      if reservationKey[i] and not breached then
+        redis.call('ZADD', reservationKey[i], nowMs + leaseMs, lease)
+        keepFor(reservationKey[i], leaseMs)
+        reserved = reserved + reserve
+      end
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = start[i], rp[i], rc[i], tp[i], tc[i], reserved
     end
     o = o + 6
   end
@@ -244,7 +277,7 @@ local function admit(first, keys, v, at, lease)
     out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = untilMs, cause, nowMs, 0, 0, 0
     o = o + 6
   end
-  return at + 2 + 3 * n
+  return at + 4 + 3 * n
 end
 
 local function addTokens(first, n, v, at)
@@ -266,9 +299,12 @@ local function release(first, n, v, at, lease)
   return at
 end
 
-local function read(first, n, v, at)
-  local function periodOf(i) return v[at + i - 1] end
+local function read(first, keys, v, at)
+  local n = v[at]
+  local function periodOf(i) return v[at + i] end
   local raw = windows(first, n, periodOf)
+  -- With more keys than rules, every windowed rule's reservation set follows the rules' keys.
+  local r = 0
   out[o + 1], out[o + 2] = now, 0
   o = o + 2
   for i = 1, n do
@@ -278,11 +314,16 @@ local function read(first, n, v, at)
       out[o + 6] = redis.call('ZCOUNT', KEYS[first + i], nowMs + 1, '+inf')
     else
       local s, _, p0, c0, q0, d0 = roll(raw[i], period, now)
-      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = s, p0, c0, q0, d0, 0
+      local reserved = 0
+      if keys > n then
+        r = r + 1
+        reserved = reservedIn(KEYS[first + n + r])
+      end
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = s, p0, c0, q0, d0, reserved
     end
     o = o + 6
   end
-  return at + n
+  return at + 1 + n
 end
 
 local function learn(first, n, v, at)

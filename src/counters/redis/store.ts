@@ -70,6 +70,8 @@ export interface RedisCounterStoreOptions {
   diagnosis?: Pick<RedisDiagnosis, 'explain' | 'wrongDatabase'>;
   /** Tells the other gateways sharing the counters of slots given back here (see RedisSlotReleases). */
   announceReleased?: (keys: readonly string[]) => void;
+  /** Token reservations are on (rate_limits.reservations): reads report what each windowed rule holds reserved. */
+  reservations?: boolean;
 }
 
 /**
@@ -80,14 +82,17 @@ export interface RedisCounterStoreOptions {
 class RedisCounter implements CounterHandle {
   readonly key: string;
   readonly redisKey: string;
+  /** The set of token reservations held on it. */
+  readonly reservationKey: string;
   local: CounterHandle | undefined;
   /** The local counter is its rule's overflow counter (see #localRules). */
   overflowed = false;
   readonly child: { readonly ownKey: string; readonly periodSeconds: number; readonly child: string } | undefined;
 
-  constructor(key: string, redisKey: string, local: CounterHandle | undefined, child?: RedisCounter['child']) {
+  constructor(key: string, redisKey: string, reservationKey: string, local: CounterHandle | undefined, child?: RedisCounter['child']) {
     this.key = key;
     this.redisKey = redisKey;
+    this.reservationKey = reservationKey;
     this.local = local;
     this.child = child;
   }
@@ -163,6 +168,13 @@ class ScriptPlan {
   /** Indexes of children's counters among the rules. */
   readonly children: number[] = [];
   readonly rules: readonly CounterRule[];
+  /** The reservation sets of the rules with a token cap, in order (an admission reserves there). */
+  readonly reservationNames: string[];
+  readonly reservationKeys: Buffer[];
+  /** The rule count, then the periods, as a read's parameters. */
+  readonly readNumbers: Float64Array;
+  /** The rules' keys, then every windowed rule's reservation set: a read that reports reservations. */
+  readonly readKeysWithReservations: Buffer[];
 
   constructor(rules: readonly CounterRule[]) {
     this.rules = rules;
@@ -170,9 +182,13 @@ class ScriptPlan {
     this.keys = this.keyNames.map((name) => Buffer.from(name));
     this.periods = rules.map((rule) => rule.periodSeconds);
     this.periodNumbers = Float64Array.from(this.periods);
+    this.readNumbers = Float64Array.from([rules.length, ...this.periods]);
     const caps = rules.flatMap((rule) => [rule.periodSeconds, rule.maxRequests, rule.maxTokens]);
-    this.capNumbers = Float64Array.from([0, ...caps]);
-    this.learnedCapNumbers = Float64Array.from([1, ...caps]);
+    this.capNumbers = Float64Array.from([0, 0, 0, ...caps]);
+    this.learnedCapNumbers = Float64Array.from([1, 0, 0, ...caps]);
+    this.reservationNames = rules.filter((rule) => rule.periodSeconds > 0 && rule.maxTokens > 0).map((rule) => (rule.counter as RedisCounter).reservationKey);
+    this.reservationKeys = this.reservationNames.map((name) => Buffer.from(name));
+    this.readKeysWithReservations = [...this.keys, ...rules.filter((rule) => rule.periodSeconds > 0).map((rule) => Buffer.from((rule.counter as RedisCounter).reservationKey))];
     for (const rule of rules) {
       if (rule.periodSeconds === 0) this.slotKeys.push((rule.counter as RedisCounter).redisKey);
     }
@@ -191,6 +207,19 @@ class ScriptPlan {
   keysWith(handle: RedisLearned): Buffer[] {
     if (this.#withLearned?.handle !== handle) this.#withLearned = { handle, keys: [...this.keys, handle.redisKey] };
     return this.#withLearned.keys;
+  }
+
+  /** An admission's keys reserving tokens: the rules', their reservation sets, then the learned capacity's when there is one. */
+  reservingKeys(handle: RedisLearned | undefined): Buffer[] {
+    return handle === undefined ? [...this.keys, ...this.reservationKeys] : [...this.keys, ...this.reservationKeys, handle.redisKey];
+  }
+
+  /** An admission's numbers reserving `reserve` tokens. */
+  reservingNumbers(learned: boolean, reserve: number): Float64Array {
+    const numbers = (learned ? this.learnedCapNumbers : this.capNumbers).slice();
+    numbers[1] = reserve;
+    numbers[2] = this.reservationKeys.length;
+    return numbers;
   }
 }
 
@@ -225,6 +254,7 @@ export class RedisCounterStore implements CounterStore {
   readonly #diagnosis: RedisCounterStoreOptions['diagnosis'];
   readonly #releaseListeners: Array<(keys: readonly string[]) => void> = [];
   readonly #announceReleased: ((keys: readonly string[]) => void) | undefined;
+  readonly #reservations: boolean;
   /** Learned capacity waiting to be written, by learned key. */
   readonly #learning = new Map<string, PendingLearned>();
   /**
@@ -243,6 +273,7 @@ export class RedisCounterStore implements CounterStore {
     this.#logger = options.logger;
     this.#local = new MemoryCounterStore({ maxChildren: options.maxChildren });
     this.#announceReleased = options.announceReleased;
+    this.#reservations = options.reservations === true;
     const client = options.client;
     this.#batch = new ScriptBatch((keys, numbers, leases) => client.floodgateBatchBuffer(keys.length, keys, numbers, leases), options.timeoutMs);
     this.#availability = new RedisAvailability({
@@ -291,7 +322,7 @@ export class RedisCounterStore implements CounterStore {
   counter(key: string): CounterHandle {
     let counter = this.#counters.get(key);
     if (counter === undefined) {
-      counter = new RedisCounter(key, this.#names.counterKey(key), this.#local.counter(key));
+      counter = new RedisCounter(key, this.#names.counterKey(key), this.#names.reservationKey(key), this.#local.counter(key));
       this.#counters.set(key, counter);
     }
     return counter;
@@ -348,27 +379,50 @@ export class RedisCounterStore implements CounterStore {
     });
   }
 
-  tryAdmit(rules: readonly CounterRule[], nowSeconds: number, learned?: LearnedCheck): MaybePromise<AdmitOutcome> {
+  tryAdmit(rules: readonly CounterRule[], nowSeconds: number, learned?: LearnedCheck, reserve = 0): MaybePromise<AdmitOutcome> {
     const plan = this.#plan(rules);
-    if (!this.#availability.up) return this.#fallbackAdmit(plan, nowSeconds, learned);
+    if (!this.#availability.up) return this.#fallbackAdmit(plan, nowSeconds, learned, reserve);
     const handle = learned?.handle as RedisLearned | undefined;
     // Nothing to count: what this gateway heard decides, at once.
     if (rules.length === 0 && handle !== undefined) return this.#heardAdmission(handle, nowSeconds);
-    const leaseId = plan.hasSlots ? this.#leases.nextId() : '';
-    const keys = handle === undefined ? plan.keys : plan.keysWith(handle);
-    const numbers = handle === undefined ? plan.capNumbers : plan.learnedCapNumbers;
+    const reserving = reserve > 0 && plan.reservationKeys.length > 0;
+    // A reservation's lease id carries its tokens: the script sums them from the members alone.
+    const leaseId = reserving ? `${this.#leases.nextId()}|${reserve}` : plan.hasSlots ? this.#leases.nextId() : '';
+    const keys = reserving ? plan.reservingKeys(handle) : handle === undefined ? plan.keys : plan.keysWith(handle);
+    const numbers = reserving ? plan.reservingNumbers(handle !== undefined, reserve) : handle === undefined ? plan.capNumbers : plan.learnedCapNumbers;
     return this.#batch.add(ADMIT, keys, this.#leaseMs, numbers, leaseId, plan.width + (handle === undefined ? 0 : ROW_WIDTH)).then(
       (answer) => {
         const admitted = answer.reply.readDoubleLE((answer.at + 1) * 8) === 1;
-        const lease = admitted && plan.hasSlots ? this.#leases.hold(leaseId, plan.slotKeys) : undefined;
+        const held = reserving ? [...plan.slotKeys, ...plan.reservationNames] : plan.slotKeys;
+        const lease = admitted && held.length > 0 ? this.#leases.hold(leaseId, held) : undefined;
         const verdict = handle === undefined ? undefined : verdictAt(answer, plan.width);
         return { status: admitted ? 'admitted' : 'refused', ...readingOf(plan.periods, answer), lease, learned: verdict };
       },
       (err: unknown) => {
         this.#availability.down(err);
-        return this.#fallbackAdmit(plan, nowSeconds, learned);
+        return this.#fallbackAdmit(plan, nowSeconds, learned, reserve);
       },
     );
+  }
+
+  settle(rules: readonly CounterRule[], lease: SlotLease, reserved: number, tokens: number, nowSeconds: number): MaybePromise<void> {
+    if (lease instanceof LocalLease) {
+      this.#local.settle(this.#plan(rules).local, lease.inner, reserved, tokens, nowSeconds);
+      return;
+    }
+    const plan = this.#plan(rules);
+    const keys = this.#leases.giveBack(lease as RedisLease, plan.reservationNames);
+    if (!this.#availability.up) {
+      // The reservation cannot be removed now: it expires with its lease.
+      if (tokens > 0) this.#fallbackTokens(plan, tokens, nowSeconds);
+      return;
+    }
+    // Both in this turn's batch, which the server runs as one script: the tokens land as the
+    // reservation goes, never one without the other.
+    const charged = tokens > 0 ? this.addTokens(rules, tokens, nowSeconds) : undefined;
+    const released = keys.length === 0 ? undefined : this.#batch.add(RELEASE, keys, Number.NaN, undefined, (lease as RedisLease).id, 0).then(noop, (err: unknown) => this.#availability.down(err));
+    if (charged instanceof Promise) return released === undefined ? charged : Promise.all([charged, released]).then(noop);
+    return released;
   }
 
   learnedCounter(provider: string, model: string): LearnedHandle {
@@ -447,7 +501,8 @@ export class RedisCounterStore implements CounterStore {
     const plan = this.#plan(rules);
     // Without Redis, the counters this gateway can see are its local ones (none under allow/deny).
     if (!this.#availability.up) return this.#local.read(this.#localRules(plan, nowSeconds), nowSeconds);
-    return this.#batch.add(READ, plan.keys, Number.NaN, plan.periodNumbers, undefined, plan.width).then(
+    const keys = this.#reservations ? plan.readKeysWithReservations : plan.keys;
+    return this.#batch.add(READ, keys, Number.NaN, plan.readNumbers, undefined, plan.width).then(
       (answer) => readingOf(plan.periods, answer),
       (err: unknown) => {
         this.#availability.down(err);
@@ -553,7 +608,7 @@ export class RedisCounterStore implements CounterStore {
 
   #childHandle(ownKey: string, periodSeconds: number, child: string): RedisCounter {
     const key = childCounterKey(ownKey, child);
-    return new RedisCounter(key, this.#names.counterKey(key), undefined, { ownKey, periodSeconds, child });
+    return new RedisCounter(key, this.#names.counterKey(key), this.#names.reservationKey(key), undefined, { ownKey, periodSeconds, child });
   }
 
   /** A rule's counter in Redis, and a per-child rule's own counter with every child's. */
@@ -579,7 +634,7 @@ export class RedisCounterStore implements CounterStore {
       for (let at = 0; at < names.length; at += CHILD_READ_BATCH) {
         const batch = names.slice(at, at + CHILD_READ_BATCH);
         const periods = new Float64Array(batch.length).fill(periodSeconds);
-        const answer = await this.#batch.add(READ, batch, Number.NaN, periods, undefined, 2 + ROW_WIDTH * batch.length);
+        const answer = await this.#batch.add(READ, batch, batch.length, periods, undefined, 2 + ROW_WIDTH * batch.length);
         const { rows } = readingOf(Array.from(periods), answer);
         batch.forEach((name, i) => {
           if (rowMatters(rows[i]!)) found.push({ child: this.#names.childOf(ownKey, name), row: rows[i]! });
@@ -608,9 +663,9 @@ export class RedisCounterStore implements CounterStore {
     return plan.local;
   }
 
-  #fallbackAdmit(plan: ScriptPlan, nowSeconds: number, learned: LearnedCheck | undefined): AdmitOutcome {
+  #fallbackAdmit(plan: ScriptPlan, nowSeconds: number, learned: LearnedCheck | undefined, reserve: number): AdmitOutcome {
     if (this.#onError !== 'local') return { status: 'unavailable', fallback: this.#onError, reason: UNREACHABLE };
-    const outcome = this.#local.tryAdmit(this.#localRules(plan, nowSeconds), nowSeconds, learned);
+    const outcome = this.#local.tryAdmit(this.#localRules(plan, nowSeconds), nowSeconds, learned, reserve);
     if (outcome.status !== 'admitted' || outcome.lease === undefined) return outcome;
     return { ...outcome, lease: new LocalLease(outcome.lease) };
   }
@@ -677,7 +732,7 @@ function readingOf(periods: readonly number[], { reply, at }: BatchAnswer): Coun
     rows[i] =
       period === 0
         ? concurrencyRow(number(row + 5))
-        : windowedRow(number(row), number(row + 1), number(row + 2), number(row + 3), number(row + 4), period, nowSeconds);
+        : windowedRow(number(row), number(row + 1), number(row + 2), number(row + 3), number(row + 4), period, nowSeconds, number(row + 5));
   }
   return { nowSeconds, rows };
 }
