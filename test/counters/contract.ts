@@ -117,6 +117,37 @@ export function counterStoreContract(name: string, open: () => Promise<StoreUnde
     });
     afterEach(() => subject.close());
 
+    it('reserves tokens on the rules with a token cap and settles them to what was used, refusing what does not fit', async () => {
+      const tokens = counterRule(store, '/res', LONG, { maxTokens: 1000 });
+      const requests = counterRule(store, '/res-requests', LONG, { maxRequests: 100 });
+      const reserving = async (): Promise<CounterAdmission> => (await store.tryAdmit([tokens, requests], wallSeconds(), undefined, 300)) as CounterAdmission;
+      const leases: SlotLease[] = [];
+      for (let i = 1; i <= 3; i++) {
+        const admission = await reserving();
+        assert.equal(admission.status, 'admitted');
+        assert.equal(admission.rows[0]!.tokensReserved, 300 * i);
+        assert.equal(admission.rows[1]!.tokensReserved, 0, 'a rule without a token cap reserves nothing');
+        leases.push(leaseOf(admission));
+      }
+      const refused = await reserving();
+      assert.equal(refused.status, 'refused', '900 reserved + 300 > 1000');
+      assert.equal(refused.lease, undefined);
+      assert.deepEqual([refused.rows[0]!.tokensReserved, refused.rows[1]!.requestsCurrent], [900, 3], 'a refusal reserves and counts nothing');
+      // Settled below the estimate: the window gets what was used, the reservation goes.
+      await store.settle([tokens], leases[0]!, 300, 100, wallSeconds());
+      let now = await read(store, [tokens]);
+      assert.deepEqual([now.rows[0]!.tokensCurrent, now.rows[0]!.tokensReserved], [100, 600]);
+      // Above the estimate: all of it counts.
+      await store.settle([tokens], leases[1]!, 300, 500, wallSeconds());
+      now = await read(store, [tokens]);
+      assert.deepEqual([now.rows[0]!.tokensCurrent, now.rows[0]!.tokensReserved], [600, 300]);
+      assert.equal((await reserving()).status, 'refused', '600 used + 300 reserved + 300 > 1000');
+      await store.settle([tokens], leases[2]!, 300, 0, wallSeconds());
+      const last = await reserving();
+      assert.equal(last.status, 'admitted', '600 + 300 fits');
+      assert.equal(last.rows[0]!.tokensReserved, 300);
+    });
+
     it('counts a request in every window and refuses at the cap without counting', async () => {
       const team = counterRule(store, '/team', LONG, { maxRequests: 3 });
       const root = counterRule(store, '/', LONG, { maxRequests: 100 });

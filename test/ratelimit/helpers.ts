@@ -20,7 +20,7 @@ export function rule(
 }
 
 /** A limiter over `rules` on a clock that only moves when told to (`clock.setSeconds`). */
-export function setup(rules: RuleDefinition[], options: { enforceTokens?: boolean; startSeconds?: number } = {}) {
+export function setup(rules: RuleDefinition[], options: { enforceTokens?: boolean; startSeconds?: number; reservations?: boolean } = {}) {
   let nowMs = (options.startSeconds ?? T0) * 1000;
   const clock = {
     now: () => nowMs,
@@ -28,7 +28,7 @@ export function setup(rules: RuleDefinition[], options: { enforceTokens?: boolea
       nowMs = seconds * 1000;
     },
   };
-  const limiter = new RateLimiter({ clock, store: new MemoryCounterStore(), enforceTokens: options.enforceTokens ?? true });
+  const limiter = new RateLimiter({ clock, store: new MemoryCounterStore(), enforceTokens: options.enforceTokens ?? true, reservations: options.reservations });
   limiter.replaceRules(rules);
   return { clock, limiter };
 }

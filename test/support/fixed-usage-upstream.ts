@@ -19,6 +19,8 @@ export interface FixedUsageUpstream {
   setUsage(usage: Record<string, unknown> | string): void;
   /** The model an answer names when its request names none (default `answer-model`). */
   answerModel: string;
+  /** How long every answer waits before it is sent, in ms (default 0): requests sent together overlap. */
+  delayMs: number;
   /** Bodies received, as text, in order. */
   readonly received: string[];
   close(): Promise<void>;
@@ -30,11 +32,15 @@ export async function startFixedUsageUpstream(): Promise<FixedUsageUpstream> {
   /** JSON text of `value`, its usage placeholder replaced by the usage set. */
   const withUsage = (value: unknown): string => JSON.stringify(value).replace(USAGE, typeof usage === 'string' ? usage : JSON.stringify(usage));
   const received: string[] = [];
-  const state = { answerModel: 'answer-model' };
+  const state = { answerModel: 'answer-model', delayMs: 0 };
   const server = createServer((req, res) => {
     let raw = '';
     req.on('data', (chunk: Buffer) => (raw += chunk.toString()));
     req.on('end', () => {
+      if (state.delayMs > 0) setTimeout(answer, state.delayMs);
+      else answer();
+    });
+    const answer = (): void => {
       received.push(raw);
       let request: { model?: unknown; stream?: unknown } = {};
       try {
@@ -60,7 +66,7 @@ export async function startFixedUsageUpstream(): Promise<FixedUsageUpstream> {
           : { id: 'chatcmpl-1', object: 'chat.completion', created: 0, model, choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }], usage: '__usage__' };
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(withUsage(body));
-    });
+    };
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
@@ -74,6 +80,12 @@ export async function startFixedUsageUpstream(): Promise<FixedUsageUpstream> {
     },
     set answerModel(model: string) {
       state.answerModel = model;
+    },
+    get delayMs() {
+      return state.delayMs;
+    },
+    set delayMs(ms: number) {
+      state.delayMs = ms;
     },
     received,
     close: () =>

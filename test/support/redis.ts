@@ -44,14 +44,14 @@ export interface TestRedisStore {
 }
 
 /** A connected Redis counter store on a fresh prefix; close() removes its keys. */
-export async function openRedisStore(options: { url?: string; leaseSeconds?: number; timeoutMs?: number; onError?: RedisOnError; prefix?: string; maxChildren?: number } = {}): Promise<TestRedisStore> {
+export async function openRedisStore(options: { url?: string; leaseSeconds?: number; timeoutMs?: number; onError?: RedisOnError; prefix?: string; maxChildren?: number; reservations?: boolean } = {}): Promise<TestRedisStore> {
   const url = options.url ?? REDIS_URL;
   const prefix = options.prefix ?? testPrefix();
   const client = createCountersClient({ url, timeoutMs: options.timeoutMs ?? 2000, name: 'floodgate-test' });
   await client.connect();
   const names = new RedisNames(prefix);
   const logger = { info: () => {}, warn: () => {} };
-  const store = new RedisCounterStore({ client, names, leaseSeconds: options.leaseSeconds ?? 30, timeoutMs: options.timeoutMs ?? 2000, onError: options.onError ?? 'local', logger, probeIntervalMs: 50, maxChildren: options.maxChildren });
+  const store = new RedisCounterStore({ client, names, leaseSeconds: options.leaseSeconds ?? 30, timeoutMs: options.timeoutMs ?? 2000, onError: options.onError ?? 'local', logger, probeIntervalMs: 50, maxChildren: options.maxChildren, reservations: options.reservations ?? true });
   return {
     store,
     client,
