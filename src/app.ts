@@ -8,7 +8,7 @@ import { SaturationLog } from './admission/saturation-log.ts';
 import { KeyRing } from './auth/keys.ts';
 import { loadStoredBudgets, startBudgetManager, type BudgetManager } from './admin/budgets.ts';
 import { startRuleManager, type RuleManager } from './admin/rate-limit-rules.ts';
-import { BudgetTracker } from './budgets/tracker.ts';
+import { BudgetTracker, type SharedBudgetLedger } from './budgets/tracker.ts';
 import { BUDGETS_WITHOUT_USAGE_WARNING, TOKEN_RULES_WITHOUT_USAGE_WARNING, isLoopbackHost, nonLoopbackMessage, type BudgetSeed, type RuleSeed } from './config/load.ts';
 import { openCounters, type Counters } from './counters/index.ts';
 import { RateLimiter, type LearnedSettings } from './ratelimit/index.ts';
@@ -115,7 +115,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         return counters.close();
       });
     }
-    const { tracker, manager: budgetManager } = await startBudgets(config, storage, usage, options.budgetSeeds ?? [], now, logger, options.warnings ?? []);
+    const { tracker, manager: budgetManager } = await startBudgets(config, storage, usage, options.budgetSeeds ?? [], now, logger, options.warnings ?? [], counters?.budgetLedger);
     if (tracker !== undefined) {
       // Spend reaches the budgets as each usage record is queued.
       usage.listen({ record: (record) => tracker.observe(record.userPath, record.timestampMs, record.costUsd) });
@@ -308,6 +308,7 @@ async function startBudgets(
   now: () => number,
   logger: FastifyBaseLogger,
   warnings: readonly string[],
+  ledger: SharedBudgetLedger | undefined,
 ): Promise<{ tracker: BudgetTracker | undefined; manager: BudgetManager | undefined }> {
   if (!config.budgets.enabled) {
     logger.info('budgets are disabled (BUDGETS_ENABLED=false)');
@@ -325,6 +326,8 @@ async function startBudgets(
     },
     onError: (err) => logger.warn({ err }, 'reading budget spend from storage failed; the last known spend stays in force'),
     reservations: config.budgets.reservations.enabled,
+    // Shared by the replicas with Redis counters: each sees the others' reservations and settled costs at once.
+    ledger: config.budgets.reservations.enabled ? ledger : undefined,
   });
   const { manager, shadowed, invalid } = await startBudgetManager(storage, tracker, seeds, now);
   for (const { item: budget, error } of invalid) {

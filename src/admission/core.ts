@@ -63,8 +63,8 @@ export interface ReservationEstimate {
  * tokens it used, its budget reservation goes (its cost reaches the budgets with its usage record).
  */
 export interface Settlement {
-  /** Idempotent: only the first call counts. */
-  settle(tokens: number): void;
+  /** Idempotent: only the first call counts. `costUsd`: what the request cost (its usage record's). */
+  settle(tokens: number, costUsd?: number): void;
 }
 
 export interface Dispatched {
@@ -278,7 +278,8 @@ export class AdmissionCore {
     const held = new HeldReservations(own);
     try {
       // Budgets after the rate limits, once per request; they never wait.
-      held.budget = this.#checkBudget(caller.userPath, asked, estimate?.costUsd?.(step.target));
+      if (estimate?.costUsd === undefined || this.#budgets === undefined) this.#checkBudget(caller.userPath, asked);
+      else held.budget = await this.#reserveBudget(caller.userPath, asked, estimate.costUsd(step.target));
       const total = walk.targets.length;
       let failure: GatewayError | undefined;
       for (;;) {
@@ -439,21 +440,22 @@ export class AdmissionCore {
     if (saturation !== undefined) this.#saturation?.saturated(provider, model, saturation.untilMs, saturation.cause);
   }
 
+  /** The budgets governing a user path: throws the 429 `budget_exceeded` when one is reached (a refusal of what was `asked`). One in-memory lookup. */
+  #checkBudget(userPath: string, asked: Asked): void {
+    const breach = this.budgetBreach(userPath);
+    if (breach !== undefined) throw this.#refused(userPath, asked, breach, budgetExceededError(breach));
+  }
+
   /**
-   * The budgets governing a user path: throws the 429 `budget_exceeded` when one is reached (a
-   * refusal of what was `asked`). One in-memory lookup. With `costUsd` (budget reservations on),
-   * a budget is reached when its spend, what is reserved on it and `costUsd` exceed its cap, and
-   * the answer is the reservation made.
+   * The budget check with budget reservations on: a budget is reached when its spend, what is
+   * reserved on it and `costUsd` exceed its cap (throws its 429); else `costUsd` is reserved on
+   * every governing budget (across replicas with shared counters) and the hold answered.
    */
-  #checkBudget(userPath: string, asked: Asked, costUsd?: number): BudgetHold | undefined {
+  async #reserveBudget(userPath: string, asked: Asked, costUsd: number): Promise<BudgetHold | undefined> {
     const budgets = this.#budgets;
     if (budgets === undefined) return undefined;
-    if (costUsd === undefined) {
-      const breach = budgets.check(userPath);
-      if (breach !== undefined) throw this.#refused(userPath, asked, breach, budgetExceededError(breach));
-      return undefined;
-    }
-    const reserved = budgets.reserve(userPath, costUsd);
+    let reserved = budgets.reserve(userPath, costUsd);
+    if (reserved instanceof Promise) reserved = await reserved;
     if (!reserved.ok) throw this.#refused(userPath, asked, reserved.breach, budgetExceededError(reserved.breach));
     return reserved.hold;
   }
@@ -488,15 +490,14 @@ export class AdmissionCore {
     const settlement = done.settlement;
     if (!done.cached) {
       if (settlement !== undefined) {
-        // Its reservations become what it used: its windows' tokens in the same store step.
-        settlement.settle(usage?.totalTokens ?? 0);
+        // Settled below, with the record's cost: its reservations become what it used.
       } else if (usage !== undefined && this.#limiter !== undefined && done.windows !== false) {
         // A shared store answers later and never rejects: nothing here waits for the charge to land.
         void this.#limiter.chargeTokens({ userPath: caller.userPath, provider: done.provider, model: done.model }, usage.totalTokens);
       }
       this.#metrics.tokens(done.provider, done.model, usage);
     }
-    return this.#usage.record({
+    const record = this.#usage.record({
       timestampMs: done.startedAt,
       userPath: caller.userPath,
       provider: done.provider,
@@ -513,6 +514,9 @@ export class AdmissionCore {
       requestId: done.requestId,
       estimated: done.estimated === true,
     });
+    // After the record: its cost reaches the budgets as the dollars reserved for it leave them.
+    settlement?.settle(usage?.totalTokens ?? 0, record?.costUsd ?? 0);
+    return record;
   }
 
   /**
@@ -611,12 +615,12 @@ class HeldReservations implements Settlement {
     this.#own = own;
   }
 
-  settle(tokens: number): void {
+  settle(tokens: number, costUsd = 0): void {
     if (this.#settled) return;
     this.#settled = true;
     void this.#own.settle(tokens);
     if (this.attempt !== undefined) void this.attempt.settle(tokens);
-    this.budget?.release();
+    this.budget?.release(costUsd);
   }
 }
 

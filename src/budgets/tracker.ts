@@ -39,6 +39,8 @@ export interface BudgetTrackerOptions {
   onError?: (err: unknown) => void;
   /** Budget reservations are on: statuses show `reserved_usd`. */
   reservations?: boolean;
+  /** Where reservations are shared with other replicas (Redis counters); absent: this replica's alone. */
+  ledger?: SharedBudgetLedger | undefined;
 }
 
 /** A refusal: the governing budget with the longest wait until its period ends. */
@@ -51,9 +53,31 @@ export interface BudgetBreach {
   retryAfterMs: number;
 }
 
-/** A request's dollars reserved on the budgets governing it; release() once, when it ends. */
+/** A request's dollars reserved on the budgets governing it; release() once, when it ends, with what it cost. */
 export interface BudgetHold {
-  release(): void;
+  release(costUsd?: number): void;
+}
+
+/** A budget in its current period, as a shared ledger of reservations checks it. */
+export interface SharedBudget {
+  /** The budget's identity (lowercase path, NUL, period). */
+  readonly id: string;
+  readonly startMs: number;
+  readonly endMs: number;
+  readonly maxUsd: number;
+  /** The spend this gateway knows of. */
+  readonly spentUsd: number;
+}
+
+export type SharedBudgetAnswer = { readonly ok: true; settle(costUsd: number): void } | { readonly ok: false; readonly index: number };
+
+/**
+ * Dollar reservations shared by every replica (the Redis counters): budgets hold across replicas,
+ * as each one's settled costs are seen by the others before their storage refresh does.
+ */
+export interface SharedBudgetLedger {
+  /** Reserves on every budget, or answers which is reached; undefined when the ledger cannot answer (then this replica's count decides). */
+  reserveBudgets(budgets: readonly SharedBudget[], costUsd: number): Promise<SharedBudgetAnswer | undefined>;
 }
 
 export type BudgetReservation = { readonly ok: true; readonly hold: BudgetHold } | { readonly ok: false; readonly breach: BudgetBreach };
@@ -88,6 +112,7 @@ export class BudgetTracker {
   readonly #source: SpendSource;
   readonly #onError: (err: unknown) => void;
   readonly #reservations: boolean;
+  readonly #ledger: SharedBudgetLedger | undefined;
   readonly #byId = new Map<string, BudgetState>();
   /** Budgets by lowercase user path. */
   readonly #byPath = new Map<string, BudgetState[]>();
@@ -105,6 +130,7 @@ export class BudgetTracker {
     this.#source = options.source;
     this.#onError = options.onError ?? (() => {});
     this.#reservations = options.reservations === true;
+    this.#ledger = options.ledger;
   }
 
   get size(): number {
@@ -161,7 +187,7 @@ export class BudgetTracker {
    * its spend, what is reserved on it and `costUsd` exceed its cap; if none does, `costUsd` is
    * reserved on every one until the hold is released.
    */
-  reserve(userPath: string, costUsd: number): BudgetReservation {
+  reserve(userPath: string, costUsd: number): BudgetReservation | Promise<BudgetReservation> {
     if (this.#byPath.size === 0) return NOTHING_HELD;
     const now = this.#now();
     const states: BudgetState[] = [];
@@ -169,30 +195,32 @@ export class BudgetTracker {
     this.#forGoverning(userPath.toLowerCase(), (state) => {
       this.#roll(state, now);
       states.push(state);
-      const max = state.definition.maxUsd;
-      const spent = spentOf(state);
-      if (spent < max && roundUsd(spent + state.reserved + costUsd) <= max) return;
-      const retryAfterMs = Math.max(1, state.endMs - now);
-      if (breach !== undefined && breach.retryAfterMs >= retryAfterMs) return;
-      const { userPath: path, period } = state.definition;
-      const needs = costUsd > max ? ` (this request needs an estimated ${formatUsd(costUsd)})` : '';
-      breach = { userPath: path, period, message: `budget exceeded for ${path}: ${period} budget of ${formatUsd(max)} reached${needs}`, retryAfterMs };
+      if (!fits(state, costUsd)) breach = longest(breach, breachOf(state, costUsd, now));
     });
     if (breach !== undefined) return { ok: false, breach };
     if (states.length === 0 || !(costUsd > 0)) return NOTHING_HELD;
+    // Held here too: this replica's statuses show it, and it decides alone while the ledger is away.
     for (const state of states) state.reserved += costUsd;
-    let released = false;
-    return {
-      ok: true,
-      hold: {
-        release: () => {
-          if (released) return;
-          released = true;
-          // A budget replaced since (deleted, re-added) starts from nothing reserved.
-          for (const state of states) state.reserved = Math.max(0, state.reserved - costUsd);
-        },
-      },
+    const local = (): void => {
+      // A budget replaced since (deleted, re-added) starts from nothing reserved.
+      for (const state of states) state.reserved = Math.max(0, state.reserved - costUsd);
     };
+    if (this.#ledger === undefined) return { ok: true, hold: once(local) };
+    const shared = states.map((state): SharedBudget => ({ id: state.id, startMs: state.startMs, endMs: state.endMs, maxUsd: state.definition.maxUsd, spentUsd: spentOf(state) }));
+    return this.#ledger.reserveBudgets(shared, costUsd).then((answer): BudgetReservation => {
+      if (answer === undefined) return { ok: true, hold: once(local) };
+      if (!answer.ok) {
+        local();
+        return { ok: false, breach: breachOf(states[answer.index]!, costUsd, this.#now()) };
+      }
+      return {
+        ok: true,
+        hold: once((cost) => {
+          local();
+          answer.settle(cost ?? 0);
+        }),
+      };
+    });
   }
 
   /** Adds the cost of a usage record this replica just recorded to the budgets governing it. */
@@ -394,6 +422,37 @@ export class BudgetTracker {
 }
 
 const NOTHING_HELD: BudgetReservation = Object.freeze({ ok: true as const, hold: Object.freeze({ release(): void {} }) });
+
+/** Whether a budget has room for `costUsd` beside its spend and what is reserved on it. */
+function fits(state: BudgetState, costUsd: number): boolean {
+  const max = state.definition.maxUsd;
+  const spent = spentOf(state);
+  return spent < max && roundUsd(spent + state.reserved + costUsd) <= max;
+}
+
+/** The refusal of a budget without room for `costUsd`; its message says so when the cost alone exceeds the cap. */
+function breachOf(state: BudgetState, costUsd: number, now: number): BudgetBreach {
+  const { userPath, period, maxUsd } = state.definition;
+  const needs = costUsd > maxUsd ? ` (this request needs an estimated ${formatUsd(costUsd)})` : '';
+  return { userPath, period, message: `budget exceeded for ${userPath}: ${period} budget of ${formatUsd(maxUsd)} reached${needs}`, retryAfterMs: Math.max(1, state.endMs - now) };
+}
+
+/** Of two breaches, the one with the longer wait (the first on a tie). */
+function longest(a: BudgetBreach | undefined, b: BudgetBreach): BudgetBreach {
+  return a !== undefined && a.retryAfterMs >= b.retryAfterMs ? a : b;
+}
+
+/** A hold released once, whatever calls it after. */
+function once(release: (costUsd?: number) => void): BudgetHold {
+  let released = false;
+  return {
+    release: (costUsd) => {
+      if (released) return;
+      released = true;
+      release(costUsd);
+    },
+  };
+}
 
 function spentOf(state: BudgetState): number {
   return roundUsd(state.stored + state.local);

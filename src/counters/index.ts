@@ -5,6 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import type { SharedBudgetLedger } from '../budgets/tracker.ts';
 import type { RateLimitsConfig } from '../config/schema.ts';
 import type { CounterStore } from '../ratelimit/index.ts';
 import { StartupError } from '../errors/startup-error.ts';
@@ -35,6 +36,8 @@ export interface Counters {
    * this gateway, and in every gateway sharing the counters.
    */
   onSlotsReleased(listener: (keys: readonly string[]) => void): void;
+  /** Dollar reservations of budgets shared by the replicas (Redis); undefined for the memory store. */
+  readonly budgetLedger: SharedBudgetLedger | undefined;
   /** Call once the engine holds its rules: puts saved counters back (persist_counters) and starts saving. */
   start(): Promise<void>;
   close(): Promise<void>;
@@ -53,11 +56,11 @@ export async function openCounters(config: RateLimitsConfig, logger: CountersLog
   if (config.backend === 'memory') {
     if (!config.persist_counters) {
       const store = new MemoryCounterStore({ maxChildren });
-      return { store, problem: () => undefined, check: async () => {}, ruleChanges: undefined, onSlotsReleased: (listener) => store.onReleased(listener), start: async () => {}, close: async () => {} };
+      return { store, problem: () => undefined, check: async () => {}, ruleChanges: undefined, budgetLedger: undefined, onSlotsReleased: (listener) => store.onReleased(listener), start: async () => {}, close: async () => {} };
     }
     const persistence = new CounterPersistence({ storage: options.storage, now: options.now, logger, maxChildren });
     const store = persistence.store;
-    return { store, problem: () => undefined, check: async () => {}, ruleChanges: undefined, onSlotsReleased: (listener) => store.onReleased(listener), start: () => persistence.start(), close: () => persistence.close() };
+    return { store, problem: () => undefined, check: async () => {}, ruleChanges: undefined, budgetLedger: undefined, onSlotsReleased: (listener) => store.onReleased(listener), start: () => persistence.start(), close: () => persistence.close() };
   }
   if (config.persist_counters) {
     logger.info({}, 'rate_limits.persist_counters is ignored with the redis backend: counters in Redis survive a gateway restart on their own');
@@ -105,6 +108,7 @@ export async function openCounters(config: RateLimitsConfig, logger: CountersLog
     problem: () => (store.available ? undefined : diagnosis.describe()),
     check: () => store.check(),
     ruleChanges,
+    budgetLedger: store,
     onSlotsReleased(listener) {
       store.onReleased(listener);
       releases?.onReleased(listener);

@@ -13,6 +13,8 @@ export const RELEASE = 3;
 export const READ = 4;
 export const LEARN = 5;
 export const READ_LEARNED = 6;
+export const RESERVE_BUDGETS = 7;
+export const SETTLE_BUDGETS = 8;
 
 /** One operation's part of the batch reply: the doubles from index `at` on. */
 export interface BatchAnswer {

@@ -9,6 +9,8 @@
  *   {floodgate:}rl:user_path:/team:60:/     a per-child rule's counter for /team itself
  *   {floodgate:}rl:user_path:/team:60:/bob  its counter for the child /team/bob (and all below it)
  *   {floodgate:}rs:user_path:/team/a:60     the token reservations held on a rule's counter (sorted set of leases)
+ *   {floodgate:}br:/team\0day              the dollar reservations held on a budget (sorted set of leases)
+ *   {floodgate:}bs:/team\0day:1767225600    a budget's spend settled in Redis for the period starting then (ms)
  *   {floodgate:}lc:openai/gpt-4o            the learned capacity of a provider's model (see scripts.ts)
  *   {floodgate:}lc                          the index of the learned capacity records (sorted set)
  *   {floodgate:}lc:saturated                the pub/sub channel of targets saturated by learned capacity
@@ -44,6 +46,16 @@ export class RedisNames {
   /** The set of token reservations held on a rule's counter (same naming as counterKey, under `rs:`). */
   reservationKey(ruleKey: string): string {
     return `${this.tag}rs:${this.counterKey(ruleKey).slice(this.tag.length + 3)}`;
+  }
+
+  /** The set of dollar reservations held on a budget (its identity: lowercase path, NUL, period). */
+  budgetReservationKey(budget: string): string {
+    return `${this.tag}br:${budget}`;
+  }
+
+  /** A budget's spend settled in Redis during the period that started at `startMs`. */
+  budgetSettledKey(budget: string, startMs: number): string {
+    return `${this.tag}bs:${budget}:${startMs}`;
   }
 
   /** The key of a provider's model's learned capacity. A provider name has no `/`: the first one ends it. */

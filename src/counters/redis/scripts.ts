@@ -183,7 +183,12 @@ end
  *                            listed in the index (second key); -1 for what they did not say, times
  *                            in ms from now
  *   6 (C)                    read learned records, changing nothing
- * Answers the answers of A, Q and C, in order, as doubles: an admission with a learned key adds the
+ *   7 (B) leaseMs cost (cap spent)...
+ *                            budget reservation: two keys per budget, its reservation set and its
+ *                            settled spend (amounts in millionths of a dollar); see reserveBudgets
+ *   8 (S) cost (expireAt)... budget settlement: the lease leaves each reservation set, `cost` is
+ *                            added to each settled spend (expiring at its period's end, seconds)
+ * Answers the answers of A, Q, C and B, in order, as doubles (B: one number): an admission with a learned key adds the
  * verdict (saturated until or 0, cause, the time in ms, then three zeros) after its rows; a read of
  * learned records is the time in ms, then twelve numbers per key (all -1 for a missing one).
  */
@@ -367,13 +372,52 @@ local function readLearned(first, n, v, at)
   return at
 end
 
-local operations = {admit, addTokens, release, read, learn, readLearned}
+-- Budgets (budgets.reservations): per budget, its reservation set and its settled spend. A budget
+-- is reached when the larger of the spend its gateway knows and the settled spend, plus what is
+-- reserved, plus this cost, exceed its cap; answers 0 and reserves the cost on every budget, or
+-- the first reached budget's place, reserving nothing.
+local function reserveBudgets(first, keys, v, at, lease)
+  local leaseMs, cost = v[at], v[at + 1]
+  local n = keys / 2
+  local reached = 0
+  for i = 1, n do
+    local cap, spent = v[at + 2 * i], v[at + 2 * i + 1]
+    local settled = tonumber(redis.call('GET', KEYS[first + 2 * i]) or 0) or 0
+    if reached == 0 and math.max(spent, settled) + reservedIn(KEYS[first + 2 * i - 1]) + cost > cap then reached = i end
+  end
+  if reached == 0 then
+    for i = 1, n do
+      redis.call('ZADD', KEYS[first + 2 * i - 1], nowMs + leaseMs, lease)
+      keepFor(KEYS[first + 2 * i - 1], leaseMs)
+    end
+  end
+  out[o + 1] = reached
+  o = o + 1
+  return at + 2 + 2 * n
+end
+
+-- The request ended: its reservation leaves every budget, and what it cost is added to each
+-- budget's settled spend, which expires at the end of the budget's period.
+local function settleBudgets(first, keys, v, at, lease)
+  local cost = v[at]
+  local n = keys / 2
+  for i = 1, n do
+    redis.call('ZREM', KEYS[first + 2 * i - 1], lease)
+    if cost > 0 then
+      redis.call('INCRBY', KEYS[first + 2 * i], cost)
+      redis.call('EXPIREAT', KEYS[first + 2 * i], v[at + i])
+    end
+  end
+  return at + 1 + n
+end
+
+local operations = {admit, addTokens, release, read, learn, readLearned, reserveBudgets, settleBudgets}
 local v = unpackDoubles(ARGV[1])
 local at, first, leases = 1, 0, 1
 while at <= #v do
   local code, n = v[at], v[at + 1]
   local lease
-  if code == 1 or code == 3 then
+  if code == 1 or code == 3 or code == 7 or code == 8 then
     leases = leases + 1
     lease = ARGV[leases]
   end

@@ -44,7 +44,8 @@ import {
   type SlotLease,
 } from '../../ratelimit/index.ts';
 import { RedisAvailability, type CountersLogger } from './availability.ts';
-import { ADD_TOKENS, ADMIT, LEARN, READ, READ_LEARNED, RELEASE, ScriptBatch, type BatchAnswer } from './batch.ts';
+import { ADD_TOKENS, ADMIT, LEARN, READ, READ_LEARNED, RELEASE, RESERVE_BUDGETS, SETTLE_BUDGETS, ScriptBatch, type BatchAnswer } from './batch.ts';
+import type { SharedBudget, SharedBudgetAnswer, SharedBudgetLedger } from '../../budgets/tracker.ts';
 import { within, type CountersClient } from './client.ts';
 import type { RedisNames } from './keys.ts';
 import type { RedisDiagnosis } from './diagnosis.ts';
@@ -232,11 +233,18 @@ class LocalLease {
 }
 
 const ROW_WIDTH = 6;
+/** A budget's settled spend outlives its period a little: a replica whose clock runs behind still reads it. */
+const SETTLED_LINGER_SECONDS = 60;
+
+/** Dollars as whole millionths, as the budget scripts count them. */
+function micros(usd: number): number {
+  return Math.max(0, Math.round(usd * 1_000_000));
+}
 const RENEW_BATCH = 500;
 /** Children's counters read per script call when listing them (Lua unpacks at most a few thousand values). */
 const CHILD_READ_BATCH = 500;
 
-export class RedisCounterStore implements CounterStore {
+export class RedisCounterStore implements CounterStore, SharedBudgetLedger {
   readonly #client: CountersClient;
   readonly #names: RedisNames;
   readonly #leaseMs: number;
@@ -423,6 +431,43 @@ export class RedisCounterStore implements CounterStore {
     const released = keys.length === 0 ? undefined : this.#batch.add(RELEASE, keys, Number.NaN, undefined, (lease as RedisLease).id, 0).then(noop, (err: unknown) => this.#availability.down(err));
     if (charged instanceof Promise) return released === undefined ? charged : Promise.all([charged, released]).then(noop);
     return released;
+  }
+
+  /**
+   * Reserves `costUsd` on every budget in one script step, shared by every gateway on this Redis,
+   * unless one is reached (see scripts.ts); undefined when Redis cannot answer.
+   */
+  reserveBudgets(budgets: readonly SharedBudget[], costUsd: number): Promise<SharedBudgetAnswer | undefined> {
+    if (!this.#availability.up || budgets.length === 0) return Promise.resolve(undefined);
+    const cost = micros(costUsd);
+    const leaseId = `${this.#leases.nextId()}|${cost}`;
+    const sets = budgets.map((budget) => this.#names.budgetReservationKey(budget.id));
+    const keys = budgets.flatMap((budget, i) => [sets[i]!, this.#names.budgetSettledKey(budget.id, budget.startMs)]);
+    const numbers = Float64Array.from([cost, ...budgets.flatMap((budget) => [micros(budget.maxUsd), micros(budget.spentUsd)])]);
+    return this.#batch.add(RESERVE_BUDGETS, keys, this.#leaseMs, numbers, leaseId, 1).then(
+      (answer): SharedBudgetAnswer => {
+        const reached = answer.reply.readDoubleLE(answer.at * 8);
+        if (reached > 0) return { ok: false, index: reached - 1 };
+        const lease = this.#leases.hold(leaseId, sets);
+        const ends = Float64Array.from(budgets.map((budget) => Math.ceil(budget.endMs / 1000) + SETTLED_LINGER_SECONDS));
+        let settled = false;
+        return {
+          ok: true,
+          settle: (actualUsd: number): void => {
+            if (settled) return;
+            settled = true;
+            this.#leases.giveBack(lease, sets);
+            // While Redis is away the reservation expires with its lease.
+            if (!this.#availability.up) return;
+            this.#batch.add(SETTLE_BUDGETS, keys, micros(actualUsd), ends, leaseId, 0).then(noop, (err: unknown) => this.#availability.down(err));
+          },
+        };
+      },
+      (err: unknown) => {
+        this.#availability.down(err);
+        return undefined;
+      },
+    );
   }
 
   learnedCounter(provider: string, model: string): LearnedHandle {
