@@ -526,7 +526,7 @@ export class AdmissionCore {
    * (its provider and model rules alone), every rule read, and the budgets governing the path.
    * Counts nothing, takes no slot. Rate limits must be enabled.
    */
-  async explain(userPath: string, route: Route, kind: ExplainKind, priority: Priority = 'high'): Promise<Explanation> {
+  async explain(userPath: string, route: Route, kind: ExplainKind, priority: Priority = 'high', estimate?: ReservationEstimate): Promise<Explanation> {
     const limiter = this.#limiter;
     if (limiter === undefined) throw new Error('explain needs rate limits enabled');
     const rules = new Map<string, RuleStatus>();
@@ -534,7 +534,10 @@ export class AdmissionCore {
       for (const rule of found) rules.set(`${rule.scope}\u0000${rule.subject.toLowerCase()}\u0000${rule.period_seconds}`, rule);
     };
     const options = OPTIONS[priority];
-    const read: Admitter = (target) => limiter.explain(target, options.slots).then((preview) => {
+    // With reservations on, the rules are judged as a request reserving the estimate would be.
+    const reserveTokens = kind === 'dispatch' && estimate !== undefined ? estimate.tokens : 0;
+    const slots: AdmitOptions = reserveTokens > 0 ? { ...options.slots, reserveTokens } : options.slots;
+    const read: Admitter = (target) => limiter.explain(target, slots).then((preview) => {
       collect(preview.rules);
       return preview.refusal ?? UNLIMITED;
     });
@@ -552,7 +555,8 @@ export class AdmissionCore {
     }
     if (refusal !== undefined) breach = breachOf(refusal);
     // Budgets come after the rate limits, on every endpoint.
-    const budget = breach === undefined ? this.#budgets?.check(userPath) : undefined;
+    const cost = kind === 'dispatch' && target !== undefined ? estimate?.costUsd?.(target) : undefined;
+    const budget = breach === undefined ? (cost === undefined ? this.#budgets?.check(userPath) : this.#budgets?.wouldReserve(userPath, cost)) : undefined;
     if (budget !== undefined) {
       breach = { scope: 'user_path', subject: budget.userPath, periodLabel: budget.period, retryAfterSeconds: Math.ceil(budget.retryAfterMs / 1000), message: budget.message };
       target = undefined;
@@ -560,7 +564,7 @@ export class AdmissionCore {
     const candidates = kind === 'session' ? route.primary : [...route.primary, ...route.failover];
     const targets: TargetCapacity[] = [];
     for (const [i, candidate] of candidates.entries()) {
-      const own = await limiter.explain({ provider: candidate.provider.name, model: candidate.model });
+      const own = await limiter.explain({ provider: candidate.provider.name, model: candidate.model }, reserveTokens > 0 ? { reserveTokens } : undefined);
       collect(own.rules);
       targets.push({ target: candidate, failover: i >= route.primary.length, breach: own.refusal && breachOf(own.refusal), learned: own.learned });
     }

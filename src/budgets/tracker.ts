@@ -223,6 +223,21 @@ export class BudgetTracker {
     });
   }
 
+  /**
+   * What reserve() would answer now, from this replica's counts, reserving nothing: the breach of
+   * a governing budget without room for `costUsd`, else undefined (the explain dry run).
+   */
+  wouldReserve(userPath: string, costUsd: number): BudgetBreach | undefined {
+    if (this.#byPath.size === 0) return undefined;
+    const now = this.#now();
+    let breach: BudgetBreach | undefined;
+    this.#forGoverning(userPath.toLowerCase(), (state) => {
+      this.#roll(state, now);
+      if (!fits(state, costUsd)) breach = longest(breach, breachOf(state, costUsd, now));
+    });
+    return breach;
+  }
+
   /** Adds the cost of a usage record this replica just recorded to the budgets governing it. */
   observe(userPath: string, timestampMs: number, costUsd: number): void {
     if (this.#byPath.size === 0 || !(costUsd > 0)) return;

@@ -397,7 +397,7 @@ export class RateLimiter {
     if (plan.closed !== undefined) return refusalOf(closedBreach(plan.closed, now));
     const learned = plan.learned;
     if (plan.rules.length === 0 && learned === undefined) return NO_OP_TICKET;
-    const reserve = options?.reserveTokens !== undefined && options.reserveTokens > 0 && plan.reserving.length > 0 ? Math.ceil(options.reserveTokens) : 0;
+    const reserve = reserveOf(options, plan.reserving);
     const outcome = this.store.tryAdmit(plan.rules, now, learned === undefined ? undefined : { handle: learned, nowMs }, reserve);
     if (outcome instanceof Promise) return outcome.then((answer) => this.decide(plan, answer, reserve));
     return this.decide(plan, outcome, reserve);
@@ -467,7 +467,7 @@ export class RateLimiter {
       const closed = judged.find((rule) => rule.closed);
       const found = blocked !== undefined
         ? childrenFull(blocked.rule.parent ?? blocked.rule, blocked.rule.child!, blocked.full!, nowSeconds)
-        : closed !== undefined ? closedBreach(closed, nowSeconds) : this.findBreach(judged, rows, nowSeconds, handle, verdict);
+        : closed !== undefined ? closedBreach(closed, nowSeconds) : this.findBreach(judged, rows, nowSeconds, handle, verdict, reserveOf(options, judged));
       return { rules: counted.map((rule, i) => ruleStatus(rule, rows[i]!, this.reservations)), refusal: found === undefined ? undefined : refusalOf(found), learned: verdict };
     });
   }
@@ -930,6 +930,12 @@ function refusalOf(found: FoundBreach): AdmissionRefusal {
   const headers: RateLimitHeaderData | undefined =
     breach.kind === 'requests' ? { requests: triple } : breach.kind === 'tokens' ? { tokens: triple } : undefined;
   return { ok: false, breach, retryAfterSeconds: retryAfter, retryAtSeconds, counterKey, message: breach.message, headers, userPathBreached };
+}
+
+/** The tokens an admission with these options reserves on these rules: 0 when none has a token cap. */
+function reserveOf(options: AdmitOptions | undefined, rules: readonly CompiledRule[]): number {
+  const tokens = options?.reserveTokens ?? 0;
+  return tokens > 0 && rules.some((rule) => !rule.concurrent && rule.maxTokens > 0) ? Math.ceil(tokens) : 0;
 }
 
 /** `value` once `done` has happened: at once when it already has. */

@@ -107,6 +107,17 @@ describe('reservations: caps that hold under concurrency', { timeout: 60_000 }, 
     assert.ok(remaining < 900 && remaining > 850, `remaining ${remaining}`);
   });
 
+  it('the explain dry run shows the estimate it would reserve, and judges the rules with it', async () => {
+    const refused = await admin(gw, '/admin/rate-limits/explain?model=up/gpt-x&user_path=/big&max_tokens=2000');
+    assert.deepEqual(refused.reservation, { tokens: 2000 });
+    assert.equal(refused.decision, 'refused');
+    assert.equal(refused.breach.message, 'rate limit exceeded for /big: hour token limit of 1000 reached (this request needs an estimated 2000 tokens)');
+    const fits = await admin(gw, '/admin/rate-limits/explain?model=up/gpt-y&user_path=/big&max_tokens=300');
+    assert.deepEqual([fits.decision, fits.reservation], ['admitted', { tokens: 300, cost_usd: 0.3 }]);
+    const byDefault = await admin(gw, '/admin/rate-limits/explain?model=up/gpt-x&user_path=/big');
+    assert.deepEqual(byDefault.reservation, { tokens: 256, cost_usd: 0 }, 'rate_limits.reservations.default_completion_tokens; a model without a price costs nothing');
+  });
+
   it('a $1 budget admits three of ten parallel requests estimated at $0.30, and records at most $1', async () => {
     const { admitted, messages } = await tenTogether(client(gw, '/dollars'), 'up/gpt-y', 300);
     assert.equal(admitted, 3);

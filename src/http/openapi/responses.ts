@@ -41,7 +41,8 @@ export const ruleStatusRecord = z.object({
   requests_used: z.int().meta({ description: 'The sliding estimate of the window (the slot count on a concurrent rule).' }),
   requests_remaining: z.int().optional().meta({ description: 'max(max_requests - requests_used, 0); absent without max_requests.' }),
   tokens_used: z.int(),
-  tokens_remaining: z.int().optional(),
+  tokens_reserved: z.int().optional().meta({ description: 'With rate_limits.reservations on, on rules with a token cap: the tokens running requests reserved at admission (not in tokens_used; tokens_remaining counts them as used).' }),
+  tokens_remaining: z.int().optional().meta({ description: 'max(max_tokens - tokens_used - tokens_reserved, 0); absent without max_tokens.' }),
   in_flight: z.int().meta({ description: 'Live concurrency slots; 0 on a windowed rule.' }),
   window_start: timestamp.optional().meta({ description: 'The current fixed window; absent on a concurrent rule.' }),
   window_end: timestamp.optional(),
@@ -62,7 +63,8 @@ export const budgetStatusRecord = z.object({
   period_seconds: z.int().meta({ description: 'The length of the current period (a month\'s varies).' }),
   max_usd: z.number(),
   spent_usd: z.number().meta({ description: 'Spend in the current period, from the usage records.' }),
-  remaining_usd: z.number().meta({ description: 'max(max_usd - spent_usd, 0).' }),
+  reserved_usd: z.number().optional().meta({ description: 'With budgets.reservations on: the estimated cost of the requests running now, reserved at admission (not in spent_usd).' }),
+  remaining_usd: z.number().meta({ description: 'max(max_usd - spent_usd - reserved_usd, 0).' }),
   period_start: timestamp,
   period_end: timestamp,
   created_at: timestamp,
@@ -251,6 +253,13 @@ export const explanation = z.object({
       breach: breachRecord.optional(),
     }),
   ),
+  reservation: z
+    .object({
+      tokens: z.int().meta({ description: 'The tokens it would reserve on every matching token window (0 with rate_limits.reservations off).' }),
+      cost_usd: z.number().optional().meta({ description: 'With budgets.reservations on and a target: the dollars it would reserve on the budgets.' }),
+    })
+    .optional()
+    .meta({ description: 'With reservations on, for model endpoints: the estimate a request would reserve (no prompt: the completion it allows, max_tokens or the default).' }),
   rules: z.array(ruleStatusRecord).meta({ description: 'Every rule that would apply, with its live counters.' }),
   budgets: z.array(budgetStatusRecord).meta({ description: 'The budgets governing the user path, with their spend (checked after the rules).' }),
   breach: breachRecord.optional().meta({ description: 'The refusal a request would get (a reached budget is a user_path breach).' }),

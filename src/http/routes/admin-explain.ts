@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { mayWaitFor, type Breach, type ExplainKind } from '../../admission/core.ts';
+import { roundUsd } from '../../shared/money.ts';
 import { normalizeUserPath } from '../../user-path/user-path.ts';
 import type { HttpServices } from '../context.ts';
 import { badRequest, notFound } from '../../errors/gateway-error.ts';
@@ -38,7 +39,12 @@ export function registerAdminExplain(app: FastifyInstance, services: HttpService
     if (!userPath.ok) throw badRequest(userPath.error, 'user_path');
     const route = services.resolver.preview(query.model);
     if (route === undefined) throw notFound(`model "${query.model}" not found`, 'model_not_found');
-    const explained = await services.admission.explain(userPath.value, route, KIND[query.endpoint], query.priority);
+    // The dry run has no body: the estimate is the completion the request would allow, without a prompt.
+    const reservations = services.reservations;
+    const estimate = reservations?.enabled === true && KIND[query.endpoint] === 'dispatch'
+      ? await reservations.estimate(query.endpoint, query.model, query.max_tokens === undefined ? {} : { max_tokens: query.max_tokens })
+      : undefined;
+    const explained = await services.admission.explain(userPath.value, route, KIND[query.endpoint], query.priority, estimate);
     const { breach, target, refusal } = explained;
     const { defaultWaitMs, maxWaitMs } = services.options.patience;
     const waitMs = Math.min(query.max_wait === undefined ? defaultWaitMs : Math.round(query.max_wait * 1000), maxWaitMs);
@@ -61,6 +67,12 @@ export function registerAdminExplain(app: FastifyInstance, services: HttpService
         ...(t.learned !== undefined && { learned_reset_at: new Date(Math.round(t.learned.untilMs)).toISOString() }),
         ...(t.breach !== undefined && { breach: breachRecord(t.breach) }),
       })),
+      ...(estimate !== undefined && {
+        reservation: {
+          tokens: estimate.tokens,
+          ...(estimate.costUsd !== undefined && target !== undefined && { cost_usd: roundUsd(estimate.costUsd(target)) }),
+        },
+      }),
       rules: explained.rules,
       budgets: explained.budgets,
       ...(breach !== undefined && { breach: breachRecord(breach) }),

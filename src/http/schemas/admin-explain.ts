@@ -18,4 +18,10 @@ export const explainQuery = z.strictObject({
     .transform(Number)
     .optional()
     .meta({ description: 'How long the request would wait for capacity (X-Floodgate-Max-Wait), in seconds; default rate_limits.queue.default_wait_seconds.' }),
+  max_tokens: z
+    .string({ error: 'must be a string' })
+    .regex(/^[1-9][0-9]{0,8}$/, { error: 'must be a whole number of tokens from 1 to 999999999' })
+    .transform(Number)
+    .optional()
+    .meta({ description: 'With reservations on: the completion tokens the request would allow (its max_tokens); default rate_limits.reservations.default_completion_tokens.' }),
 });
