@@ -43,7 +43,7 @@ export function checkConfigFile(file: string, env: NodeJS.ProcessEnv, cwd?: stri
 
   const count = (scope: string): number => rateLimitSeeds.filter((s) => s.scope === scope).length;
   lines.push(
-    `  rate limits: ${config.rate_limits.enabled ? 'enabled' : 'disabled'}; ${count('user_path')} user-path, ${count('provider')} provider, ${count('model')} model rule(s)`,
+    `  rate limits: ${config.rate_limits.enabled ? 'enabled' : 'disabled'}; ${count('user_path')} user-path, ${count('provider')} provider, ${count('model')} model rule(s)${config.rate_limits.reservations.enabled ? `; token reservations on (${config.rate_limits.reservations.default_completion_tokens} completion tokens by default)` : ''}`,
   );
   for (const s of rateLimitSeeds) {
     const caps = [s.maxRequests !== undefined ? `${s.maxRequests} requests` : '', s.maxTokens !== undefined ? `${s.maxTokens} tokens` : '']
@@ -51,7 +51,7 @@ export function checkConfigFile(file: string, env: NodeJS.ProcessEnv, cwd?: stri
       .join(', ');
     lines.push(`    ${s.scope} ${s.subject} ${periodLabel(s.periodSeconds)}: ${caps}${s.perChild ? ' per child' : ''}  [${s.origin}]`);
   }
-  lines.push(`  budgets: ${config.budgets.enabled ? 'enabled' : 'disabled'}; ${budgetSeeds.length} budget(s)`);
+  lines.push(`  budgets: ${config.budgets.enabled ? 'enabled' : 'disabled'}; ${budgetSeeds.length} budget(s)${config.budgets.reservations.enabled ? '; dollar reservations on' : ''}`);
   for (const b of budgetSeeds) lines.push(`    ${b.userPath} ${b.period}: ${formatUsd(b.maxUsd)}  [${b.origin}]`);
   const prices = Object.keys(config.pricing).length;
   if (prices > 0) lines.push(`  pricing: ${prices} model price override(s)`);

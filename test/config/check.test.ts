@@ -17,6 +17,18 @@ describe('checkConfigFile', () => {
     ]);
   });
 
+  it('names reservations when they are on, from the file or the environment, and refuses a bad default', () => {
+    const { dir, file } = writeConfig('rate_limits:\n  reservations: { enabled: true, default_completion_tokens: 512 }\n');
+    const r = checkConfigFile(file, { BUDGETS_RESERVATIONS: 'true' }, dir);
+    assert.equal(r.ok, true, r.lines.join('\n'));
+    assert.ok(r.lines.some((line) => line.endsWith('; token reservations on (512 completion tokens by default)')), r.lines.join('\n'));
+    assert.ok(r.lines.some((line) => line.startsWith('  budgets: ') && line.endsWith('; dollar reservations on')), r.lines.join('\n'));
+    const bad = checkConfigFile(writeConfig('rate_limits:\n  reservations: { default_completion_tokens: 0 }\n').file, { RATE_LIMITS_RESERVATIONS: 'sometimes' }, dir);
+    assert.equal(bad.ok, false);
+    assert.ok(bad.lines.some((line) => /rate_limits\.reservations\.default_completion_tokens: /.test(line)), bad.lines.join('\n'));
+    assert.ok(bad.lines.some((line) => line.startsWith('RATE_LIMITS_RESERVATIONS: must be a boolean')), bad.lines.join('\n'));
+  });
+
   it('a missing file fails', () => {
     const r = checkConfigFile('/nonexistent/floodgate.yaml', {});
     assert.equal(r.ok, false);
