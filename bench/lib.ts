@@ -157,7 +157,7 @@ export const startFloorProxy = (upstreamUrl: string, nodeFlags: readonly string[
 
 // ---- gateway configurations -----------------------------------------------------------------
 
-export type GatewayVariant = 'none' | 'ten' | 'tenThousand' | 'disabled' | 'redisNone' | 'redisTen' | 'queue10' | 'redisQueue10' | 'queue1';
+export type GatewayVariant = 'none' | 'ten' | 'tenThousand' | 'disabled' | 'redisNone' | 'redisTen' | 'tenReserving' | 'redisTenReserving' | 'queue10' | 'redisQueue10' | 'queue1';
 
 /** The Redis the `redis*` variants share their counters in (each process under a prefix of its own). */
 export const BENCH_REDIS_URL = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
@@ -238,7 +238,7 @@ providers:
   if (variant === 'none' || variant === 'disabled' || variant === 'redisNone') return base;
   if (variant === 'queue10' || variant === 'redisQueue10') return base + concurrencyCap(10);
   if (variant === 'queue1') return base + concurrencyCap(1);
-  if (variant === 'ten' || variant === 'redisTen') return base + matchingRules() + TEN_TAIL('', '');
+  if (variant === 'ten' || variant === 'redisTen' || variant === 'tenReserving' || variant === 'redisTenReserving') return base + matchingRules() + TEN_TAIL('', '');
   const d = distractors(9_990);
   return base + matchingRules() + d.userPaths + TEN_TAIL(d.providers, d.models);
 }
@@ -250,6 +250,8 @@ export const GATEWAY_LABELS: Record<GatewayVariant, string> = {
   disabled: 'rate limits disabled',
   redisNone: 'no rules, Redis counters',
   redisTen: '10 matching rules, Redis counters',
+  tenReserving: '10 matching rules, token reservations',
+  redisTenReserving: '10 matching rules, Redis counters, token reservations',
   queue10: 'provider concurrency cap of 10',
   redisQueue10: 'provider concurrency cap of 10, Redis counters',
   queue1: 'provider concurrency cap of 1',
@@ -295,6 +297,8 @@ export async function startGateway(
   const env: Record<string, string> = { SQLITE_PATH: sqlitePath, USAGE_ENABLED: 'true', RATE_LIMITS_ENABLED: variant === 'disabled' ? 'false' : 'true' };
   const redisPrefix = variant.startsWith('redis') ? `floodgate-bench-${randomBytes(4).toString('hex')}:` : undefined;
   if (redisPrefix !== undefined) Object.assign(env, { RATE_LIMITS_BACKEND: 'redis', REDIS_URL: BENCH_REDIS_URL, RATE_LIMITS_REDIS_PREFIX: redisPrefix });
+  // Each request's estimate (its prompt counted, plus the default completion) reserved on the two token rules.
+  if (variant === 'tenReserving' || variant === 'redisTenReserving') env['RATE_LIMITS_RESERVATIONS'] = 'true';
   const name = `gateway (${GATEWAY_LABELS[variant]}${checkout === REPO_DIR ? '' : ` at ${checkout}`})`;
   const child = await startChild(name, join(checkout, 'bench/servers/gateway.ts'), [file], env, nodeFlags, checkout);
   return {

@@ -10,6 +10,8 @@
  *   flags: --duration N --connections N --rounds N --pair-rounds N --instances N --warmup N --quick --no-write
  *          --skip-long-streams (the long-stream rows, bench/long-stream.bench.ts: BENCH_LONG_* settings)
  *          --skip-waiting (the waiting rows, bench/waiting.bench.ts: BENCH_WAITING_* settings)
+ *          --only ID,ID (these rows, with the ceiling and floor rows, and the pairs among them: e.g.
+ *          --only ten,tenReserving,redisTen,redisTenReserving for the reservation targets)
  *
  * Two phases. Rows: each configuration alone, the table of requests/s and latency. Pairs: the two
  * configurations a target compares, loaded at the same moment on one shared core with equal CPU
@@ -45,6 +47,7 @@ const { values: flags } = parseArgs({
     'no-write': { type: 'boolean', default: false },
     'skip-long-streams': { type: 'boolean', default: false },
     'skip-waiting': { type: 'boolean', default: false },
+    only: { type: 'string' },
   },
   strict: true,
 });
@@ -83,7 +86,7 @@ interface RowSpec {
   stream: boolean;
 }
 
-const ROWS: RowSpec[] = [
+const ALL_ROWS: RowSpec[] = [
   { id: 'upstream', label: '1. upstream directly (ceiling)', server: 'upstream', stream: false },
   { id: 'floor', label: '2. minimal fastify+undici proxy (floor)', server: 'floor', stream: false },
   { id: 'floorReply', label: '2b. minimal proxy answering through reply', server: 'floorReply', stream: false },
@@ -93,12 +96,19 @@ const ROWS: RowSpec[] = [
   { id: 'tenThousand', label: '5. Floodgate, 10,000 rules (10 match)', server: 'tenThousand', stream: false },
   { id: 'redisNone', label: '3r. Floodgate, no rules, Redis counters', server: 'redisNone', stream: false },
   { id: 'redisTen', label: '4r. Floodgate, 10 matching rules, Redis counters', server: 'redisTen', stream: false },
+  { id: 'tenReserving', label: '4v. Floodgate, 10 matching rules, token reservations', server: 'tenReserving', stream: false },
+  { id: 'redisTenReserving', label: '4rv. Floodgate, 10 matching rules, Redis, reservations', server: 'redisTenReserving', stream: false },
   { id: 'upstream-stream', label: '1s. upstream directly, streaming', server: 'upstream', stream: true },
   { id: 'floor-stream', label: '2s. minimal proxy, streaming', server: 'floor', stream: true },
   { id: 'floorReply-stream', label: '2bs. minimal proxy through reply, streaming', server: 'floorReply', stream: true },
   { id: 'none-stream', label: '3s. Floodgate, no rules, streaming', server: 'none', stream: true },
   { id: 'ten-stream', label: '4s. Floodgate, 10 matching rules, streaming', server: 'ten', stream: true },
 ];
+
+/** `--only`: the rows asked for, with the ceiling and floor every row is compared to. */
+const ONLY = flags.only === undefined ? undefined : new Set(['upstream', 'floor', 'upstream-stream', 'floor-stream', ...flags.only.split(',').map((id) => id.trim())]);
+for (const id of ONLY ?? []) if (!ALL_ROWS.some((row) => row.id === id)) throw new Error(`--only: no row "${id}" (rows: ${ALL_ROWS.map((row) => row.id).join(', ')})`);
+const ROWS: RowSpec[] = ONLY === undefined ? ALL_ROWS : ALL_ROWS.filter((row) => ONLY.has(row.id) && (!row.stream || ALL_ROWS.some((r) => r.stream && ONLY.has(r.id) && r.server !== 'upstream' && r.server !== 'floor')));
 
 /**
  * The comparisons the targets make, each measured side by side: both servers at once, under the
@@ -114,7 +124,7 @@ interface PairSpec {
   goal: number | undefined;
 }
 
-const PAIRS: PairSpec[] = [
+const ALL_PAIRS: PairSpec[] = [
   { target: 'no rules >= 75% of minimal proxy (row 3 / row 2)', a: 'none', b: 'floor', goal: 0.75 },
   { target: 'no rules >= 75% of minimal proxy, streaming (3s / 2s)', a: 'none-stream', b: 'floor-stream', goal: 0.75 },
   { target: '10 matching rules >= 93% of no rules (row 4 / row 3)', a: 'ten', b: 'none', goal: 0.93 },
@@ -122,7 +132,11 @@ const PAIRS: PairSpec[] = [
   { target: '10,000 rules >= 93% of 10 rules (row 5 / row 4)', a: 'tenThousand', b: 'ten', goal: 0.93 },
   { target: '10 matching rules on Redis >= 60% of 10 in memory (row 4r / row 4)', a: 'redisTen', b: 'ten', goal: 0.6 },
   { target: 'no rules vs disabled within noise (3b / 3)', a: 'disabled', b: 'none', goal: undefined },
+  { target: '10 matching rules with token reservations >= 90% of without (row 4v / row 4)', a: 'tenReserving', b: 'ten', goal: 0.9 },
+  { target: '10 matching rules on Redis with token reservations >= 90% of without (row 4rv / row 4r)', a: 'redisTenReserving', b: 'redisTen', goal: 0.9 },
 ];
+
+const PAIRS: PairSpec[] = ALL_PAIRS.filter((pair) => ROWS.some((row) => row.id === pair.a) && ROWS.some((row) => row.id === pair.b));
 
 interface PairRound {
   a: RoundFigures;
@@ -190,7 +204,8 @@ async function main(): Promise<number> {
   try {
     const upstream = await startUpstream();
     servers.set('upstream', [upstream]);
-    for (const key of ['floor', 'floorReply', 'none', 'ten', 'tenThousand', 'disabled', 'redisNone', 'redisTen'] as const) {
+    const keys = (['floor', 'floorReply', 'none', 'ten', 'tenThousand', 'disabled', 'redisNone', 'redisTen', 'tenReserving', 'redisTenReserving'] as const).filter((key) => ROWS.some((row) => row.server === key));
+    for (const key of keys) {
       const list: ChildServer[] = [];
       for (let i = 0; i < INSTANCES; i++) {
         const server = key === 'floor' || key === 'floorReply'
@@ -204,7 +219,7 @@ async function main(): Promise<number> {
     }
     // Sanity: each target answers 200 with the right body, and the rules really match.
     for (const row of ROWS) {
-      const limited = row.server === 'ten' || row.server === 'tenThousand' || row.server === 'redisTen';
+      const limited = row.server === 'ten' || row.server === 'tenThousand' || row.server === 'redisTen' || row.server === 'tenReserving' || row.server === 'redisTenReserving';
       for (const server of servers.get(row.server)!) await probe(server.url, row.stream, limited ? 'x-ratelimit-limit-requests' : undefined);
     }
     // Each process and answer kind until steady state: a new process first grows its heap and
