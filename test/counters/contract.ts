@@ -148,6 +148,17 @@ export function counterStoreContract(name: string, open: () => Promise<StoreUnde
       assert.equal(last.rows[0]!.tokensReserved, 300);
     });
 
+    it('a reset drops the reservations held on the rule; settling one later still counts its tokens', async () => {
+      const tokens = counterRule(store, '/res-reset', LONG, { maxTokens: 1000 });
+      const held = (await store.tryAdmit([tokens], wallSeconds(), undefined, 400)) as CounterAdmission;
+      assert.equal(held.status, 'admitted');
+      await store.reset(tokens.counter.key);
+      assert.equal((await read(store, [tokens])).rows[0]!.tokensReserved, 0);
+      await store.settle([tokens], leaseOf(held), 400, 50, wallSeconds());
+      const after = await read(store, [tokens]);
+      assert.deepEqual([after.rows[0]!.tokensCurrent, after.rows[0]!.tokensReserved], [50, 0]);
+    });
+
     it('counts a request in every window and refuses at the cap without counting', async () => {
       const team = counterRule(store, '/team', LONG, { maxRequests: 3 });
       const root = counterRule(store, '/', LONG, { maxRequests: 100 });

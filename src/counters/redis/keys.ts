@@ -91,6 +91,11 @@ export class RedisNames {
     return `${globEscape(this.tag)}rl:*`;
   }
 
+  /** A SCAN pattern matching every token reservation set of this prefix. */
+  get reservationPattern(): string {
+    return `${globEscape(this.tag)}rs:*`;
+  }
+
   /** A SCAN pattern matching the children's counters of the per-child rule whose own counter is `ownKey`. */
   childPattern(ownKey: string): string {
     return `${globEscape(this.counterKey(ownKey))}?*`;

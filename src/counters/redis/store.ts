@@ -383,7 +383,9 @@ export class RedisCounterStore implements CounterStore, SharedBudgetLedger {
   async resetAll(): Promise<void> {
     this.#local.resetAll();
     await this.#shared(async () => {
-      for await (const keys of this.#scan(this.#names.counterPattern)) await within(this.#client.unlink(...keys), this.#timeoutMs);
+      for (const pattern of [this.#names.counterPattern, this.#names.reservationPattern]) {
+        for await (const keys of this.#scan(pattern)) await within(this.#client.unlink(...keys), this.#timeoutMs);
+      }
     });
   }
 
@@ -658,7 +660,8 @@ export class RedisCounterStore implements CounterStore, SharedBudgetLedger {
 
   /** A rule's counter in Redis, and a per-child rule's own counter with every child's. */
   async #deleteCounters(key: string): Promise<void> {
-    await this.#client.del(this.#names.counterKey(key));
+    // Its reservations go with it, as its slots do: the requests holding them settle to nothing there.
+    await this.#client.del(this.#names.counterKey(key), this.#names.reservationKey(key));
     if (!key.endsWith('\u0000')) return;
     for await (const keys of this.#scan(this.#names.childPattern(key))) await this.#client.unlink(...keys);
   }
