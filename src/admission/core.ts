@@ -63,13 +63,15 @@ export interface ReservationEstimate {
  * tokens it used, its budget reservation goes (its cost reaches the budgets with its usage record).
  */
 export interface Settlement {
+  /** Whether it holds tokens reserved on token windows: settling charges its tokens there, instead of a charge afresh. */
+  readonly holdsTokens: boolean;
   /** Idempotent: only the first call counts. `costUsd`: what the request cost (its usage record's). */
   settle(tokens: number, costUsd?: number): void;
 }
 
 export interface Dispatched {
-  /** Settles the request's reservations (see complete()); a no-op when it holds none. */
-  readonly settlement: Settlement;
+  /** Settles the request's reservations (see complete()); undefined when it holds none (its tokens are charged afresh). */
+  readonly settlement: Settlement | undefined;
   readonly result: ProviderResult;
   /** The target that answered (whose provider and model rules counted the attempt, and are charged its tokens). */
   readonly target: Target;
@@ -293,13 +295,13 @@ export class AdmissionCore {
         try {
           const result = await this.#metrics.upstream(target.provider.name, () => call(target));
           this.observe({ provider: target.provider.name, model: target.model }, result);
-          if (!canFailOver) return { result, target, headers, settlement: held };
+          if (!canFailOver) return { result, target, headers, settlement: held.settlement() };
           if (isRetryable(result.status)) {
             failure = upstreamError(result.status, await readBody(result.body), result.headers);
           } else {
             // A stream fails over only before its first byte reached the client: wait for it here.
             if (!Buffer.isBuffer(result.body) && result.status < 400) await primeStream(result.body, target.provider.name);
-            return { result, target, headers, settlement: held };
+            return { result, target, headers, settlement: held.settlement() };
           }
         } catch (err) {
           if (!canFailOver || lifetime.cancel.cancelled || !(err instanceof GatewayError && err.status >= 500)) {
@@ -489,9 +491,8 @@ export class AdmissionCore {
     const usage = done.usage;
     const settlement = done.settlement;
     if (!done.cached) {
-      if (settlement !== undefined) {
-        // Settled below, with the record's cost: its reservations become what it used.
-      } else if (usage !== undefined && this.#limiter !== undefined && done.windows !== false) {
+      // With tokens reserved, they are settled below (with the record's cost): the reservation becomes what it used.
+      if (usage !== undefined && this.#limiter !== undefined && done.windows !== false && settlement?.holdsTokens !== true) {
         // A shared store answers later and never rejects: nothing here waits for the charge to land.
         void this.#limiter.chargeTokens({ userPath: caller.userPath, provider: done.provider, model: done.model }, usage.totalTokens);
       }
@@ -617,6 +618,15 @@ class HeldReservations implements Settlement {
 
   constructor(own: AdmissionTicket) {
     this.#own = own;
+  }
+
+  get holdsTokens(): boolean {
+    return this.#own.reservedTokens > 0 || (this.attempt?.reservedTokens ?? 0) > 0;
+  }
+
+  /** Itself when it holds a reservation; undefined when there is nothing to settle (reservations off). */
+  settlement(): Settlement | undefined {
+    return this.holdsTokens || this.budget !== undefined ? this : undefined;
   }
 
   settle(tokens: number, costUsd = 0): void {

@@ -206,3 +206,25 @@ describe('reservations: streams, aborts and failover', { timeout: 60_000 }, () =
     assert.ok(ruleOf(after, 'provider', 'b').tokens_used > ruleOf(before, 'provider', 'b').tokens_used);
   });
 });
+
+describe('reservations: dollars only', { timeout: 30_000 }, () => {
+  it('with budget reservations on and token reservations off, tokens are still counted after the response', async () => {
+    const up = await startFixedUsageUpstream();
+    up.setUsage({ prompt_tokens: 20, completion_tokens: 30, total_tokens: 50 });
+    const gw = await startTestGateway({
+      yaml: `providers:\n${openaiProvider('up', up.url, ['gpt-y'])}pricing:\n  up/gpt-y: { input_per_mtok: 0, output_per_mtok: 1000 }\nrate_limits:\n  user_paths: [ { path: /d, limits: [ { period: hour, max_tokens: 1000 } ] } ]\nbudgets:\n  reservations: { enabled: true }\n  user_paths: [ { path: /d, limits: [ { period: day, max_usd: 1 } ] } ]\n`,
+      env: { MASTER_KEY: MASTER },
+    });
+    try {
+      await client(gw, '/d').chat.completions.create({ model: 'up/gpt-y', messages: [{ role: 'user', content: 'hi' }], max_tokens: 100 });
+      const usage = await usageOf(gw, '/d');
+      const rule = ruleOf(usage.rate_limits, 'user_path', '/d');
+      assert.equal(rule.tokens_used, 50);
+      assert.equal(rule.tokens_reserved, undefined, 'no token reservations: no tokens_reserved');
+      assert.deepEqual(usage.budgets.map((b: any) => [b.spent_usd, b.reserved_usd]), [[0.03, 0]]);
+    } finally {
+      await gw.close();
+      await up.close();
+    }
+  });
+});

@@ -116,16 +116,24 @@ interface UsageBarProps {
   label: string;
   used: number;
   cap: number | undefined;
+  /**
+   * What running requests reserved on top of `used` (reservations on): drawn after it in a
+   * hatched part of its own, and counted as taken in what is left.
+   */
+  reserved?: number | undefined;
   /** How the numbers are written; counts by default. */
   format?: (value: number) => string;
 }
 
 /** used / cap as a bar with the numbers written out (colour is never the only signal). */
-export function UsageBar({ label, used, cap, format = formatNumber }: UsageBarProps) {
+export function UsageBar({ label, used, cap, reserved = 0, format = formatNumber }: UsageBarProps) {
   if (cap === undefined) return <span class="muted">—</span>;
   const ratio = cap > 0 ? used / cap : 0;
-  const level = ratio >= 1 ? 'full' : ratio >= 0.75 ? 'high' : 'ok';
-  const remaining = Math.max(cap - used, 0);
+  const taken = cap > 0 ? (used + reserved) / cap : 0;
+  const level = taken >= 1 ? 'full' : taken >= 0.75 ? 'high' : 'ok';
+  const remaining = Math.max(cap - used - reserved, 0);
+  const usedWidth = Math.min(ratio, 1) * 100;
+  const reservedWidth = Math.min(taken, 1) * 100 - usedWidth;
   return (
     <div class="usage">
       <div
@@ -135,12 +143,13 @@ export function UsageBar({ label, used, cap, format = formatNumber }: UsageBarPr
         aria-valuemin={0}
         aria-valuemax={cap}
         aria-valuenow={Math.min(used, cap)}
-        aria-valuetext={`${format(used)} of ${format(cap)} used, ${format(remaining)} left`}
+        aria-valuetext={`${format(used)} of ${format(cap)} used, ${reserved > 0 ? `${format(reserved)} reserved, ` : ''}${format(remaining)} left`}
       >
-        <span style={{ width: `${Math.min(ratio, 1) * 100}%` }} />
+        <span style={{ width: `${usedWidth}%` }} />
+        {reserved > 0 && <span class="reserved" style={{ width: `${reservedWidth}%` }} />}
       </div>
       <span class="usage-numbers">
-        {format(used)} / {format(cap)} <span class="muted">· {format(remaining)} left</span>
+        {format(used)} / {format(cap)} <span class="muted">· {reserved > 0 && `${format(reserved)} reserved · `}{format(remaining)} left</span>
       </span>
     </div>
   );
