@@ -55,7 +55,13 @@ export interface ReservationEstimate {
   /** Tokens reserved on each matching rule with a token cap; 0: none. */
   readonly tokens: number;
   /** The estimated cost at a target's prices (budget reservations on); absent: no dollars reserved. */
-  readonly costUsd?: ((target: Target) => number) | undefined;
+  readonly costUsd?: ((target: PricedTarget) => number) | undefined;
+}
+
+/** Where a request is sent, as its price is looked up: the provider instance and the model. */
+export interface PricedTarget {
+  readonly provider: { readonly name: string };
+  readonly model: string;
 }
 
 /**
@@ -353,26 +359,48 @@ export class AdmissionCore {
    * Answers the `x-ratelimit-*` headers; throws the 429 of a refusal.
    */
   async admitOne(caller: Caller, target: { provider?: string; model?: string | undefined }, options: AdmitOneOptions = {}): Promise<Record<string, string> | undefined> {
-    const { lifetime } = options;
+    return (await this.admitOneReserving(caller, target, options)).headers;
+  }
+
+  /**
+   * admitOne() for a request that may reserve (a passthrough with a lifetime): with `estimate`,
+   * its tokens on the matching token windows and its cost (at `target`'s prices) on the budgets.
+   * Answers the headers and the settlement to hand to complete() (undefined when nothing is held).
+   */
+  async admitOneReserving(
+    caller: Caller,
+    target: { provider?: string; model?: string | undefined },
+    options: AdmitOneOptions & { estimate?: { tokens: number; costUsd?: number | undefined } | undefined } = {},
+  ): Promise<{ headers: Record<string, string> | undefined; settlement: Settlement | undefined }> {
+    const { lifetime, estimate } = options;
     const cancel = lifetime?.cancel ?? options.cancel;
     const limiter = this.#limiter;
-    const admitOptions = OPTIONS[caller.priority ?? 'high'];
+    const priority = caller.priority ?? 'high';
+    const admitOptions = OPTIONS[priority];
+    const reserveTokens = lifetime !== undefined && estimate !== undefined ? estimate.tokens : 0;
+    const slots: AdmitOptions = reserveTokens > 0 ? { priority, reserveTokens } : admitOptions.slots;
     const scope: AdmissionTarget = { userPath: caller.userPath, provider: target.provider, model: target.model };
     const asked: Asked = target.provider === undefined && target.model === undefined ? NOTHING_ASKED : { provider: target.provider ?? '', model: target.model ?? '' };
     const { value: ticket, waitedMs } = await this.#whenAdmitted(caller, asked, cancel, async () => {
       if (limiter === undefined) return { ok: true, value: UNLIMITED };
-      const admitted = limiter.admit(scope, lifetime === undefined ? admitOptions.noSlots : admitOptions.slots);
+      const admitted = limiter.admit(scope, lifetime === undefined ? admitOptions.noSlots : slots);
       const result = admitted instanceof Promise ? await admitted : admitted;
       this.#metrics.admission(result, scope.userPath, scope.provider, scope.model);
       return result.ok ? { ok: true, value: result } : { ok: false, refusal: result, blockers: [result] };
     });
     if (ticket.holdsSlots) lifetime?.hold(ticket);
+    const held = new HeldReservations(ticket);
     try {
-      if (options.budgets !== false) this.#checkBudget(caller.userPath, asked);
+      const costUsd = lifetime === undefined ? undefined : estimate?.costUsd;
+      if (options.budgets === false) {
+        // nothing to check
+      } else if (costUsd === undefined || this.#budgets === undefined) this.#checkBudget(caller.userPath, asked);
+      else held.budget = await this.#reserveBudget(caller.userPath, asked, costUsd);
     } catch (err) {
+      held.settle(0);
       throw withWaitedError(err, waitedMs);
     }
-    return withWaited(rateLimitHeaders(ticket.headers), waitedMs);
+    return { headers: withWaited(rateLimitHeaders(ticket.headers), waitedMs), settlement: held.settlement() };
   }
 
   /**

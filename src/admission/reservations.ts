@@ -4,9 +4,8 @@
  * their cost at a target's prices on the budgets. Nothing is counted when both are off.
  */
 import type { PriceTable } from '../pricing/price-table.ts';
-import type { Target } from '../routing/types.ts';
 import { estimateRequestTokens, type TokenEstimate } from '../tokens/reservation.ts';
-import type { ReservationEstimate } from './core.ts';
+import type { PricedTarget, ReservationEstimate } from './core.ts';
 
 export interface ReservationSettings {
   /** rate_limits.reservations.enabled */
@@ -40,7 +39,7 @@ export class ReservationEstimator {
     const prices = this.#prices;
     const at = this.#now();
     const costUsd = this.#settings.budgets
-      ? (target: Target): number => prices.cost({ provider: target.provider.name, model: target.model, promptTokens: estimate.promptTokens, completionTokens: estimate.completionTokens, cachedPromptTokens: 0, timestampMs: at })
+      ? (target: PricedTarget): number => prices.cost({ provider: target.provider.name, model: target.model, promptTokens: estimate.promptTokens, completionTokens: estimate.completionTokens, cachedPromptTokens: 0, timestampMs: at })
       : undefined;
     return { tokens: this.#settings.tokens ? estimate.totalTokens : 0, costUsd, estimate };
   }

@@ -67,6 +67,7 @@ describe('reservations: caps that hold under concurrency', { timeout: 60_000 }, 
         '  user_paths:',
         '    - { path: /tokens, limits: [ { period: hour, max_tokens: 1000 } ] }',
         '    - { path: /big, limits: [ { period: hour, max_tokens: 1000 } ] }',
+        '    - { path: /pass, limits: [ { period: hour, max_tokens: 1000 } ] }',
         'budgets:',
         '  reservations: { enabled: true }',
         '  user_paths:',
@@ -89,6 +90,14 @@ describe('reservations: caps that hold under concurrency', { timeout: 60_000 }, 
     assert.equal(rule.tokens_used, 3 * 280, 'settled to what the answers used');
     assert.ok(rule.tokens_used <= 1000);
     assert.equal(rule.tokens_reserved, 0, 'nothing stays reserved');
+  });
+
+  it('passthrough requests reserve too: three of ten parallel ones allowed 300 tokens each', async () => {
+    const sdk = new OpenAI({ baseURL: `${gw.url}/p/up/v1`, apiKey: MASTER, maxRetries: 0, defaultHeaders: { [USER_PATH]: '/pass' } });
+    const { admitted } = await tenTogether(sdk, 'gpt-x', 300);
+    assert.equal(admitted, 3);
+    const rule = ruleOf((await usageOf(gw, '/pass')).rate_limits, 'user_path', '/pass');
+    assert.deepEqual([rule.tokens_used, rule.tokens_reserved], [3 * 280, 0]);
   });
 
   it('a request whose estimate alone exceeds the cap is refused, saying what it needs', async () => {

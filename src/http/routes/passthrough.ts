@@ -41,7 +41,11 @@ export function registerPassthrough(app: FastifyInstance, services: HttpServices
       const line = request.logLine;
       line.model = model ?? null;
       const end = new ResponseEnd(reply.raw);
-      const headers = await services.admission.admitOne(request.identity, { provider: provider.name, model }, { lifetime: end });
+      // With reservations on, a JSON body reserves its prompt and the completion it allows.
+      const reservations = services.reservations;
+      const estimated = reservations?.enabled === true && json !== undefined && model !== undefined ? await reservations.estimate('chat', model, json) : undefined;
+      const estimate = estimated && { tokens: estimated.tokens, costUsd: estimated.costUsd && estimated.costUsd({ provider, model: model! }) };
+      const { headers, settlement } = await services.admission.admitOneReserving(request.identity, { provider: provider.name, model }, { lifetime: end, estimate });
       const untrack = services.inFlight.track(end);
       // The line waits for the usage record, which comes after the answer.
       const logged = line.hold();
@@ -79,9 +83,12 @@ export function registerPassthrough(app: FastifyInstance, services: HttpServices
           cached: false,
           requestId: request.id,
           estimated,
+          settlement,
         });
         line.used(usage, record);
       } finally {
+        // Ended without its usage (an error on the way): it used nothing it reserved.
+        settlement?.settle(0);
         untrack();
         logged();
       }
