@@ -284,6 +284,8 @@ export class AdmissionCore {
     const own = step.ticket;
     const headers = withWaited(rateLimitHeaders(own.headers), waitedMs);
     const held = new HeldReservations(own);
+    // Held from here: a budget refusal ends the request, and its slots must come back with it.
+    if (own.holdsSlots) lifetime.hold(own);
     try {
       // Budgets after the rate limits, once per request; they never wait.
       if (estimate?.costUsd === undefined || this.#budgets === undefined) this.#checkBudget(caller.userPath, asked);
@@ -292,7 +294,7 @@ export class AdmissionCore {
       let failure: GatewayError | undefined;
       for (;;) {
         const { target, ticket } = step;
-        if (ticket.holdsSlots) lifetime.hold(ticket);
+        if (ticket.holdsSlots && ticket !== own) lifetime.hold(ticket);
         const attempt = ticket === own ? undefined : ticket;
         held.attempt = attempt;
         const next = walk.afterFailure(step.index);

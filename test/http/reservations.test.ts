@@ -236,4 +236,22 @@ describe('reservations: dollars only', { timeout: 30_000 }, () => {
       await up.close();
     }
   });
+
+  it('a request refused by its budget gives its concurrency slot back', async () => {
+    const up = await startFixedUsageUpstream();
+    const gw = await startTestGateway({
+      yaml: `providers:\n${openaiProvider('up', up.url, ['gpt-y'])}pricing:\n  up/gpt-y: { input_per_mtok: 0, output_per_mtok: 1000 }\nrate_limits:\n  user_paths: [ { path: /c, limits: [ { period: concurrent, max_requests: 1 } ] } ]\nbudgets:\n  reservations: { enabled: true }\n  user_paths: [ { path: /c, limits: [ { period: day, max_usd: 0.01 } ] } ]\n`,
+      env: { MASTER_KEY: MASTER },
+    });
+    try {
+      for (let i = 0; i < 2; i++) {
+        const error = await client(gw, '/c').chat.completions.create({ model: 'up/gpt-y', messages: [{ role: 'user', content: 'hi' }], max_tokens: 100 }).then(() => assert.fail('admitted'), (err: unknown) => err);
+        assert.ok(error instanceof OpenAI.APIError && error.status === 429);
+        assert.equal(error.message, '429 budget exceeded for /c: day budget of $0.01 reached (this request needs an estimated $0.10)', 'the budget refuses, never the slot');
+      }
+    } finally {
+      await gw.close();
+      await up.close();
+    }
+  });
 });
