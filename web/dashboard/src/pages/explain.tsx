@@ -5,7 +5,7 @@
 import { useState } from 'preact/hooks';
 import { ApiError, api, type Explanation, type Priority } from '../api.ts';
 import { Field, FormMessage, UsageBar, fieldErrors, type FieldErrors } from '../components/controls.tsx';
-import { PRIORITIES, SCOPE_LABELS } from '../format.ts';
+import { PRIORITIES, SCOPE_LABELS, formatNumber, formatUsd } from '../format.ts';
 
 const ENDPOINTS = [
   ['chat', 'Chat completions'],
@@ -24,6 +24,7 @@ export function ExplainPage({ onDisabled }: { onDisabled: () => void }) {
   const [endpoint, setEndpoint] = useState('chat');
   const [priority, setPriority] = useState<Priority>('normal');
   const [maxWait, setMaxWait] = useState('');
+  const [maxTokens, setMaxTokens] = useState('');
   const [errors, setErrors] = useState<FieldErrors>({});
   const [result, setResult] = useState<Explanation | undefined>(undefined);
 
@@ -32,6 +33,7 @@ export function ExplainPage({ onDisabled }: { onDisabled: () => void }) {
     const params = new URLSearchParams({ model, endpoint, priority });
     if (userPath.trim() !== '') params.set('user_path', userPath);
     if (maxWait.trim() !== '') params.set('max_wait', maxWait.trim());
+    if (maxTokens.trim() !== '') params.set('max_tokens', maxTokens.trim());
     try {
       setResult(await api<Explanation>('GET', `/admin/rate-limits/explain?${params}`));
       setErrors({});
@@ -39,7 +41,7 @@ export function ExplainPage({ onDisabled }: { onDisabled: () => void }) {
       if (err instanceof ApiError && err.featureUnavailable) return onDisabled();
       // An unknown model is a 404 without a param: it still belongs beside the model field.
       if (err instanceof ApiError && err.code === 'model_not_found') setErrors({ model: err.message });
-      else setErrors(fieldErrors(err, { model: 'model', user_path: 'userPath', endpoint: 'endpoint', priority: 'priority', max_wait: 'maxWait' }));
+      else setErrors(fieldErrors(err, { model: 'model', user_path: 'userPath', endpoint: 'endpoint', priority: 'priority', max_wait: 'maxWait', max_tokens: 'maxTokens' }));
       setResult(undefined);
     }
   };
@@ -79,6 +81,9 @@ export function ExplainPage({ onDisabled }: { onDisabled: () => void }) {
           <Field id="explain-max-wait" label="Max wait (seconds)" error={errors.maxWait} hint="X-Floodgate-Max-Wait; empty means the gateway's default.">
             {(a11y) => <input {...a11y} type="text" inputMode="decimal" value={maxWait} autocomplete="off" spellcheck={false} placeholder="0" onInput={(e) => setMaxWait(e.currentTarget.value)} />}
           </Field>
+          <Field id="explain-max-tokens" label="Max tokens" error={errors.maxTokens} hint="With reservations on: the completion the request allows (max_tokens); empty means the gateway's default.">
+            {(a11y) => <input {...a11y} type="text" inputMode="numeric" value={maxTokens} autocomplete="off" spellcheck={false} onInput={(e) => setMaxTokens(e.currentTarget.value)} />}
+          </Field>
         </div>
         <FormMessage error={errors.form} />
         <button type="submit" class="primary">
@@ -104,6 +109,13 @@ function Result({ result }: { result: Explanation }) {
       {admitted && result.target && (
         <p>
           Would be sent to <strong>{result.target.provider}/{result.target.model}</strong>.
+        </p>
+      )}
+      {result.reservation && (
+        <p class="reservation">
+          Would reserve {formatNumber(result.reservation.tokens)} tokens on its token limits
+          {result.reservation.cost_usd !== undefined && ` and ${formatUsd(result.reservation.cost_usd)} on its budgets`} until it ends
+          <span class="muted"> (the completion it allows, without a prompt: a real request adds its prompt's tokens)</span>.
         </p>
       )}
       {result.breach && (
@@ -167,7 +179,7 @@ function Result({ result }: { result: Explanation }) {
                   <td>
                     <UsageBar label={`${concurrent ? 'In flight' : 'Requests used'}, ${name}`} used={concurrent ? rule.in_flight : rule.requests_used} cap={rule.max_requests} />
                   </td>
-                  <td>{concurrent ? <span class="muted">—</span> : <UsageBar label={`Tokens used, ${name}`} used={rule.tokens_used} cap={rule.max_tokens} />}</td>
+                  <td>{concurrent ? <span class="muted">—</span> : <UsageBar label={`Tokens used, ${name}`} used={rule.tokens_used} reserved={rule.tokens_reserved} cap={rule.max_tokens} />}</td>
                 </tr>
               );
             })}
