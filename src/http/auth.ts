@@ -39,7 +39,7 @@ export function registerWithAccess(app: FastifyInstance, access: Access, registe
  * needs no key: it gets the 404. Without a master key, requests from web pages are kept out instead
  * (see open-mode.ts).
  */
-export function registerAuth(app: FastifyInstance, services: HttpServices): void {
+export function registerAuth(app: FastifyInstance, services: Pick<HttpServices, 'options' | 'keys'>): void {
   const { masterKey, userPathHeader } = services.options;
   app.decorateRequest('identity', null as unknown as Identity);
   if (masterKey === undefined) registerOpenModeGuard(app);
@@ -53,7 +53,7 @@ export function registerAuth(app: FastifyInstance, services: HttpServices): void
 
 function authenticate(
   request: FastifyRequest,
-  services: HttpServices,
+  services: Pick<HttpServices, 'keys'>,
   masterKey: string | undefined,
   userPathHeader: string,
   adminOnly: boolean,

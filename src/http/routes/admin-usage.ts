@@ -20,7 +20,7 @@ const DEFAULT_RANGE_DAYS = 7;
  * for the dashboard's charts. `from` and `to` are whole UTC days, both included; by default the
  * last seven days up to today.
  */
-export function registerAdminUsage(app: FastifyInstance, services: HttpServices): void {
+export function registerAdminUsage(app: FastifyInstance, services: Pick<HttpServices, 'now' | 'usage' | 'storage' | 'refusals'>): void {
   app.get('/admin/usage', async (request) => {
     const query = parseBody(adminUsageQuery, request.query);
     const today = new Date(services.now()).toISOString().slice(0, 10);

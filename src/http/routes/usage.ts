@@ -8,7 +8,7 @@ import { parseBody } from '../validation.ts';
 const DAY_MS = 86_400_000;
 
 /** `GET /v1/usage?from&to`: the caller's own usage (its user path and below), by provider and model. */
-export function registerUsage(app: FastifyInstance, services: HttpServices): void {
+export function registerUsage(app: FastifyInstance, services: Pick<HttpServices, 'now' | 'usage' | 'storage' | 'limiter' | 'budgets'>): void {
   app.get('/v1/usage', async (request) => {
     const query = parseBody(usageQuery, request.query);
     const to = query.to ? endOf(query.to) : new Date(services.now());
