@@ -216,15 +216,24 @@ async function main(): Promise<number> {
     removeBaseline();
     process.exit(130);
   };
-  process.once('SIGINT', interrupted);
-  process.once('SIGTERM', interrupted);
+  if (baseline) {
+    process.once('SIGINT', interrupted);
+    process.once('SIGTERM', interrupted);
+  }
 
-  console.log('engine micro-benchmark (admit + release) ...');
-  const engine: EngineBenchResult = flags.quick ? runEngineBench({ ops: 300_000, rounds: 3 }) : runEngineBench();
-  for (const f of engine.figures) console.log(`  ${f.scenario}: ${f.nsPerOp} ns/op`);
-  console.log('admission latency, memory and Redis counters ...');
-  const admission: AdmissionBenchResult = await runAdmissionBench({ connections: CONNECTIONS, seconds: flags.quick ? 2 : DURATION });
-  for (const f of admission.figures) console.log(`  ${f.store.padEnd(6)} ${f.load.padEnd(16)} ${String(f.admissionsPerSecond).padStart(8)} admissions/s  p50 ${f.p50Us} us  p99 ${f.p99Us} us`);
+  let engine: EngineBenchResult;
+  let admission: AdmissionBenchResult;
+  try {
+    console.log('engine micro-benchmark (admit + release) ...');
+    engine = flags.quick ? runEngineBench({ ops: 300_000, rounds: 3 }) : runEngineBench();
+    for (const f of engine.figures) console.log(`  ${f.scenario}: ${f.nsPerOp} ns/op`);
+    console.log('admission latency, memory and Redis counters ...');
+    admission = await runAdmissionBench({ connections: CONNECTIONS, seconds: flags.quick ? 2 : DURATION });
+    for (const f of admission.figures) console.log(`  ${f.store.padEnd(6)} ${f.load.padEnd(16)} ${String(f.admissionsPerSecond).padStart(8)} admissions/s  p50 ${f.p50Us} us  p99 ${f.p99Us} us`);
+  } catch (err) {
+    removeBaseline();
+    throw err;
+  }
 
   const servers = new Map<ServerKey, ChildServer[]>();
   /** The process of `key` a round uses: instances in turn, shifted by `offset`. */
