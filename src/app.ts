@@ -84,7 +84,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     });
     cleanup.unshift(stopFollowingKeys);
     const pricing = buildPriceTable(providerConfigs, config.pricing, logger);
-    const usage = new UsageRecorder(storage, {
+    const usage = new UsageRecorder(storage.usage, {
       enabled: config.usage.enabled,
       onError: (err) => {
         if (err instanceof UsageRecordsLostError) logger.error({ requestIds: err.requestIds }, err.message);
@@ -97,7 +97,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       },
     });
     cleanup.unshift(() => usage.close());
-    const refusals = new RefusalLog(storage, {
+    const refusals = new RefusalLog(storage.refusals, {
       now,
       onError: (err) => {
         if (err instanceof RefusalCountsDroppedError) logger.error(err.message);
@@ -258,11 +258,11 @@ async function startRateLimits(
     logger.info('rate limits are disabled (RATE_LIMITS_ENABLED=false)');
     return { limiter: undefined, rules: undefined, counters: undefined, stopFollowing: () => {} };
   }
-  const counters = await openCounters(config.rate_limits, logger, { storage, now });
+  const counters = await openCounters(config.rate_limits, logger, { storage: storage.counters, now });
   const limiter = new RateLimiter({ clock: { now }, store: counters.store, enforceTokens: config.usage.enabled, headroom: config.rate_limits.queue.headroom, learned });
   let started: Awaited<ReturnType<typeof startRuleManager>>;
   try {
-    started = await startRuleManager(storage, limiter, seeds, now);
+    started = await startRuleManager(storage.rules, limiter, seeds, now);
     // Saved counters go back into the rules just loaded (persist_counters).
     await counters.start();
   } catch (err) {
@@ -314,12 +314,12 @@ async function startBudgets(
         await usage.flush();
         return !usage.failing;
       },
-      sumCost: (queries) => storage.sumCost(queries),
-      budgets: async () => (await loadStoredBudgets(storage)).valid,
+      sumCost: (queries) => storage.usage.sumCost(queries),
+      budgets: async () => (await loadStoredBudgets(storage.budgets)).valid,
     },
     onError: (err) => logger.warn({ err }, 'reading budget spend from storage failed; the last known spend stays in force'),
   });
-  const { manager, shadowed, invalid } = await startBudgetManager(storage, tracker, seeds, now);
+  const { manager, shadowed, invalid } = await startBudgetManager(storage.budgets, tracker, seeds, now);
   for (const { item: budget, error } of invalid) {
     logger.warn({ budget, error }, `stored budget ${budget} is invalid and is not enforced (${error}); delete it from storage or write it again within bounds`);
   }
