@@ -2,10 +2,19 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { BudgetDefinition } from '../../src/budgets/types.ts';
-import { at, budget, withStorage, type Harness } from './harness.ts';
+import { assertWatcherTold, at, budget, withStorage, type Harness } from './harness.ts';
 
 export function budgetsContract(name: string, harness: Harness): void {
   describe(`Storage contract, budgets: ${name}`, () => {
+    it('tells a watcher of the budgets of a creation, a change, a deletion and a re-seed made through another connection', async () => {
+      await assertWatcherTold(harness, 'budgets', [
+        ['a creation', (writer) => writer.budgets.upsert(budget())],
+        ['a change', (writer) => writer.budgets.upsert(budget({ maxUsd: 20, updatedAt: at(5) }))],
+        ['a deletion', async (writer) => assert.equal(await writer.budgets.delete(budget()), true)],
+        ['a re-seed', (writer) => writer.budgets.replaceConfig([budget({ userPath: '/seeded', source: 'config' })])],
+      ], (writer) => writer.budgets.upsert(budget({ userPath: '/later' })));
+    });
+
     it('upserts budgets by case-insensitive key, keeping createdAt, and deletes them', async () => {
       await withStorage(harness, async (storage) => {
         assert.deepEqual(await storage.budgets.list(), []);

@@ -9,7 +9,7 @@ import type { RuleDefinition } from '../../src/ratelimit/types.ts';
 import type { BatchRecord, StoredFile } from '../../src/storage/batch-files/types.ts';
 import type { SavedCounter } from '../../src/storage/counters/types.ts';
 import type { ApiKeyRecord } from '../../src/storage/keys/types.ts';
-import type { Storage } from '../../src/storage/types.ts';
+import type { Storage, WatchedAggregate } from '../../src/storage/types.ts';
 import type { UsageRecord } from '../../src/storage/usage/types.ts';
 
 /** The storage plus introspection the implementations expose for tests. */
@@ -165,3 +165,43 @@ export async function assertMaxPriorityUpgrade(upgraded: InspectableStorage): Pr
   assert.deepEqual((await upgraded.keys.list()).map((k) => [k.id, k.userPath, k.maxPriority]), [[OLD_KEY.id, OLD_KEY.userPath, 'normal'], ['key-new', null, 'high']]);
 }
 
+
+/**
+ * Opens two connections to one fresh store and asserts that a watcher of `aggregate` on one is
+ * told of each write made through the other (within 3 s), and of nothing once it stopped watching.
+ */
+export async function assertWatcherTold(
+  harness: Harness,
+  aggregate: WatchedAggregate,
+  writes: ReadonlyArray<readonly [what: string, write: (writer: InspectableStorage) => Promise<unknown>]>,
+  writeAfterStop: (writer: InspectableStorage) => Promise<unknown>,
+): Promise<void> {
+  const store = await harness.freshStore();
+  const [writer, watcher] = [await store.open(), await store.open()];
+  let calls = 0;
+  const stop = await watcher.watch(aggregate, () => calls++);
+  const told = async (what: string): Promise<void> => {
+    const seen = calls;
+    const deadline = Date.now() + 3000;
+    while (calls === seen) {
+      assert.ok(Date.now() < deadline, `the watcher was not told of ${what}`);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  };
+  try {
+    for (const [what, write] of writes) {
+      const done = told(what);
+      await write(writer);
+      await done;
+    }
+    await stop();
+    const after = calls;
+    await writeAfterStop(writer);
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    assert.equal(calls, after, 'stopped watching');
+  } finally {
+    await stop();
+    await writer.close();
+    await watcher.close();
+  }
+}

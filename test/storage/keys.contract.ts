@@ -1,7 +1,7 @@
 /** The keys repository (src/storage/keys/), and the watchers of keys. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { key, withStorage, type Harness } from './harness.ts';
+import { assertWatcherTold, key, withStorage, type Harness } from './harness.ts';
 
 export function keysContract(name: string, harness: Harness): void {
   describe(`Storage contract, keys: ${name}`, () => {
@@ -25,35 +25,10 @@ export function keysContract(name: string, harness: Harness): void {
     });
 
     it('tells a watcher of the keys of a creation and a revocation made through another connection', async () => {
-      const store = await harness.freshStore();
-      const [writer, watcher] = [await store.open(), await store.open()];
-      let calls = 0;
-      const stop = await watcher.watch('keys', () => calls++);
-      const told = async (what: string): Promise<void> => {
-        const seen = calls;
-        const deadline = Date.now() + 3000;
-        while (calls === seen) {
-          assert.ok(Date.now() < deadline, `the watcher was not told of ${what}`);
-          await new Promise((resolve) => setTimeout(resolve, 10));
-        }
-      };
-      try {
-        const created = told('a creation');
-        await writer.keys.insert(key('k1'));
-        await created;
-        const revoked = told('a revocation');
-        assert.equal(await writer.keys.delete('k1'), true);
-        await revoked;
-        await stop();
-        const after = calls;
-        await writer.keys.insert(key('k2'));
-        await new Promise((resolve) => setTimeout(resolve, 1500));
-        assert.equal(calls, after, 'stopped watching');
-      } finally {
-        await stop();
-        await writer.close();
-        await watcher.close();
-      }
+      await assertWatcherTold(harness, 'keys', [
+        ['a creation', (writer) => writer.keys.insert(key('k1'))],
+        ['a revocation', async (writer) => assert.equal(await writer.keys.delete('k1'), true)],
+      ], (writer) => writer.keys.insert(key('k2')));
     });
 
     it('keeps each key\'s max_priority', async () => {

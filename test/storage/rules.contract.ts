@@ -1,10 +1,19 @@
 /** The rules repository (src/storage/rules/), and the watchers of rules. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { at, rule, withStorage, type Harness } from './harness.ts';
+import { assertWatcherTold, at, rule, withStorage, type Harness } from './harness.ts';
 
 export function rulesContract(name: string, harness: Harness): void {
   describe(`Storage contract, rules: ${name}`, () => {
+    it('tells a watcher of the rules of a creation, a change, a deletion and a re-seed made through another connection', async () => {
+      await assertWatcherTold(harness, 'rules', [
+        ['a creation', (writer) => writer.rules.upsert(rule())],
+        ['a change', (writer) => writer.rules.upsert(rule({ maxRequests: 5, updatedAt: at(5) }))],
+        ['a deletion', async (writer) => assert.equal(await writer.rules.delete(rule()), true)],
+        ['a re-seed', (writer) => writer.rules.replaceConfig([rule({ subject: '/seeded', source: 'config' })])],
+      ], (writer) => writer.rules.upsert(rule({ subject: '/later' })));
+    });
+
     it('upserts rules by case-insensitive key, keeping createdAt', async () => {
       await withStorage(harness, async (storage) => {
         await storage.rules.upsert(rule({ subject: '/Team' }));
