@@ -1,18 +1,8 @@
 /** The budgets table, as both SQL repositories read and write it, and the re-seed plan every repository shares. */
 import { budgetIdentity, type BudgetDefinition, type BudgetKey } from '../../budgets/types.ts';
+import type { DefinitionTable } from '../shared/definitions.ts';
 import { planReseed, type ReseedKind, type ReseedPlan } from '../shared/reseed.ts';
 import { byText, toDate, type StoredTime } from '../shared/values.ts';
-
-export const BUDGET_COLUMNS = 'user_path, period, max_usd, source, created_at, updated_at';
-/** What a budget is written with, in budgetParams order. */
-export const BUDGET_WRITE_COLUMNS = 'user_path, path_key, period, max_usd, source, created_at, updated_at';
-
-/** The upsert's conflict clause; created_at is left alone: the budget's history starts at its first write. */
-export const BUDGET_UPSERT = `ON CONFLICT (path_key, period) DO UPDATE SET
-    user_path = excluded.user_path,
-    max_usd = excluded.max_usd,
-    source = excluded.source,
-    updated_at = excluded.updated_at`;
 
 export interface BudgetRow {
   user_path: string;
@@ -21,11 +11,6 @@ export interface BudgetRow {
   source: 'manual' | 'config';
   created_at: StoredTime;
   updated_at: StoredTime;
-}
-
-/** Parameters in BUDGET_WRITE_COLUMNS order. */
-export function budgetParams(b: BudgetDefinition): unknown[] {
-  return [b.userPath, b.userPath.toLowerCase(), b.period, b.maxUsd, b.source, b.createdAt, b.updatedAt];
 }
 
 export function budgetFromRow(row: BudgetRow): BudgetDefinition {
@@ -54,3 +39,23 @@ export function planBudgetReseed(existing: readonly BudgetDefinition[], budgets:
 export function compareBudgets(a: BudgetDefinition, b: BudgetDefinition): number {
   return byText(a.userPath.toLowerCase(), b.userPath.toLowerCase()) || byText(a.period, b.period);
 }
+
+export const BUDGET_TABLE: DefinitionTable<BudgetDefinition, BudgetKey, BudgetRow> = {
+  aggregate: 'budgets',
+  table: 'budgets',
+  columns: 'user_path, period, max_usd, source, created_at, updated_at',
+  writeColumns: 'user_path, path_key, period, max_usd, source, created_at, updated_at',
+  // created_at is left alone: the budget's history starts at its first write.
+  upsert: `ON CONFLICT (path_key, period) DO UPDATE SET
+    user_path = excluded.user_path,
+    max_usd = excluded.max_usd,
+    source = excluded.source,
+    updated_at = excluded.updated_at`,
+  sqliteOrder: 'path_key, period',
+  postgresOrder: 'path_key COLLATE "C", period COLLATE "C"',
+  keyColumns: ['path_key', 'period'],
+  keyParams: (key) => [key.userPath.toLowerCase(), key.period],
+  params: (b) => [b.userPath, b.userPath.toLowerCase(), b.period, b.maxUsd, b.source, b.createdAt, b.updatedAt],
+  fromRow: budgetFromRow,
+  plan: planBudgetReseed,
+};

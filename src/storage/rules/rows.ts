@@ -1,21 +1,9 @@
 /** The rate_limit_rules table, as both SQL repositories read and write it, and the re-seed plan every repository shares. */
 import { ruleIdentity } from '../../ratelimit/rules.ts';
 import type { RuleDefinition, RuleKey, Scope } from '../../ratelimit/types.ts';
+import type { DefinitionTable } from '../shared/definitions.ts';
 import { planReseed, type ReseedKind, type ReseedPlan } from '../shared/reseed.ts';
 import { toBool, toDate, toNumber, type StoredTime } from '../shared/values.ts';
-
-/** What a rule is written with, in ruleParams order. */
-export const RULE_WRITE_COLUMNS = 'scope, subject, subject_key, period_seconds, max_requests, max_tokens, per_child, source, created_at, updated_at';
-export const RULE_COLUMNS = 'scope, subject, period_seconds, max_requests, max_tokens, per_child, source, created_at, updated_at';
-
-/** The upsert's conflict clause; created_at is left alone: the rule's history starts at its first write. */
-export const RULE_UPSERT = `ON CONFLICT (scope, subject_key, period_seconds) DO UPDATE SET
-  subject = excluded.subject,
-  max_requests = excluded.max_requests,
-  max_tokens = excluded.max_tokens,
-  per_child = excluded.per_child,
-  source = excluded.source,
-  updated_at = excluded.updated_at`;
 
 export interface RuleRow {
   scope: Scope;
@@ -27,23 +15,6 @@ export interface RuleRow {
   source: 'manual' | 'config';
   created_at: StoredTime;
   updated_at: StoredTime;
-}
-
-/** Parameters in RULE_WRITE_COLUMNS order. */
-export function ruleParams(rule: RuleDefinition): unknown[] {
-  return [
-    rule.scope,
-    rule.subject,
-    // Folded in JS, not with SQL lower(), so both implementations derive the same key.
-    rule.subject.toLowerCase(),
-    rule.periodSeconds,
-    rule.maxRequests ?? null,
-    rule.maxTokens ?? null,
-    rule.perChild === true,
-    rule.source,
-    rule.createdAt,
-    rule.updatedAt,
-  ];
 }
 
 export function ruleFromRow(row: RuleRow): RuleDefinition {
@@ -71,3 +42,37 @@ const RULES: ReseedKind<RuleDefinition, RuleKey> = {
 export function planRuleReseed(existing: readonly RuleDefinition[], rules: readonly RuleDefinition[]): ReseedPlan<RuleDefinition, RuleKey> {
   return planReseed(RULES, existing, rules);
 }
+
+export const RULE_TABLE: DefinitionTable<RuleDefinition, RuleKey, RuleRow> = {
+  aggregate: 'rules',
+  table: 'rate_limit_rules',
+  columns: 'scope, subject, period_seconds, max_requests, max_tokens, per_child, source, created_at, updated_at',
+  writeColumns: 'scope, subject, subject_key, period_seconds, max_requests, max_tokens, per_child, source, created_at, updated_at',
+  // created_at is left alone: the rule's history starts at its first write.
+  upsert: `ON CONFLICT (scope, subject_key, period_seconds) DO UPDATE SET
+    subject = excluded.subject,
+    max_requests = excluded.max_requests,
+    max_tokens = excluded.max_tokens,
+    per_child = excluded.per_child,
+    source = excluded.source,
+    updated_at = excluded.updated_at`,
+  sqliteOrder: 'scope, subject_key, period_seconds',
+  postgresOrder: 'scope, subject_key COLLATE "C", period_seconds',
+  keyColumns: ['scope', 'subject_key', 'period_seconds'],
+  // Folded in JS, not with SQL lower(), so both implementations derive the same key.
+  keyParams: (key) => [key.scope, key.subject.toLowerCase(), key.periodSeconds],
+  params: (rule) => [
+    rule.scope,
+    rule.subject,
+    rule.subject.toLowerCase(),
+    rule.periodSeconds,
+    rule.maxRequests ?? null,
+    rule.maxTokens ?? null,
+    rule.perChild === true,
+    rule.source,
+    rule.createdAt,
+    rule.updatedAt,
+  ],
+  fromRow: ruleFromRow,
+  plan: planRuleReseed,
+};

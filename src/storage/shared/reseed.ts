@@ -4,7 +4,7 @@
  */
 
 /** What a config re-seed writes: stored rows and seeds share these fields. */
-interface Seeded {
+export interface Seeded {
   readonly source: 'manual' | 'config';
   readonly createdAt: Date;
   readonly updatedAt: Date;

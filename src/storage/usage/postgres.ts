@@ -1,18 +1,12 @@
 import { subtreeMatch } from '../../user-path/user-path.ts';
 import { pgSubtree, type PgDb } from '../sql/postgres.ts';
-import { USAGE_COLUMNS, USAGE_GROUP_KEY_SQL, USAGE_PG_TYPES, bucketFromRow, summaryFromRow, usageParams, type BucketRow, type SummaryRow } from './rows.ts';
+import { USAGE_COLUMNS, USAGE_GROUP_KEY_SQL, USAGE_PG_TYPES, USAGE_SUMS, bucketFromRow, summaryFromRow, usageParams, type BucketRow, type SummaryRow } from './rows.ts';
 import { UsageRejectedError, type UsageBucket, type UsageBucketQuery, type UsageQuery, type UsageRecord, type UsageRepository, type UsageSummaryRow } from './types.ts';
 
 // ORDER BY ... COLLATE "C" everywhere: byte order, the same as SQLite's BINARY collation, so
 // both implementations list in the same order whatever the database locale.
 const SUMMARY_SELECT = `
-  SELECT provider, model,
-    COUNT(*) AS requests,
-    SUM(prompt_tokens) AS prompt_tokens,
-    SUM(completion_tokens) AS completion_tokens,
-    SUM(total_tokens) AS total_tokens,
-    SUM(cached_prompt_tokens) AS cached_prompt_tokens,
-    SUM(cost_usd) AS cost_usd,
+  SELECT provider, model, ${USAGE_SUMS},
     COUNT(*) FILTER (WHERE cached) AS cached_requests,
     COUNT(*) FILTER (WHERE estimated) AS estimated_requests
   FROM usage_records`;

@@ -28,6 +28,14 @@ export function usageGroupKey(groupBy: UsageGroupBy, record: { userPath: string;
   }
 }
 
+/** A summary's sums, as both databases spell them (they spell the counts of cached and estimated requests each their own way). */
+export const USAGE_SUMS = `COUNT(*) AS requests,
+  SUM(prompt_tokens) AS prompt_tokens,
+  SUM(completion_tokens) AS completion_tokens,
+  SUM(total_tokens) AS total_tokens,
+  SUM(cached_prompt_tokens) AS cached_prompt_tokens,
+  SUM(cost_usd) AS cost_usd`;
+
 /** A summary row: counts are numbers (SQLite) or bigint text (PostgreSQL); sums of no rows are NULL. */
 export interface SummaryRow {
   provider: string;

@@ -1,19 +1,13 @@
 import { subtreeMatch } from '../../user-path/user-path.ts';
 import { SQLITE_SUBTREE, sqliteMarks, sqliteParams, type SqliteDb } from '../sql/sqlite.ts';
-import { USAGE_COLUMNS, USAGE_GROUP_KEY_SQL, bucketFromRow, summaryFromRow, usageParams, type BucketRow, type SummaryRow } from './rows.ts';
+import { USAGE_COLUMNS, USAGE_GROUP_KEY_SQL, USAGE_SUMS, bucketFromRow, summaryFromRow, usageParams, type BucketRow, type SummaryRow } from './rows.ts';
 import { UsageRejectedError, type UsageBucket, type UsageBucketQuery, type UsageQuery, type UsageRecord, type UsageRepository, type UsageSummaryRow } from './types.ts';
 
 /** Rows per INSERT statement: a multi-row statement is bound and stepped once for many rows. */
 const ROWS_PER_STATEMENT = 32;
 
 const SUMMARY_COLUMNS = `
-  provider, model,
-  COUNT(*) AS requests,
-  SUM(prompt_tokens) AS prompt_tokens,
-  SUM(completion_tokens) AS completion_tokens,
-  SUM(total_tokens) AS total_tokens,
-  SUM(cached_prompt_tokens) AS cached_prompt_tokens,
-  SUM(cost_usd) AS cost_usd,
+  provider, model, ${USAGE_SUMS},
   SUM(cached) AS cached_requests,
   SUM(estimated) AS estimated_requests`;
 

@@ -1,0 +1,163 @@
+/**
+ * Rules and budgets are stored alike: rows upserted and deleted by a case-insensitive key,
+ * config rows re-seeded in one transaction (manual ones kept and winning), every write announced
+ * to the watchers of the aggregate. Each aggregate describes its table (rules/rows.ts,
+ * budgets/rows.ts); these classes are that storage once per database.
+ */
+import { pgMarks, pgNotify, pgNotifying, type PgDb, type Queryable } from '../sql/postgres.ts';
+import { sqliteMarks, sqliteParams, type SqliteDb } from '../sql/sqlite.ts';
+import type { ReseedPlan, Seeded } from './reseed.ts';
+import type { MemoryWatchers } from './watch.ts';
+
+/** One definition table, as both SQL databases hold it. */
+export interface DefinitionTable<D, K, Row> {
+  aggregate: 'rules' | 'budgets';
+  table: string;
+  /** What a listing reads, in fromRow's shape. */
+  columns: string;
+  /** What a write sets, in params order. */
+  writeColumns: string;
+  /** The upsert's ON CONFLICT clause (both databases speak it). */
+  upsert: string;
+  /** A listing's ORDER BY, in byte order: SQLite's BINARY collation, PostgreSQL's COLLATE "C". */
+  sqliteOrder: string;
+  postgresOrder: string;
+  /** The key columns a delete matches, and the key's values for them. */
+  keyColumns: readonly string[];
+  keyParams(key: K): unknown[];
+  params(definition: D): unknown[];
+  fromRow(row: Row): D;
+  plan(existing: readonly D[], seeds: readonly D[]): ReseedPlan<D, K>;
+}
+
+export class SqliteDefinitions<D, K, Row> {
+  readonly #db: SqliteDb;
+  readonly #table: DefinitionTable<D, K, Row>;
+  readonly #upsert: string;
+
+  constructor(db: SqliteDb, table: DefinitionTable<D, K, Row>) {
+    this.#db = db;
+    this.#table = table;
+    this.#upsert = `INSERT INTO ${table.table} (${table.writeColumns}) VALUES (${sqliteMarks(table.writeColumns)}) ${table.upsert}`;
+  }
+
+  async list(): Promise<D[]> {
+    return this.#list();
+  }
+
+  async upsert(definition: D): Promise<void> {
+    this.#db.stmt(this.#upsert).run(...sqliteParams(this.#table.params(definition)));
+  }
+
+  async delete(key: K): Promise<boolean> {
+    const where = this.#table.keyColumns.map((c) => `${c} = ?`).join(' AND ');
+    return this.#db.stmt(`DELETE FROM ${this.#table.table} WHERE ${where}`).run(...this.#table.keyParams(key)).changes > 0;
+  }
+
+  async replaceConfig(definitions: readonly D[]): Promise<K[]> {
+    return this.#db.transaction(() => {
+      const plan = this.#table.plan(this.#list(), definitions);
+      this.#db.stmt(`DELETE FROM ${this.#table.table} WHERE source = 'config'`).run();
+      for (const definition of plan.inserts) this.#db.stmt(this.#upsert).run(...sqliteParams(this.#table.params(definition)));
+      return plan.skipped;
+    }, 'immediate');
+  }
+
+  #list(): D[] {
+    const rows = this.#db.stmt(`SELECT ${this.#table.columns} FROM ${this.#table.table} ORDER BY ${this.#table.sqliteOrder}`).all() as Row[];
+    return rows.map((row) => this.#table.fromRow(row));
+  }
+}
+
+export class PostgresDefinitions<D, K, Row> {
+  readonly #db: PgDb;
+  readonly #table: DefinitionTable<D, K, Row>;
+  readonly #upsert: string;
+
+  constructor(db: PgDb, table: DefinitionTable<D, K, Row>) {
+    this.#db = db;
+    this.#table = table;
+    this.#upsert = `INSERT INTO ${table.table} (${table.writeColumns}) VALUES (${pgMarks(table.writeColumns)}) ${table.upsert}`;
+  }
+
+  list(): Promise<D[]> {
+    return this.#list(this.#db.pool);
+  }
+
+  async upsert(definition: D): Promise<void> {
+    await this.#db.pool.query(pgNotifying(this.#table.aggregate, `${this.#upsert} RETURNING 1`), this.#table.params(definition));
+  }
+
+  async delete(key: K): Promise<boolean> {
+    const where = this.#table.keyColumns.map((c, i) => `${c} = $${i + 1}`).join(' AND ');
+    const res = await this.#db.pool.query(pgNotifying(this.#table.aggregate, `DELETE FROM ${this.#table.table} WHERE ${where} RETURNING 1`), this.#table.keyParams(key));
+    return (res.rowCount ?? 0) > 0;
+  }
+
+  replaceConfig(definitions: readonly D[]): Promise<K[]> {
+    return this.#db.transaction(async (client) => {
+      // Lock the table so a concurrent admin write cannot slip between the read and the writes
+      // (readers are not blocked by this mode).
+      await client.query(`LOCK TABLE ${this.#table.table} IN SHARE ROW EXCLUSIVE MODE`);
+      const plan = this.#table.plan(await this.#list(client), definitions);
+      await client.query(`DELETE FROM ${this.#table.table} WHERE source = 'config'`);
+      for (const definition of plan.inserts) await client.query(this.#upsert, this.#table.params(definition));
+      await client.query(pgNotify(this.#table.aggregate));
+      return plan.skipped;
+    });
+  }
+
+  async #list(db: Queryable): Promise<D[]> {
+    const res = await db.query(`SELECT ${this.#table.columns} FROM ${this.#table.table} ORDER BY ${this.#table.postgresOrder}`);
+    return (res.rows as Row[]).map((row) => this.#table.fromRow(row));
+  }
+}
+
+/** What the in-memory store needs of a definition besides the re-seed plan. */
+export interface MemoryDefinitionKind<D, K> {
+  aggregate: 'rules' | 'budgets';
+  identity(key: K): string;
+  /** Every field present, as a database row gives it back (an absent cap is `undefined`). */
+  copy(definition: D): D;
+  /** The listing order, as the databases sort it. */
+  compare(a: D, b: D): number;
+  plan(existing: readonly D[], seeds: readonly D[]): ReseedPlan<D, K>;
+}
+
+export class MemoryDefinitions<D extends Seeded & K, K> {
+  readonly #kind: MemoryDefinitionKind<D, K>;
+  readonly #watchers: MemoryWatchers;
+  readonly #rows = new Map<string, D>();
+
+  constructor(kind: MemoryDefinitionKind<D, K>, watchers: MemoryWatchers) {
+    this.#kind = kind;
+    this.#watchers = watchers;
+  }
+
+  async list(): Promise<D[]> {
+    return [...this.#rows.values()].map((d) => this.#kind.copy(d)).sort((a, b) => this.#kind.compare(a, b));
+  }
+
+  async upsert(definition: D): Promise<void> {
+    const key = this.#kind.identity(definition);
+    const prev = this.#rows.get(key);
+    this.#rows.set(key, { ...this.#kind.copy(definition), createdAt: prev ? prev.createdAt : definition.createdAt });
+    this.#watchers.changed(this.#kind.aggregate);
+  }
+
+  async delete(key: K): Promise<boolean> {
+    const deleted = this.#rows.delete(this.#kind.identity(key));
+    if (deleted) this.#watchers.changed(this.#kind.aggregate);
+    return deleted;
+  }
+
+  async replaceConfig(definitions: readonly D[]): Promise<K[]> {
+    const plan = this.#kind.plan([...this.#rows.values()], definitions);
+    for (const [key, row] of this.#rows) {
+      if (row.source === 'config') this.#rows.delete(key);
+    }
+    for (const definition of plan.inserts) this.#rows.set(this.#kind.identity(definition), this.#kind.copy(definition));
+    this.#watchers.changed(this.#kind.aggregate);
+    return plan.skipped;
+  }
+}
