@@ -35,7 +35,7 @@ export function budgetsContract(name: string, harness: Harness): void {
       });
     });
 
-    it('replaceConfigBudgets replaces config budgets, keeps manual ones and reports skipped keys', async () => {
+    it('replaceConfig replaces config budgets, keeps manual ones and reports skipped keys', async () => {
       await withStorage(harness, async (storage) => {
         await storage.budgets.upsert(budget({ userPath: '/manual', maxUsd: 7 }));
         await storage.budgets.upsert(budget({ userPath: '/Clash', maxUsd: 8 }));

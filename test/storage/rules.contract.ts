@@ -74,7 +74,7 @@ export function rulesContract(name: string, harness: Harness): void {
       });
     });
 
-    it('replaceConfigRules replaces config rules, keeps manual ones and reports skipped keys', async () => {
+    it('replaceConfig replaces config rules, keeps manual ones and reports skipped keys', async () => {
       await withStorage(harness, async (storage) => {
         await storage.rules.upsert(rule({ subject: '/manual', source: 'manual', maxRequests: 7 }));
         await storage.rules.upsert(rule({ subject: '/Clash', source: 'manual', maxRequests: 8 }));

@@ -46,7 +46,7 @@ async function openFresh(): Promise<SqliteStorage> {
 }
 
 describe('SqliteStorage usage', () => {
-  it('makes a batch visible to summarizeUsage as soon as insertUsage resolves', async () => {
+  it('makes a batch visible to usage.summarize as soon as usage.insert resolves', async () => {
     const storage = await openFresh();
     try {
       assert.equal(await countUsage(storage), 0);
