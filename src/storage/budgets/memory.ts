@@ -1,5 +1,5 @@
 import { budgetIdentity, type BudgetDefinition, type BudgetKey } from '../../budgets/types.ts';
-import { MemoryDefinitions } from '../shared/definitions.ts';
+import { MemoryDefinitions } from '../shared/memory-definitions.ts';
 import type { MemoryWatchers } from '../shared/watch.ts';
 import { compareBudgets, planBudgetReseed } from './rows.ts';
 import type { BudgetRepository } from './types.ts';

@@ -1,5 +1,5 @@
 import type { BudgetDefinition, BudgetKey } from '../../budgets/types.ts';
-import { PostgresDefinitions } from '../shared/definitions.ts';
+import { PostgresDefinitions } from '../sql/definitions.ts';
 import type { PgDb } from '../sql/postgres.ts';
 import { BUDGET_TABLE, type BudgetRow } from './rows.ts';
 import type { BudgetRepository } from './types.ts';

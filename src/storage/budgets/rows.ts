@@ -1,6 +1,6 @@
 /** The budgets table, as both SQL repositories read and write it, and the re-seed plan every repository shares. */
 import { budgetIdentity, type BudgetDefinition, type BudgetKey } from '../../budgets/types.ts';
-import type { DefinitionTable } from '../shared/definitions.ts';
+import type { DefinitionTable } from '../sql/definitions.ts';
 import { planReseed, type ReseedKind, type ReseedPlan } from '../shared/reseed.ts';
 import { byText, toDate, type StoredTime } from '../shared/values.ts';
 

@@ -1,5 +1,5 @@
 import type { BudgetDefinition, BudgetKey } from '../../budgets/types.ts';
-import { SqliteDefinitions } from '../shared/definitions.ts';
+import { SqliteDefinitions } from '../sql/definitions.ts';
 import type { SqliteDb } from '../sql/sqlite.ts';
 import { BUDGET_TABLE, type BudgetRow } from './rows.ts';
 import type { BudgetRepository } from './types.ts';

@@ -1,6 +1,6 @@
 import { ruleIdentity } from '../../ratelimit/rules.ts';
 import type { RuleDefinition, RuleKey } from '../../ratelimit/types.ts';
-import { MemoryDefinitions } from '../shared/definitions.ts';
+import { MemoryDefinitions } from '../shared/memory-definitions.ts';
 import { byText } from '../shared/values.ts';
 import type { MemoryWatchers } from '../shared/watch.ts';
 import { planRuleReseed } from './rows.ts';

@@ -1,5 +1,5 @@
 import type { RuleDefinition, RuleKey } from '../../ratelimit/types.ts';
-import { PostgresDefinitions } from '../shared/definitions.ts';
+import { PostgresDefinitions } from '../sql/definitions.ts';
 import type { PgDb } from '../sql/postgres.ts';
 import { RULE_TABLE, type RuleRow } from './rows.ts';
 import type { RuleRepository } from './types.ts';

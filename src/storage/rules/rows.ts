@@ -1,7 +1,7 @@
 /** The rate_limit_rules table, as both SQL repositories read and write it, and the re-seed plan every repository shares. */
 import { ruleIdentity } from '../../ratelimit/rules.ts';
 import type { RuleDefinition, RuleKey, Scope } from '../../ratelimit/types.ts';
-import type { DefinitionTable } from '../shared/definitions.ts';
+import type { DefinitionTable } from '../sql/definitions.ts';
 import { planReseed, type ReseedKind, type ReseedPlan } from '../shared/reseed.ts';
 import { toBool, toDate, toNumber, type StoredTime } from '../shared/values.ts';
 

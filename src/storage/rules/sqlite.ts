@@ -1,5 +1,5 @@
 import type { RuleDefinition, RuleKey } from '../../ratelimit/types.ts';
-import { SqliteDefinitions } from '../shared/definitions.ts';
+import { SqliteDefinitions } from '../sql/definitions.ts';
 import type { SqliteDb } from '../sql/sqlite.ts';
 import { RULE_TABLE, type RuleRow } from './rows.ts';
 import type { RuleRepository } from './types.ts';

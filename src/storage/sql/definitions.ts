@@ -2,12 +2,12 @@
  * Rules and budgets are stored alike: rows upserted and deleted by a case-insensitive key,
  * config rows re-seeded in one transaction (manual ones kept and winning), every write announced
  * to the watchers of the aggregate. Each aggregate describes its table (rules/rows.ts,
- * budgets/rows.ts); these classes are that storage once per database.
+ * budgets/rows.ts); these classes are that storage once per database (the in-memory one:
+ * ../shared/memory-definitions.ts).
  */
-import { pgMarks, pgNotify, pgNotifying, type PgDb, type Queryable } from '../sql/postgres.ts';
-import { sqliteMarks, sqliteParams, type SqliteDb } from '../sql/sqlite.ts';
-import type { ReseedPlan, Seeded } from './reseed.ts';
-import type { MemoryWatchers } from './watch.ts';
+import type { ReseedPlan } from '../shared/reseed.ts';
+import { pgMarks, pgNotify, pgNotifying, type PgDb, type Queryable } from './postgres.ts';
+import { sqliteMarks, sqliteParams, type SqliteDb } from './sqlite.ts';
 
 /** One definition table, as both SQL databases hold it. */
 export interface DefinitionTable<D, K, Row> {
@@ -110,54 +110,5 @@ export class PostgresDefinitions<D, K, Row> {
   async #list(db: Queryable): Promise<D[]> {
     const res = await db.query(`SELECT ${this.#table.columns} FROM ${this.#table.table} ORDER BY ${this.#table.postgresOrder}`);
     return (res.rows as Row[]).map((row) => this.#table.fromRow(row));
-  }
-}
-
-/** What the in-memory store needs of a definition besides the re-seed plan. */
-export interface MemoryDefinitionKind<D, K> {
-  aggregate: 'rules' | 'budgets';
-  identity(key: K): string;
-  /** Every field present, as a database row gives it back (an absent cap is `undefined`). */
-  copy(definition: D): D;
-  /** The listing order, as the databases sort it. */
-  compare(a: D, b: D): number;
-  plan(existing: readonly D[], seeds: readonly D[]): ReseedPlan<D, K>;
-}
-
-export class MemoryDefinitions<D extends Seeded & K, K> {
-  readonly #kind: MemoryDefinitionKind<D, K>;
-  readonly #watchers: MemoryWatchers;
-  readonly #rows = new Map<string, D>();
-
-  constructor(kind: MemoryDefinitionKind<D, K>, watchers: MemoryWatchers) {
-    this.#kind = kind;
-    this.#watchers = watchers;
-  }
-
-  async list(): Promise<D[]> {
-    return [...this.#rows.values()].map((d) => this.#kind.copy(d)).sort((a, b) => this.#kind.compare(a, b));
-  }
-
-  async upsert(definition: D): Promise<void> {
-    const key = this.#kind.identity(definition);
-    const prev = this.#rows.get(key);
-    this.#rows.set(key, { ...this.#kind.copy(definition), createdAt: prev ? prev.createdAt : definition.createdAt });
-    this.#watchers.changed(this.#kind.aggregate);
-  }
-
-  async delete(key: K): Promise<boolean> {
-    const deleted = this.#rows.delete(this.#kind.identity(key));
-    if (deleted) this.#watchers.changed(this.#kind.aggregate);
-    return deleted;
-  }
-
-  async replaceConfig(definitions: readonly D[]): Promise<K[]> {
-    const plan = this.#kind.plan([...this.#rows.values()], definitions);
-    for (const [key, row] of this.#rows) {
-      if (row.source === 'config') this.#rows.delete(key);
-    }
-    for (const definition of plan.inserts) this.#rows.set(this.#kind.identity(definition), this.#kind.copy(definition));
-    this.#watchers.changed(this.#kind.aggregate);
-    return plan.skipped;
   }
 }
