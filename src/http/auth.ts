@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { extractCredential, safeEqual } from '../auth/master.ts';
-import type { ApiKeyRecord } from '../storage/types.ts';
+import type { ApiKeyRecord } from '../storage/keys/types.ts';
 import { normalizeUserPath } from '../user-path/user-path.ts';
 import type { HttpServices, Identity } from './context.ts';
 import { badRequest, unauthorized } from '../errors/gateway-error.ts';

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import type { ApiKeyRecord } from '../../storage/types.ts';
+import type { ApiKeyRecord } from '../../storage/keys/types.ts';
 import type { HttpServices } from '../context.ts';
 import { notFound } from '../../errors/gateway-error.ts';
 import { createApiKeyBody } from '../schemas/admin-keys.ts';

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { roundUsd } from '../../shared/money.ts';
-import type { RefusalBucket, UsageBucket, UsageBucketQuery } from '../../storage/types.ts';
+import type { RefusalBucket } from '../../storage/refusals/types.ts';
+import type { UsageBucket, UsageBucketQuery } from '../../storage/usage/types.ts';
 import type { HttpServices } from '../context.ts';
 import { badRequest } from '../../errors/gateway-error.ts';
 import { adminUsageQuery } from '../schemas/admin-usage.ts';
@@ -34,7 +35,7 @@ export function registerAdminUsage(app: FastifyInstance, services: Pick<HttpServ
     await services.usage.flush();
     // Refusals are written at most once a minute: those not written yet come from memory.
     await services.refusals.settled();
-    const [buckets, stored] = await Promise.all([services.storage.bucketUsage(bucketQuery), services.storage.bucketRefusals(bucketQuery)]);
+    const [buckets, stored] = await Promise.all([services.storage.usage.buckets(bucketQuery), services.storage.refusals.buckets(bucketQuery)]);
     return { buckets: withRefused(buckets, [...stored, ...services.refusals.pending(bucketQuery)]).map(present) };
   });
 }

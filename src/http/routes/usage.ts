@@ -17,7 +17,7 @@ export function registerUsage(app: FastifyInstance, services: Pick<HttpServices,
     const userPath = request.identity.userPath;
     // Recent records may still sit in the recorder's buffer; a usage query is rare enough to wait for them.
     await services.usage.flush();
-    const rows = await services.storage.summarizeUsage({ userPathPrefix: userPath, from, to });
+    const rows = await services.storage.usage.summarize({ userPathPrefix: userPath, from, to });
     const totals = { requests: 0, prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, cached_prompt_tokens: 0, cost_usd: 0, cached_requests: 0, estimated_requests: 0 };
     const byModel = rows.map((row) => {
       totals.requests += row.requests;
