@@ -3,7 +3,7 @@
  * child-process servers, the gateway configurations, the request bodies and autocannon.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -310,6 +310,75 @@ export async function startGateway(
       if (redisPrefix !== undefined) await dropRedisPrefix(redisPrefix);
     },
   };
+}
+
+// ---- a baseline checkout ---------------------------------------------------------------------
+
+/** Another revision of this repository checked out to run beside the current code (`--baseline`). */
+export interface BaselineCheckout {
+  /** As given, e.g. `6c3b28a` or `main~3`. */
+  readonly rev: string;
+  /** The commit it names. */
+  readonly commit: string;
+  /** The git worktree, under the system temp dir. */
+  readonly dir: string;
+  /** `linked` when its package-lock.json is this checkout's (node_modules shared), else `npm ci`. */
+  readonly nodeModules: 'linked' | 'npm ci';
+  /** Removes the worktree (and the link, never what it points to). */
+  remove(): void;
+}
+
+function git(args: readonly string[]): { ok: boolean; out: string; err: string } {
+  const r = spawnSync('git', ['-C', REPO_DIR, ...args], { encoding: 'utf8' });
+  return { ok: r.status === 0, out: r.stdout.trim(), err: r.stderr.trim() };
+}
+
+/**
+ * A temporary git worktree of `rev`, ready to run: the revision's own bench/servers/gateway.ts
+ * starts its gateway (startGateway's `checkout`), so it runs as it did at that commit. Its
+ * node_modules is a link to this checkout's when the two package-lock.json are identical, else
+ * `npm ci` installs its own (a few minutes). Throws with a clear message when `rev` names no
+ * commit or the revision cannot run here.
+ */
+export function checkoutBaseline(rev: string): BaselineCheckout {
+  const resolved = git(['rev-parse', '--verify', '--quiet', `${rev}^{commit}`]);
+  if (!resolved.ok) throw new Error(`--baseline: "${rev}" names no commit in ${REPO_DIR}`);
+  const commit = resolved.out;
+  const launcher = git(['cat-file', '-e', `${commit}:bench/servers/gateway.ts`]);
+  if (!launcher.ok) throw new Error(`--baseline: ${rev} has no bench/servers/gateway.ts to start its gateway with`);
+  const parent = mkdtempSync(join(tmpdir(), 'floodgate-baseline-'));
+  const dir = join(parent, 'checkout');
+  const added = git(['worktree', 'add', '--detach', dir, commit]);
+  if (!added.ok) {
+    rmSync(parent, { recursive: true, force: true });
+    throw new Error(`--baseline: git worktree add ${dir} ${rev} failed: ${added.err}`);
+  }
+  const modules = join(dir, 'node_modules');
+  let linked = false;
+  const remove = (): void => {
+    // Unlinked first: removing the worktree must not reach into this checkout's node_modules.
+    if (linked) unlinkSync(modules);
+    linked = false;
+    const removed = git(['worktree', 'remove', '--force', dir]);
+    rmSync(parent, { recursive: true, force: true });
+    if (!removed.ok) git(['worktree', 'prune']);
+  };
+  try {
+    const lock = git(['show', `${commit}:package-lock.json`]);
+    if (lock.ok && lock.out === readFileSync(join(REPO_DIR, 'package-lock.json'), 'utf8').trim()) {
+      symlinkSync(join(REPO_DIR, 'node_modules'), modules, 'dir');
+      linked = true;
+    } else {
+      // This checkout's .bin first: its lifecycle scripts (the dashboard build) need the pinned Node.
+      const path = `${join(REPO_DIR, 'node_modules/.bin')}:${process.env['PATH'] ?? ''}`;
+      const npm = spawnSync('npm', ['ci', '--no-audit', '--no-fund', '--prefer-offline'], { cwd: dir, encoding: 'utf8', env: { ...process.env, PATH: path } });
+      if (npm.status !== 0) throw new Error(`--baseline: npm ci in ${dir} failed:\n${`${npm.stdout}\n${npm.stderr}`.trim().split('\n').slice(-20).join('\n')}`);
+    }
+  } catch (error) {
+    remove();
+    throw error;
+  }
+  return { rev, commit, dir, nodeModules: linked ? 'linked' : 'npm ci', remove };
 }
 
 // ---- autocannon -----------------------------------------------------------------------------

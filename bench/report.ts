@@ -18,6 +18,8 @@ interface Results {
   longStreams?: Pick<LongStreamResult, 'method' | 'shapes'>;
   waiting?: Pick<WaitingResult, 'method' | 'rows' | 'memory'>;
   targets: Target[];
+  /** Present when the run had --baseline: the commit its rows marked @ ran from. */
+  baseline?: { rev: string; commit: string };
 }
 
 /** One table per shape: medians over the rounds; latency added over the upstream directly. */
@@ -53,7 +55,7 @@ const file = process.argv[2] ?? new URL('./results/latest.json', import.meta.url
 const r = JSON.parse(readFileSync(file, 'utf8')) as Results;
 const m = r.method;
 const lines: string[] = [
-  `Run of ${r.date.slice(0, 16).replace('T', ' ')} UTC: ${r.machine.cpuModel}, ${r.machine.cores} cores, Node ${r.machine.node}; ${m.instances} processes per server, rows ${m.rounds} rounds of ${m.durationSeconds} s at ${m.connections} connections, pairs ${m.pairRounds} rounds.`,
+  `Run of ${r.date.slice(0, 16).replace('T', ' ')} UTC: ${r.machine.cpuModel}, ${r.machine.cores} cores, Node ${r.machine.node}; ${m.instances} processes per server, rows ${m.rounds} rounds of ${m.durationSeconds} s at ${m.connections} connections, pairs ${m.pairRounds} rounds.${r.baseline ? ` Rows marked @: the baseline ${r.baseline.rev} (${r.baseline.commit.slice(0, 12)}) in the same run.` : ''}`,
   '',
   '| Row | req/s (best round) | p50 ms | p99 ms | server CPU µs/req | vs floor | errors + non-2xx |',
   '|---|--:|--:|--:|--:|--:|--:|',

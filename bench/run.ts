@@ -12,6 +12,13 @@
  *          --skip-waiting (the waiting rows, bench/waiting.bench.ts: BENCH_WAITING_* settings)
  *          --only ID,ID (these rows, with the ceiling and floor rows, and the pairs among them: e.g.
  *          --only ten,tenReserving,redisTen,redisTenReserving for the reservation targets)
+ *   npm run bench -- --baseline 6c3b28a   # also the gateway of another commit, side by side with this code
+ *
+ * --baseline REV checks REV out in a temporary git worktree (under the system temp dir, removed at
+ * the end; node_modules linked to this checkout's when package-lock.json is the same, else `npm
+ * ci`), starts its gateway (its own bench/servers/gateway.ts) with no rules, 10 rules and 10 rules
+ * on Redis, and adds rows 3@, 4@, 4s@, 4r@ and the pairs "this code / REV" of the 10-rule rows,
+ * each with the target >= 0.95.
  *
  * Two phases. Rows: each configuration alone, the table of requests/s and latency. Pairs: the two
  * configurations a target compares, loaded at the same moment on one shared core with equal CPU
@@ -30,8 +37,8 @@ import { runEngineBench, type EngineBenchResult } from './engine.bench.ts';
 import { longStreamSettings, printLongStreamTables, runLongStreamBench, type LongStreamResult } from './long-stream.bench.ts';
 import { printWaitingTables, runWaitingBench, waitingSettings, type WaitingResult } from './waiting.bench.ts';
 import {
-  BENCH_DIR, LOAD_CPU, SERVER_CPU, STEADY_FAULTS_PER_REQUEST, WARM_MAX_SECONDS, canPin, createCpuGroups, describeWarmUp, measure, median, pin, prime,
-  probe, sideBySide, startFloorProxy, startGateway, startUpstream, warmUp, type ChildServer, type CpuGroups, type GatewayVariant, type RoundFigures,
+  BENCH_DIR, LOAD_CPU, SERVER_CPU, STEADY_FAULTS_PER_REQUEST, WARM_MAX_SECONDS, canPin, checkoutBaseline, createCpuGroups, describeWarmUp, measure, median, pin, prime,
+  probe, sideBySide, startFloorProxy, startGateway, startUpstream, warmUp, type BaselineCheckout, type ChildServer, type CpuGroups, type GatewayVariant, type RoundFigures,
   type WarmUp,
 } from './lib.ts';
 
@@ -48,6 +55,7 @@ const { values: flags } = parseArgs({
     'skip-long-streams': { type: 'boolean', default: false },
     'skip-waiting': { type: 'boolean', default: false },
     only: { type: 'string' },
+    baseline: { type: 'string' },
   },
   strict: true,
 });
@@ -74,10 +82,16 @@ const WARMUP = setting(flags.warmup, 'BENCH_WARMUP', 4, 2);
 const WARMUP_MAX = Math.max(WARMUP, setting(undefined, 'BENCH_WARMUP_MAX', WARM_MAX_SECONDS, 10));
 const LONG_STREAMS = flags['skip-long-streams'] ? undefined : longStreamSettings({}, flags.quick);
 const WAITING = flags['skip-waiting'] ? undefined : waitingSettings({}, flags.quick);
+const BASELINE_REV = flags.baseline;
+if (BASELINE_REV !== undefined && BASELINE_REV.trim() === '') throw new Error('--baseline: expected a git revision (a commit, tag or branch), got an empty string');
 
 // ---- rows -----------------------------------------------------------------------------------
 
-type ServerKey = 'upstream' | 'floor' | 'floorReply' | GatewayVariant;
+/** The baseline revision's gateways (--baseline), by the configuration of this checkout they mirror. */
+const BASELINE_SERVERS = { baseNone: 'none', baseTen: 'ten', baseRedisTen: 'redisTen' } as const satisfies Record<string, GatewayVariant>;
+type BaselineKey = keyof typeof BASELINE_SERVERS;
+
+type ServerKey = 'upstream' | 'floor' | 'floorReply' | GatewayVariant | BaselineKey;
 
 interface RowSpec {
   id: string;
@@ -86,7 +100,7 @@ interface RowSpec {
   stream: boolean;
 }
 
-const ALL_ROWS: RowSpec[] = [
+const BASE_ROWS: RowSpec[] = [
   { id: 'upstream', label: '1. upstream directly (ceiling)', server: 'upstream', stream: false },
   { id: 'floor', label: '2. minimal fastify+undici proxy (floor)', server: 'floor', stream: false },
   { id: 'floorReply', label: '2b. minimal proxy answering through reply', server: 'floorReply', stream: false },
@@ -104,6 +118,16 @@ const ALL_ROWS: RowSpec[] = [
   { id: 'none-stream', label: '3s. Floodgate, no rules, streaming', server: 'none', stream: true },
   { id: 'ten-stream', label: '4s. Floodgate, 10 matching rules, streaming', server: 'ten', stream: true },
 ];
+
+/** The same configurations run from the --baseline revision. */
+const BASELINE_ROWS: RowSpec[] = BASELINE_REV === undefined ? [] : [
+  { id: 'baseNone', label: `3@. baseline ${BASELINE_REV}, no rules`, server: 'baseNone', stream: false },
+  { id: 'baseTen', label: `4@. baseline ${BASELINE_REV}, 10 matching rules`, server: 'baseTen', stream: false },
+  { id: 'baseRedisTen', label: `4r@. baseline ${BASELINE_REV}, 10 rules, Redis`, server: 'baseRedisTen', stream: false },
+  { id: 'baseTen-stream', label: `4s@. baseline ${BASELINE_REV}, 10 rules, streaming`, server: 'baseTen', stream: true },
+];
+
+const ALL_ROWS: RowSpec[] = [...BASE_ROWS, ...BASELINE_ROWS];
 
 /** `--only`: the rows asked for, with the ceiling and floor every row is compared to. */
 const ONLY = flags.only === undefined ? undefined : new Set(['upstream', 'floor', 'upstream-stream', 'floor-stream', ...flags.only.split(',').map((id) => id.trim())]);
@@ -124,7 +148,7 @@ interface PairSpec {
   goal: number | undefined;
 }
 
-const ALL_PAIRS: PairSpec[] = [
+const BASE_PAIRS: PairSpec[] = [
   { target: 'no rules >= 75% of minimal proxy (row 3 / row 2)', a: 'none', b: 'floor', goal: 0.75 },
   { target: 'no rules >= 75% of minimal proxy, streaming (3s / 2s)', a: 'none-stream', b: 'floor-stream', goal: 0.75 },
   { target: '10 matching rules >= 93% of no rules (row 4 / row 3)', a: 'ten', b: 'none', goal: 0.93 },
@@ -136,7 +160,14 @@ const ALL_PAIRS: PairSpec[] = [
   { target: '10 matching rules on Redis with token reservations >= 90% of without (row 4rv / row 4r)', a: 'redisTenReserving', b: 'redisTen', goal: 0.9 },
 ];
 
-const PAIRS: PairSpec[] = ALL_PAIRS.filter((pair) => ROWS.some((row) => row.id === pair.a) && ROWS.some((row) => row.id === pair.b));
+/** This code against the --baseline revision, the same configuration on both sides. */
+const BASELINE_PAIRS: PairSpec[] = BASELINE_REV === undefined ? [] : [
+  { target: `10 matching rules >= 95% of baseline ${BASELINE_REV} (row 4 / row 4@)`, a: 'ten', b: 'baseTen', goal: 0.95 },
+  { target: `10 matching rules >= 95% of baseline ${BASELINE_REV}, streaming (4s / 4s@)`, a: 'ten-stream', b: 'baseTen-stream', goal: 0.95 },
+  { target: `10 matching rules on Redis >= 95% of baseline ${BASELINE_REV} (4r / 4r@)`, a: 'redisTen', b: 'baseRedisTen', goal: 0.95 },
+];
+
+const PAIRS: PairSpec[] = [...BASE_PAIRS, ...BASELINE_PAIRS].filter((pair) => ROWS.some((row) => row.id === pair.a) && ROWS.some((row) => row.id === pair.b));
 
 interface PairRound {
   a: RoundFigures;
@@ -181,12 +212,40 @@ async function main(): Promise<number> {
   if (WAITING) console.log(`waiting: ${WAITING.clients} clients on a concurrency cap, ${WAITING.rounds} round(s) of ${WAITING.durationSeconds} s, memory and Redis; ${WAITING.waiters} requests held for the memory figure`);
   console.log(`placement: ${placement}\n`);
 
-  console.log('engine micro-benchmark (admit + release) ...');
-  const engine: EngineBenchResult = flags.quick ? runEngineBench({ ops: 300_000, rounds: 3 }) : runEngineBench();
-  for (const f of engine.figures) console.log(`  ${f.scenario}: ${f.nsPerOp} ns/op`);
-  console.log('admission latency, memory and Redis counters ...');
-  const admission: AdmissionBenchResult = await runAdmissionBench({ connections: CONNECTIONS, seconds: flags.quick ? 2 : DURATION });
-  for (const f of admission.figures) console.log(`  ${f.store.padEnd(6)} ${f.load.padEnd(16)} ${String(f.admissionsPerSecond).padStart(8)} admissions/s  p50 ${f.p50Us} us  p99 ${f.p99Us} us`);
+  let baseline: BaselineCheckout | undefined;
+  if (BASELINE_REV !== undefined) {
+    console.log(`baseline: checking out ${BASELINE_REV} ...`);
+    baseline = checkoutBaseline(BASELINE_REV);
+    console.log(`baseline: ${BASELINE_REV} = ${baseline.commit} in ${baseline.dir} (node_modules: ${baseline.nodeModules})\n`);
+  }
+  const baselineFacts = baseline && { rev: baseline.rev, commit: baseline.commit, nodeModules: baseline.nodeModules };
+  // An interrupted run still removes the worktree; the servers, its children, get the signal too.
+  const removeBaseline = (): void => {
+    baseline?.remove();
+    baseline = undefined;
+  };
+  const interrupted = (): void => {
+    removeBaseline();
+    process.exit(130);
+  };
+  if (baseline) {
+    process.once('SIGINT', interrupted);
+    process.once('SIGTERM', interrupted);
+  }
+
+  let engine: EngineBenchResult;
+  let admission: AdmissionBenchResult;
+  try {
+    console.log('engine micro-benchmark (admit + release) ...');
+    engine = flags.quick ? runEngineBench({ ops: 300_000, rounds: 3 }) : runEngineBench();
+    for (const f of engine.figures) console.log(`  ${f.scenario}: ${f.nsPerOp} ns/op`);
+    console.log('admission latency, memory and Redis counters ...');
+    admission = await runAdmissionBench({ connections: CONNECTIONS, seconds: flags.quick ? 2 : DURATION });
+    for (const f of admission.figures) console.log(`  ${f.store.padEnd(6)} ${f.load.padEnd(16)} ${String(f.admissionsPerSecond).padStart(8)} admissions/s  p50 ${f.p50Us} us  p99 ${f.p99Us} us`);
+  } catch (err) {
+    removeBaseline();
+    throw err;
+  }
 
   const servers = new Map<ServerKey, ChildServer[]>();
   /** The process of `key` a round uses: instances in turn, shifted by `offset`. */
@@ -204,13 +263,18 @@ async function main(): Promise<number> {
   try {
     const upstream = await startUpstream();
     servers.set('upstream', [upstream]);
-    const keys = (['floor', 'floorReply', 'none', 'ten', 'tenThousand', 'disabled', 'redisNone', 'redisTen', 'tenReserving', 'redisTenReserving'] as const).filter((key) => ROWS.some((row) => row.server === key));
-    for (const key of keys) {
+    const keys: ServerKey[] = ['floor', 'floorReply', 'none', 'ten', 'tenThousand', 'disabled', 'redisNone', 'redisTen', 'tenReserving', 'redisTenReserving'];
+    if (baseline) keys.push(...Object.keys(BASELINE_SERVERS) as BaselineKey[]);
+    // With --only, the servers of the rows asked for alone.
+    const used = keys.filter((key) => ROWS.some((row) => row.server === key));
+    for (const key of used) {
       const list: ChildServer[] = [];
       for (let i = 0; i < INSTANCES; i++) {
         const server = key === 'floor' || key === 'floorReply'
           ? await startFloorProxy(upstream.url, [], key === 'floor' ? 'hijack' : 'reply')
-          : await startGateway(key, upstream.url);
+          : key in BASELINE_SERVERS
+            ? await startGateway(BASELINE_SERVERS[key as BaselineKey], upstream.url, [], baseline!.dir)
+            : await startGateway(key as GatewayVariant, upstream.url);
         list.push(server);
         pin(server.pid, SERVER_CPU);
         groups?.add(`${key}-${i}`, server.pid);
@@ -219,7 +283,7 @@ async function main(): Promise<number> {
     }
     // Sanity: each target answers 200 with the right body, and the rules really match.
     for (const row of ROWS) {
-      const limited = row.server === 'ten' || row.server === 'tenThousand' || row.server === 'redisTen' || row.server === 'tenReserving' || row.server === 'redisTenReserving';
+      const limited = row.server === 'ten' || row.server === 'tenThousand' || row.server === 'redisTen' || row.server === 'tenReserving' || row.server === 'redisTenReserving' || row.server === 'baseTen' || row.server === 'baseRedisTen';
       for (const server of servers.get(row.server)!) await probe(server.url, row.stream, limited ? 'x-ratelimit-limit-requests' : undefined);
     }
     // Each process and answer kind until steady state: a new process first grows its heap and
@@ -277,6 +341,9 @@ async function main(): Promise<number> {
   } finally {
     await Promise.all([...servers.values()].flat().map((s) => s.stop()));
     groups?.remove();
+    removeBaseline();
+    process.removeListener('SIGINT', interrupted);
+    process.removeListener('SIGTERM', interrupted);
   }
 
   // Long streams: servers of their own, started fresh (their idle memory is a figure).
@@ -388,6 +455,7 @@ async function main(): Promise<number> {
       rows: 'each configuration alone, interleaved round by round in rotated order; row figures from the best round',
       targets: 'median over rounds of the requests/s ratio of the two configurations loaded side by side on one core with equal CPU shares',
     },
+    ...(baselineFacts ? { baseline: { ...baselineFacts, rows: BASELINE_ROWS.map((r) => r.id) } } : {}),
     rows: results,
     pairs: PAIRS.map((pair) => ({ ...pair, rounds: pairs.get(pair.target)!.map((p) => ({ a: p.a, b: p.b, ratio: round3(p.ratio) })) })),
     engine,

@@ -7,6 +7,7 @@ import { WaitQueue } from './admission/queue.ts';
 import { SaturationLog } from './admission/saturation-log.ts';
 import { KeyRing } from './auth/keys.ts';
 import { loadStoredBudgets, startBudgetManager, type BudgetManager } from './admin/budgets.ts';
+import { mergeFeeds, storageFeed } from './admin/definitions.ts';
 import { startRuleManager, type RuleManager } from './admin/rate-limit-rules.ts';
 import { BudgetTracker, type SharedBudgetLedger } from './budgets/tracker.ts';
 import { BUDGETS_WITHOUT_USAGE_WARNING, TOKEN_RULES_WITHOUT_USAGE_WARNING, isLoopbackHost, nonLoopbackMessage, type BudgetSeed, type RuleSeed } from './config/load.ts';
@@ -85,7 +86,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     });
     cleanup.unshift(stopFollowingKeys);
     const pricing = buildPriceTable(providerConfigs, config.pricing, logger);
-    const usage = new UsageRecorder(storage, {
+    const usage = new UsageRecorder(storage.usage, {
       enabled: config.usage.enabled,
       onError: (err) => {
         if (err instanceof UsageRecordsLostError) logger.error({ requestIds: err.requestIds }, err.message);
@@ -98,7 +99,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       },
     });
     cleanup.unshift(() => usage.close());
-    const refusals = new RefusalLog(storage, {
+    const refusals = new RefusalLog(storage.refusals, {
       now,
       onError: (err) => {
         if (err instanceof RefusalCountsDroppedError) logger.error(err.message);
@@ -110,17 +111,20 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     const learned = learnedSettings(providerConfigs);
     const { limiter, rules, counters, stopFollowing } = await startRateLimits(config, storage, options.rateLimitSeeds ?? [], now, logger, options.warnings ?? [], learned);
     if (counters !== undefined) {
-      cleanup.unshift(() => {
-        stopFollowing();
-        return counters.close();
+      cleanup.unshift(async () => {
+        await stopFollowing();
+        await counters.close();
       });
     }
-    const { tracker, manager: budgetManager } = await startBudgets(config, storage, usage, options.budgetSeeds ?? [], now, logger, options.warnings ?? [], counters?.budgetLedger);
+    const { tracker, manager: budgetManager, stopFollowing: stopFollowingBudgets } = await startBudgets(config, storage, usage, options.budgetSeeds ?? [], now, logger, options.warnings ?? [], counters?.budgetLedger);
     if (tracker !== undefined) {
       // Spend reaches the budgets as each usage record is queued.
       usage.listen({ record: (record) => tracker.observe(record.userPath, record.timestampMs, record.costUsd) });
       // Before the usage recorder closes: a running refresh flushes it.
-      cleanup.unshift(() => tracker.close());
+      cleanup.unshift(async () => {
+        await stopFollowingBudgets();
+        await tracker.close();
+      });
     }
 
     const inFlight = new InFlightRequests();
@@ -240,7 +244,7 @@ function learnedSettings(providers: Readonly<Record<string, { type: string; lear
   return settings;
 }
 
-/** The safety net under the rule-change notifications between replicas. */
+/** The safety net under the rule-change announcements between replicas (the storage's, and Redis's). */
 const RULES_RELOAD_INTERVAL_MS = 30_000;
 /** The safety net under the storage's announcements of key changes (a revoked key must not linger). */
 const KEYS_RELOAD_INTERVAL_MS = 10_000;
@@ -258,17 +262,17 @@ async function startRateLimits(
   logger: FastifyBaseLogger,
   warnings: readonly string[],
   learned: ReadonlyMap<string, LearnedSettings>,
-): Promise<{ limiter: RateLimiter | undefined; rules: RuleManager | undefined; counters: Counters | undefined; stopFollowing: () => void }> {
+): Promise<{ limiter: RateLimiter | undefined; rules: RuleManager | undefined; counters: Counters | undefined; stopFollowing: () => Promise<void> }> {
   for (const warning of warnings) logger.warn(warning);
   if (!config.rate_limits.enabled) {
     logger.info('rate limits are disabled (RATE_LIMITS_ENABLED=false)');
-    return { limiter: undefined, rules: undefined, counters: undefined, stopFollowing: () => {} };
+    return { limiter: undefined, rules: undefined, counters: undefined, stopFollowing: async () => {} };
   }
-  const counters = await openCounters(config.rate_limits, logger, { storage, now });
+  const counters = await openCounters(config.rate_limits, logger, { storage: storage.counters, now });
   const limiter = new RateLimiter({ clock: { now }, store: counters.store, enforceTokens: config.usage.enabled, headroom: config.rate_limits.queue.headroom, learned, reservations: config.rate_limits.reservations.enabled });
   let started: Awaited<ReturnType<typeof startRuleManager>>;
   try {
-    started = await startRuleManager(storage, limiter, seeds, now);
+    started = await startRuleManager(storage.rules, limiter, seeds, now);
     // Saved counters go back into the rules just loaded (persist_counters).
     await counters.start();
   } catch (err) {
@@ -285,13 +289,23 @@ async function startRateLimits(
   if (!config.usage.enabled && limiter.hasTokenRules && !warnings.includes(TOKEN_RULES_WITHOUT_USAGE_WARNING)) {
     logger.warn(TOKEN_RULES_WITHOUT_USAGE_WARNING);
   }
-  // Replicas sharing the counters follow each other's rule changes (their storage is shared too).
-  const stopFollowing = counters.ruleChanges === undefined
-    ? () => {}
-    : manager.follow(counters.ruleChanges, {
-      intervalMs: RULES_RELOAD_INTERVAL_MS,
-      onError: (err) => logger.warn({ err }, 'reloading the rate-limit rules from storage failed; the next change or periodic reload tries again'),
-    });
+  // Replicas sharing the storage follow each other's rule changes: through the storage's own
+  // announcements (with or without Redis), and through Redis when they share their counters.
+  let watched: Awaited<ReturnType<typeof storageFeed>>;
+  try {
+    watched = await storageFeed(storage, 'rules');
+  } catch (err) {
+    await counters.close();
+    throw err;
+  }
+  const stopReloads = manager.follow(counters.ruleChanges === undefined ? watched.feed : mergeFeeds([counters.ruleChanges, watched.feed]), {
+    intervalMs: RULES_RELOAD_INTERVAL_MS,
+    onError: (err) => logger.warn({ err }, 'reloading the rate-limit rules from storage failed; the next change or periodic reload tries again'),
+  });
+  const stopFollowing = async (): Promise<void> => {
+    stopReloads();
+    await watched.stop();
+  };
   logger.info({ rules: limiter.ruleCount }, 'rate limits enabled');
   return { limiter, rules: manager, counters, stopFollowing };
 }
@@ -309,10 +323,10 @@ async function startBudgets(
   logger: FastifyBaseLogger,
   warnings: readonly string[],
   ledger: SharedBudgetLedger | undefined,
-): Promise<{ tracker: BudgetTracker | undefined; manager: BudgetManager | undefined }> {
+): Promise<{ tracker: BudgetTracker | undefined; manager: BudgetManager | undefined; stopFollowing: () => Promise<void> }> {
   if (!config.budgets.enabled) {
     logger.info('budgets are disabled (BUDGETS_ENABLED=false)');
-    return { tracker: undefined, manager: undefined };
+    return { tracker: undefined, manager: undefined, stopFollowing: async () => {} };
   }
   const tracker = new BudgetTracker({
     now,
@@ -321,15 +335,15 @@ async function startBudgets(
         await usage.flush();
         return !usage.failing;
       },
-      sumCost: (queries) => storage.sumCost(queries),
-      budgets: async () => (await loadStoredBudgets(storage)).valid,
+      sumCost: (queries) => storage.usage.sumCost(queries),
+      budgets: async () => (await loadStoredBudgets(storage.budgets)).valid,
     },
     onError: (err) => logger.warn({ err }, 'reading budget spend from storage failed; the last known spend stays in force'),
     reservations: config.budgets.reservations.enabled,
     // Shared by the replicas with Redis counters: each sees the others' reservations and settled costs at once.
     ledger: config.budgets.reservations.enabled ? ledger : undefined,
   });
-  const { manager, shadowed, invalid } = await startBudgetManager(storage, tracker, seeds, now);
+  const { manager, shadowed, invalid } = await startBudgetManager(storage.budgets, tracker, seeds, now);
   for (const { item: budget, error } of invalid) {
     logger.warn({ budget, error }, `stored budget ${budget} is invalid and is not enforced (${error}); delete it from storage or write it again within bounds`);
   }
@@ -337,9 +351,19 @@ async function startBudgets(
     logger.warn({ origin: seed.origin }, `config budget ${seed.period} for ${seed.userPath} is shadowed by a manual budget with the same key; the manual budget stays`);
   }
   if (!config.usage.enabled && tracker.size > 0 && !warnings.includes(BUDGETS_WITHOUT_USAGE_WARNING)) logger.warn(BUDGETS_WITHOUT_USAGE_WARNING);
+  // Replicas sharing the storage follow each other's budget changes as the storage announces them;
+  // the tracker's refresh, which reads every budget again, is the safety net under a lost announcement.
+  const watched = await storageFeed(storage, 'budgets');
+  const stopReloads = manager.follow(watched.feed, {
+    onError: (err) => logger.warn({ err }, 'reloading the budgets from storage failed; the next change or refresh tries again'),
+  });
   tracker.startRefreshing(config.budgets.refresh_seconds * 1000);
   logger.info({ budgets: tracker.size }, 'budgets enabled');
-  return { tracker, manager };
+  const stopFollowing = async (): Promise<void> => {
+    stopReloads();
+    await watched.stop();
+  };
+  return { tracker, manager, stopFollowing };
 }
 
 /** Request costs: the package's price table for each instance, the operator's `pricing:` first. */

@@ -6,7 +6,7 @@
 import type { BudgetTracker } from '../budgets/tracker.ts';
 import { budgetIdentity, validateBudget, type BudgetDefinition, type BudgetKey } from '../budgets/types.ts';
 import type { BudgetSeed } from '../config/seeds.ts';
-import type { Storage } from '../storage/types.ts';
+import type { BudgetRepository } from '../storage/budgets/types.ts';
 import { DefinitionManager, type DefinitionKind, type InvalidStored } from './definitions.ts';
 
 export interface BudgetWrite extends BudgetKey {
@@ -29,19 +29,14 @@ const BUDGETS: DefinitionKind<BudgetDefinition, BudgetWrite, BudgetKey> = {
  * answers the manager, the seeds shadowed by a manual budget and the invalid stored budgets.
  */
 export function startBudgetManager(
-  storage: Pick<Storage, 'listBudgets' | 'upsertBudget' | 'deleteBudget' | 'replaceConfigBudgets'>,
+  stored: BudgetRepository,
   tracker: BudgetTracker,
   seeds: readonly BudgetSeed[],
   now: () => number,
 ): Promise<{ manager: BudgetManager; shadowed: BudgetSeed[]; invalid: InvalidStored[] }> {
   return DefinitionManager.start({
     kind: BUDGETS,
-    store: {
-      list: () => storage.listBudgets(),
-      upsert: (budget) => storage.upsertBudget(budget),
-      delete: (key) => storage.deleteBudget(key),
-      replaceConfig: (budgets) => storage.replaceConfigBudgets(budgets),
-    },
+    store: stored,
     live: {
       get: (key) => tracker.get(key),
       async replaceAll(budgets) {
@@ -67,10 +62,10 @@ export function startBudgetManager(
  * in storage but is not enforced, so it cannot take the admin API down with it. The tracker reads
  * them on each refresh.
  */
-export async function loadStoredBudgets(storage: Pick<Storage, 'listBudgets'>): Promise<{ valid: BudgetDefinition[]; invalid: InvalidStored[] }> {
+export async function loadStoredBudgets(stored: Pick<BudgetRepository, 'list'>): Promise<{ valid: BudgetDefinition[]; invalid: InvalidStored[] }> {
   const valid: BudgetDefinition[] = [];
   const invalid: InvalidStored[] = [];
-  for (const row of await storage.listBudgets()) {
+  for (const row of await stored.list()) {
     const checked = validateBudget(row);
     if (checked.ok) valid.push(checked.value);
     else invalid.push({ item: BUDGETS.label(row), error: checked.error });

@@ -7,6 +7,7 @@
  */
 import type { Result } from '../shared/result.ts';
 import { Serial } from '../shared/serial.ts';
+import type { Storage, WatchedAggregate } from '../storage/types.ts';
 
 export type DefinitionSource = 'manual' | 'config';
 
@@ -78,6 +79,31 @@ export interface LiveDefinitions<D, K> {
 export interface ChangeFeed {
   announce?(): Promise<void>;
   onChange(listener: () => void): void;
+}
+
+/** One feed that reports what any of `feeds` reports, and announces through each. */
+export function mergeFeeds(feeds: readonly ChangeFeed[]): ChangeFeed {
+  return {
+    async announce() {
+      for (const feed of feeds) await feed.announce?.();
+    },
+    onChange(listener) {
+      for (const feed of feeds) feed.onChange(listener);
+    },
+  };
+}
+
+/**
+ * The storage's own announcements of `aggregate`'s changes (Storage.watch) as a feed: the path that
+ * works without Redis, for replicas sharing a PostgreSQL database or an SQLite file. Resolves once
+ * watching, with the feed and a function that stops watching.
+ */
+export async function storageFeed(storage: Pick<Storage, 'watch'>, aggregate: WatchedAggregate): Promise<{ feed: ChangeFeed; stop: () => Promise<void> }> {
+  const listeners: Array<() => void> = [];
+  const stop = await storage.watch(aggregate, () => {
+    for (const listener of listeners) listener();
+  });
+  return { feed: { onChange: (listener) => void listeners.push(listener) }, stop };
 }
 
 /** Seeds carry where they were declared, for the 409 and the start-up warnings. */
@@ -159,9 +185,9 @@ export class DefinitionManager<D extends Definition, W extends K, K> {
 
   /**
    * Follows the writes of the other replicas sharing this storage: a reload on every change the
-   * feed reports, and one every `intervalMs` in case a report was lost. Answers a stop function.
+   * feed reports, and one every `intervalMs` (when given) in case a report was lost. Answers a stop function.
    */
-  follow(feed: ChangeFeed | undefined, options: { intervalMs: number; onError: (err: unknown) => void }): () => void {
+  follow(feed: ChangeFeed | undefined, options: { intervalMs?: number; onError: (err: unknown) => void }): () => void {
     if (feed !== undefined) this.#feeds.push(feed);
     const stop = this.#serial.follow(() => this.#load(), (listener) => feed?.onChange(listener), options);
     return () => {

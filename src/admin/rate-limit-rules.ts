@@ -6,7 +6,7 @@
  */
 import type { RuleSeed } from '../config/seeds.ts';
 import { buildRule, canonicalKey, periodLabel, type RateLimiter, type RuleDefinition, type RuleKey } from '../ratelimit/index.ts';
-import type { Storage } from '../storage/types.ts';
+import type { RuleRepository } from '../storage/rules/types.ts';
 import { DefinitionChangeError, DefinitionManager, type DefinitionKind, type InvalidStored } from './definitions.ts';
 
 export interface RuleWrite extends RuleKey {
@@ -45,19 +45,14 @@ const RULES: DefinitionKind<RuleDefinition, RuleWrite, RuleKey> = {
  * are kept), and answers the manager, the seeds shadowed by a manual rule and the invalid stored rules.
  */
 export function startRuleManager(
-  storage: Pick<Storage, 'listRules' | 'upsertRule' | 'deleteRule' | 'replaceConfigRules'>,
+  stored: RuleRepository,
   limiter: RateLimiter,
   seeds: readonly RuleSeed[],
   now: () => number,
 ): Promise<{ manager: RuleManager; shadowed: RuleSeed[]; invalid: InvalidStored[] }> {
   return DefinitionManager.start({
     kind: RULES,
-    store: {
-      list: () => storage.listRules(),
-      upsert: (rule) => storage.upsertRule(rule),
-      delete: (key) => storage.deleteRule(key),
-      replaceConfig: (rules) => storage.replaceConfigRules(rules),
-    },
+    store: stored,
     live: {
       get: (key) => limiter.getRule(key),
       replaceAll: (rules) => limiter.replaceRules(rules),

@@ -14,8 +14,7 @@ import type { ProviderResult, Usage } from '../providers/types.ts';
 import type { BudgetStatus } from '../budgets/types.ts';
 import { saturationOf, type AdmissionRefusal, type AdmissionResult, type AdmissionTarget, type AdmissionTicket, type AdmitOptions, type BreachedLimit, type LearnedCause, type LearnedVerdict, type Priority, type RateLimiter, type RuleStatus, type Scope } from '../ratelimit/index.ts';
 import type { Route, Target } from '../routing/types.ts';
-import type { UsageRecord } from '../storage/types.ts';
-import type { UsageEntry } from '../usage/recorder.ts';
+import type { UsageRecord } from '../storage/usage/types.ts';
 import { directChild } from '../user-path/user-path.ts';
 import { primeStream } from './prime.ts';
 import type { Blocker, WaitQueue } from './queue.ts';
@@ -135,7 +134,7 @@ export interface SaturationListener {
 /** Where usage records go (the usage recorder: priced, shown to budgets, written off the request path). */
 export interface UsageSink {
   /** Answers the record as queued, priced; undefined when usage is not recorded. */
-  record(entry: UsageEntry): UsageRecord | undefined;
+  record(entry: Omit<UsageRecord, 'costUsd'>): UsageRecord | undefined;
 }
 
 /**

@@ -6,7 +6,8 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { Priority } from '../ratelimit/types.ts';
 import { Serial } from '../shared/serial.ts';
-import type { ApiKeyRecord, Storage } from '../storage/types.ts';
+import type { ApiKeyRecord } from '../storage/keys/types.ts';
+import type { Storage } from '../storage/types.ts';
 
 /** Prefix that makes a Floodgate key recognisable (and greppable in leaked-secret scanners). */
 const SECRET_PREFIX = 'fg-';
@@ -38,7 +39,8 @@ export interface CreatedKey {
   secret: string;
 }
 
-type KeyStorage = Pick<Storage, 'insertApiKey' | 'listApiKeys' | 'deleteApiKey' | 'watchApiKeys'>;
+/** Where keys are stored, and how the other replicas' changes to them are heard of. */
+type KeyStorage = Pick<Storage, 'keys' | 'watch'>;
 
 /**
  * Every key in memory, by the hash of its secret: a lookup on the request path is one Map read.
@@ -60,7 +62,7 @@ export class KeyRing {
 
   /** Loads every stored key into memory; call once at start-up. */
   static async load(storage: KeyStorage): Promise<KeyRing> {
-    return new KeyRing(storage, await storage.listApiKeys());
+    return new KeyRing(storage, await storage.keys.list());
   }
 
   /** Creates a key: storage first, so a key is never usable unless it will survive a restart. */
@@ -75,7 +77,7 @@ export class KeyRing {
         maxPriority: input.maxPriority ?? 'normal',
         createdAt: new Date(),
       };
-      await this.storage.insertApiKey(record);
+      await this.storage.keys.insert(record);
       this.byHash.set(record.keyHash, record);
       return { record, secret };
     });
@@ -89,12 +91,12 @@ export class KeyRing {
   async follow(options: { intervalMs: number; onError: (err: unknown) => void }): Promise<() => Promise<void>> {
     const reload = async (): Promise<void> => {
       // Swapped whole: a lookup meanwhile sees the old keys or the new ones, never half of them.
-      const records = await this.storage.listApiKeys();
+      const records = await this.storage.keys.list();
       this.byHash = new Map(records.map((record) => [record.keyHash, record]));
     };
     let changed = (): void => {};
     const stop = this.serial.follow(reload, (listener) => void (changed = listener), options);
-    const unwatch = await this.storage.watchApiKeys(() => changed());
+    const unwatch = await this.storage.watch('keys', () => changed());
     return async () => {
       stop();
       await unwatch();
@@ -118,7 +120,7 @@ export class KeyRing {
    */
   revoke(id: string): Promise<boolean> {
     return this.serial.run(async () => {
-      const deleted = await this.storage.deleteApiKey(id);
+      const deleted = await this.storage.keys.delete(id);
       let known = false;
       for (const [hash, record] of this.byHash) {
         if (record.id === id) {

@@ -2,7 +2,7 @@ import type { Cancellation } from '../providers/cancellation.ts';
 import type { Target } from '../routing/types.ts';
 import { readBody } from '../providers/results.ts';
 import type { Endpoint, ProviderResult, Usage } from '../providers/types.ts';
-import type { BatchRecord } from '../storage/types.ts';
+import type { BatchRecord } from '../storage/batch-files/types.ts';
 import type { BatchLine } from './jsonl.ts';
 
 export interface LineOutcome {

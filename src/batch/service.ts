@@ -6,7 +6,8 @@ import type { ProviderResult } from '../providers/types.ts';
 import { GatewayError, badRequest, notFound, unsupportedByProvider } from '../errors/gateway-error.ts';
 import type { Resolver } from '../routing/resolver.ts';
 import type { Target } from '../routing/types.ts';
-import type { BatchRecord, Storage, StoredFile } from '../storage/types.ts';
+import type { BatchRecord, StoredFile } from '../storage/batch-files/types.ts';
+import type { Storage } from '../storage/types.ts';
 import { isRecord } from '../shared/json.ts';
 import { isUnder } from '../user-path/user-path.ts';
 import { BATCH_ENDPOINTS, parseBatchInput, type BatchLine } from './jsonl.ts';
@@ -102,10 +103,10 @@ export class BatchService {
 
   /** A file of the caller's subtree that has not expired; an expired one is removed. */
   async getFile(owner: Owner, id: string): Promise<StoredFile> {
-    const file = await this.opts.storage.getFile(id);
+    const file = await this.opts.storage.files.get(id);
     if (file === undefined || !isUnder(file.userPath, owner.userPath)) throw notFound(`file "${id}" not found`, 'file_not_found');
     if (file.expiresAt !== null && file.expiresAt.getTime() <= this.opts.now()) {
-      await this.opts.storage.deleteFile(id);
+      await this.opts.storage.files.delete(id);
       throw notFound(`file "${id}" has expired (at ${file.expiresAt.toISOString()}) and was removed`, 'file_not_found');
     }
     return file;
@@ -116,7 +117,7 @@ export class BatchService {
     const file = await this.getFile(owner, id);
     const provider = file.provider === null ? undefined : this.opts.resolver.provider(file.provider);
     if (provider !== undefined && file.providerFileId !== null) await new RemoteBatches(provider).deleteFile(file.providerFileId);
-    await this.opts.storage.deleteFile(id);
+    await this.opts.storage.files.delete(id);
   }
 
   async fileContent(owner: Owner, id: string): Promise<{ file: StoredFile; content: Buffer }> {
@@ -185,22 +186,22 @@ export class BatchService {
       });
       batch.providerBatchId = typeof created.id === 'string' ? created.id : null;
       await this.applyRemote(batch, created);
-      await this.opts.storage.insertBatch(batch);
+      await this.opts.storage.batches.insert(batch);
       return batch;
     }
-    await this.opts.storage.insertBatch(batch);
+    await this.opts.storage.batches.insert(batch);
     this.start(batch, target, lines);
     return batch;
   }
 
   async getBatch(owner: Owner, id: string): Promise<BatchRecord> {
-    const batch = await this.opts.storage.getBatch(id);
+    const batch = await this.opts.storage.batches.get(id);
     if (batch === undefined || !isUnder(batch.userPath, owner.userPath)) throw notFound(`batch "${id}" not found`, 'batch_not_found');
     return this.refresh(batch);
   }
 
   async listBatches(owner: Owner, after: string | undefined, limit: number): Promise<{ data: BatchRecord[]; hasMore: boolean }> {
-    const rows = await this.opts.storage.listBatches({ userPathPrefix: owner.userPath, limit: limit + 1, ...(after === undefined ? {} : { after }) });
+    const rows = await this.opts.storage.batches.list({ userPathPrefix: owner.userPath, limit: limit + 1, ...(after === undefined ? {} : { after }) });
     const page = rows.slice(0, limit);
     return { data: await Promise.all(page.map((b) => this.refresh(b))), hasMore: rows.length > limit };
   }
@@ -211,14 +212,14 @@ export class BatchService {
     const provider = this.opts.resolver.provider(batch.provider);
     if (batch.providerBatchId !== null && provider !== undefined) {
       await this.applyRemote(batch, await new RemoteBatches(provider).cancelBatch(batch.providerBatchId));
-      await this.opts.storage.updateBatch(batch);
+      await this.opts.storage.batches.update(batch);
       return batch;
     }
     const run = this.running.get(batch.id);
     batch.status = run === undefined ? 'cancelled' : 'cancelling';
     batch.times[run === undefined ? 'cancelled_at' : 'cancelling_at'] = Math.floor(this.opts.now() / 1000);
     batch.updatedAt = new Date(this.opts.now());
-    await this.opts.storage.updateBatch(batch);
+    await this.opts.storage.batches.update(batch);
     if (run !== undefined) run.cancel = true;
     return batch;
   }
@@ -237,7 +238,7 @@ export class BatchService {
     const provider = this.opts.resolver.provider(batch.provider);
     if (provider === undefined) return batch;
     await this.applyRemote(batch, await new RemoteBatches(provider).getBatch(batch.providerBatchId));
-    await this.opts.storage.updateBatch(batch);
+    await this.opts.storage.batches.update(batch);
     return batch;
   }
 
@@ -266,14 +267,14 @@ export class BatchService {
   private async remoteFile(batch: BatchRecord, providerFileId: unknown, current: string | null): Promise<string | null> {
     if (typeof providerFileId !== 'string' || providerFileId === '') return current;
     const id = `file-${createHash('sha256').update(`${batch.provider}\u0000${providerFileId}`).digest('hex').slice(0, 24)}`;
-    if ((await this.opts.storage.getFile(id)) === undefined) {
+    if ((await this.opts.storage.files.get(id)) === undefined) {
       const now = this.opts.now();
-      await this.opts.storage.insertFile({
+      await this.opts.storage.files.insert({
         id, userPath: batch.userPath, purpose: 'batch_output', filename: `${batch.id}_output.jsonl`, bytes: 0,
         createdAt: new Date(now), expiresAt: new Date(now + this.opts.files.ttlSeconds * 1000), content: null, provider: batch.provider, providerFileId,
       }).catch(async (err: unknown) => {
         // A concurrent refresh may have inserted it first.
-        if ((await this.opts.storage.getFile(id)) === undefined) throw err;
+        if ((await this.opts.storage.files.get(id)) === undefined) throw err;
       });
     }
     return id;
@@ -294,7 +295,7 @@ export class BatchService {
     batch.status = 'in_progress';
     batch.times.in_progress_at = secs();
     batch.updatedAt = new Date(now());
-    await storage.updateBatch(batch);
+    await storage.batches.update(batch);
 
     const output: string[] = [];
     const failed: string[] = [];
@@ -321,7 +322,7 @@ export class BatchService {
     batch.status = stopped ? 'cancelled' : 'completed';
     batch.times[stopped ? 'cancelled_at' : 'completed_at'] = secs();
     batch.updatedAt = new Date(now());
-    await storage.updateBatch(batch);
+    await storage.batches.update(batch);
   }
 
   /** Output is always written (it counts toward the path's quota for later uploads, never refused). */
@@ -344,13 +345,13 @@ export class BatchService {
       provider: null,
       providerFileId: null,
     };
-    await this.opts.storage.insertFile(file);
+    await this.opts.storage.files.insert(file);
     return file;
   }
 
   private async checkQuota(userPath: string, bytes: number): Promise<void> {
     const { maxBytesPerUserPath: maxBytes, maxFilesPerUserPath: maxFiles } = this.opts.files;
-    const held = await this.opts.storage.fileUsage(userPath, new Date(this.opts.now()));
+    const held = await this.opts.storage.files.usage(userPath, new Date(this.opts.now()));
     const over = held.files + 1 > maxFiles
       ? `it holds ${held.files} files, the most a user path may keep (files.max_files_per_user_path ${maxFiles})`
       : held.bytes + bytes > maxBytes
@@ -379,7 +380,7 @@ export class BatchService {
 
   private async sweep(): Promise<void> {
     try {
-      const removed = await this.opts.storage.deleteExpiredFiles(new Date(this.opts.now()));
+      const removed = await this.opts.storage.files.deleteExpired(new Date(this.opts.now()));
       if (removed > 0) this.opts.logger.info({ removed }, 'removed expired files');
     } catch (err) {
       this.opts.logger.warn({ err }, 'removing expired files failed; the next sweep tries again');

@@ -1,4 +1,4 @@
-import type { BatchRecord, StoredFile } from '../storage/types.ts';
+import type { BatchRecord, StoredFile } from '../storage/batch-files/types.ts';
 
 /** OpenAI's batch lifecycle times; absent ones are null on the wire. */
 const TIME_FIELDS = ['in_progress_at', 'expires_at', 'finalizing_at', 'completed_at', 'failed_at', 'expired_at', 'cancelling_at', 'cancelled_at'];

@@ -9,7 +9,7 @@ import type { SharedBudgetLedger } from '../budgets/tracker.ts';
 import type { RateLimitsConfig } from '../config/schema.ts';
 import type { CounterStore } from '../ratelimit/index.ts';
 import { StartupError } from '../errors/startup-error.ts';
-import type { Storage } from '../storage/types.ts';
+import type { CounterRepository } from '../storage/counters/types.ts';
 import { MemoryCounterStore } from './memory.ts';
 import { CounterPersistence } from './persistence.ts';
 import type { CountersLogger } from './redis/availability.ts';
@@ -45,7 +45,7 @@ export interface Counters {
 
 export interface OpenCountersOptions {
   /** Where saved counters live (persist_counters). */
-  storage: Pick<Storage, 'listCounters' | 'writeCounters'>;
+  storage: CounterRepository;
   /** The engine's clock, in milliseconds. */
   now: () => number;
 }

@@ -12,7 +12,7 @@
  * - Restoring: after the rules are loaded, each saved window of a counter some rule still has (same
  *   key, same per_child) is put back unless both its windows are over; the others are deleted.
  */
-import type { CounterRemovals, SavedCounter, Storage } from '../storage/types.ts';
+import type { CounterRemovals, CounterRepository, SavedCounter } from '../storage/counters/types.ts';
 import { MemoryCounterStore, type CounterJournal, type CounterRemoval, type CounterWindows } from './memory.ts';
 import type { CountersLogger } from './redis/availability.ts';
 
@@ -20,7 +20,7 @@ import type { CountersLogger } from './redis/availability.ts';
 const SAVE_INTERVAL_MS = 1000;
 
 export interface CounterPersistenceOptions {
-  storage: Pick<Storage, 'listCounters' | 'writeCounters'>;
+  storage: CounterRepository;
   /** Wall clock in milliseconds (the engine's). */
   now: () => number;
   logger: CountersLogger;
@@ -56,7 +56,7 @@ export class CounterPersistence implements CounterJournal {
   async start(): Promise<void> {
     const now = Math.floor(this.#now() / 1000);
     // Oldest first: children restored later count as more recently used.
-    const saved = (await this.#storage.listCounters()).sort((a, b) => a.windowStart - b.windowStart);
+    const saved = (await this.#storage.list()).sort((a, b) => a.windowStart - b.windowStart);
     const gone: string[] = [];
     let restored = 0;
     for (const counter of saved) {
@@ -64,7 +64,7 @@ export class CounterPersistence implements CounterJournal {
       if (matters && this.store.restoreWindows(counter)) restored++;
       else gone.push(counter.key);
     }
-    if (gone.length > 0) await this.#storage.writeCounters([], { keys: gone });
+    if (gone.length > 0) await this.#storage.write([], { keys: gone });
     this.#logger.info({ restored, discarded: gone.length }, 'rate-limit counters: windows restored from storage (persist_counters)');
     this.#timer = setInterval(() => void this.save(), SAVE_INTERVAL_MS);
     this.#timer.unref();
@@ -84,7 +84,7 @@ export class CounterPersistence implements CounterJournal {
     this.#removedDuringSave = [];
     return this.#enqueue(async () => {
       try {
-        await this.#storage.writeCounters([...counters.values()], removals);
+        await this.#storage.write([...counters.values()], removals);
       } catch (err) {
         this.#logger.warn({ err: String(err) }, 'rate-limit counters: saving the windows to storage failed; trying again with the next save');
         const since = this.#removedDuringSave ?? [];
@@ -111,7 +111,7 @@ export class CounterPersistence implements CounterJournal {
     const removals = emptyRemovals();
     mergeRemovals(removals, toRemovals(removal));
     // Rejects when storage fails: the reset happened here, but a restart would bring the counts back.
-    return this.#enqueue(() => this.#storage.writeCounters([], removals), true);
+    return this.#enqueue(() => this.#storage.write([], removals), true);
   }
 
   dropped(removal: CounterRemoval): void {

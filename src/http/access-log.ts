@@ -12,7 +12,7 @@ import type { GatewayError } from '../errors/gateway-error.ts';
 import { UNMATCHED_ENDPOINT, type GatewayMetrics } from '../metrics/index.ts';
 import type { Usage } from '../providers/types.ts';
 import type { Target } from '../routing/types.ts';
-import type { UsageRecord } from '../storage/types.ts';
+import type { UsageRecord } from '../storage/usage/types.ts';
 
 export type CacheOutcome = 'hit' | 'miss' | 'bypass';
 

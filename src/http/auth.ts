@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { extractCredential, safeEqual } from '../auth/master.ts';
-import type { ApiKeyRecord } from '../storage/types.ts';
+import type { ApiKeyRecord } from '../storage/keys/types.ts';
 import { normalizeUserPath } from '../user-path/user-path.ts';
 import type { HttpServices, Identity } from './context.ts';
 import { badRequest, unauthorized } from '../errors/gateway-error.ts';
@@ -39,7 +39,7 @@ export function registerWithAccess(app: FastifyInstance, access: Access, registe
  * needs no key: it gets the 404. Without a master key, requests from web pages are kept out instead
  * (see open-mode.ts).
  */
-export function registerAuth(app: FastifyInstance, services: HttpServices): void {
+export function registerAuth(app: FastifyInstance, services: Pick<HttpServices, 'options' | 'keys'>): void {
   const { masterKey, userPathHeader } = services.options;
   app.decorateRequest('identity', null as unknown as Identity);
   if (masterKey === undefined) registerOpenModeGuard(app);
@@ -53,7 +53,7 @@ export function registerAuth(app: FastifyInstance, services: HttpServices): void
 
 function authenticate(
   request: FastifyRequest,
-  services: HttpServices,
+  services: Pick<HttpServices, 'keys'>,
   masterKey: string | undefined,
   userPathHeader: string,
   adminOnly: boolean,

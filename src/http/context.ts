@@ -17,7 +17,10 @@ import type { RefusalLog } from '../usage/refusals.ts';
 import type { InFlightRequests } from './in-flight.ts';
 import type { PatienceOptions } from './patience.ts';
 
-/** What the HTTP layer needs from the rest of the gateway; built once in app.ts. */
+/**
+ * What the HTTP layer needs from the rest of the gateway; built once in app.ts. Each route takes
+ * only the part it uses (a `Pick` of this), so its signature says what it depends on.
+ */
 export interface HttpServices {
   options: HttpOptions;
   resolver: Resolver;

@@ -21,6 +21,9 @@ const CACHEABLE = new Set(['chat', 'responses', 'embeddings']);
 const ESTIMATED_STREAMS = new Set(['chat', 'responses', 'messages']);
 const CACHE_HEADER = 'x-floodgate-cache';
 
+/** What a model request's path uses: the cache, the resolver, the admission core and the gateway's bookkeeping. */
+export type DispatchServices = Pick<HttpServices, 'options' | 'resolver' | 'cache' | 'admission' | 'inFlight' | 'metrics' | 'now' | 'reservations'>;
+
 /**
  * The path of one model request after validation: the cache lookup, then the admission core's
  * decision and upstream call (src/admission), the answer, and the request's completion.
@@ -28,7 +31,7 @@ const CACHE_HEADER = 'x-floodgate-cache';
 export async function dispatch(
   request: FastifyRequest,
   reply: FastifyReply,
-  services: HttpServices,
+  services: DispatchServices,
   modelRequest: ModelRequest,
   dialect: ErrorDialect,
 ): Promise<void> {
@@ -115,7 +118,7 @@ interface CacheLookup {
 function lookupCache(
   request: FastifyRequest,
   reply: FastifyReply,
-  services: HttpServices,
+  services: DispatchServices,
   modelRequest: ModelRequest,
 ): CacheLookup | 'served' | undefined {
   const cache = services.cache;

@@ -16,9 +16,9 @@ export class Serial {
 
   /**
    * Keeps `reload` following changes: run on every change `subscribe` reports, and every
-   * `intervalMs` in case a report was lost. Answers a function that stops the periodic reload.
+   * `intervalMs` (when given) in case a report was lost. Answers a function that stops the periodic reload.
    */
-  follow(reload: () => Promise<unknown>, subscribe: (listener: () => void) => void, options: { intervalMs: number; onError: (err: unknown) => void }): () => void {
+  follow(reload: () => Promise<unknown>, subscribe: (listener: () => void) => void, options: { intervalMs?: number; onError: (err: unknown) => void }): () => void {
     const queueReload = (): void => {
       if (this.#reloadQueued) return;
       this.#reloadQueued = true;
@@ -28,6 +28,7 @@ export class Serial {
       }).catch(options.onError);
     };
     subscribe(queueReload);
+    if (options.intervalMs === undefined) return () => {};
     const timer = setInterval(queueReload, options.intervalMs);
     timer.unref();
     return () => clearInterval(timer);

@@ -5,7 +5,7 @@
  */
 import { MAX_USD } from '../budgets/types.ts';
 import { storableText, tokenCount } from '../shared/values.ts';
-import type { UsageRecord } from '../storage/types.ts';
+import type { UsageRecord } from '../storage/usage/types.ts';
 
 /** PostgreSQL `integer` (latency, status). */
 const MAX_INT32 = 2_147_483_647;

@@ -9,7 +9,7 @@
  * being retried for ever.
  */
 
-import { UsageRejectedError, type Storage, type UsageRecord } from '../storage/types.ts';
+import { UsageRejectedError, type UsageRecord, type UsageRepository } from '../storage/usage/types.ts';
 import { cleanRecord, storableCost } from './clean.ts';
 
 /** A usage record as its producer knows it: the recorder prices it unless it carries a cost. */
@@ -20,7 +20,7 @@ export interface UsageRecorderOptions {
   enabled?: boolean;
   /** Interval between background flushes. Default 1000 ms. */
   flushIntervalMs?: number;
-  /** Records per `insertUsage` batch; a full batch also triggers a flush early. Default 500. */
+  /** Records per `UsageRepository.insert` batch; a full batch also triggers a flush early. Default 500. */
   batchSize?: number;
   /** Records held in memory at most; beyond it the oldest are dropped. Default 100 000. */
   maxBuffered?: number;
@@ -75,7 +75,7 @@ export class UsageRecordsLostError extends Error {
   }
 }
 
-type UsageSink = Pick<Storage, 'insertUsage'>;
+type UsageSink = Pick<UsageRepository, 'insert'>;
 
 export class UsageRecorder {
   readonly enabled: boolean;
@@ -254,7 +254,7 @@ export class UsageRecorder {
    */
   private async write(batch: UsageRecord[]): Promise<{ unwritten: UsageRecord[]; error: unknown; unavailable: boolean } | undefined> {
     try {
-      await this.storage.insertUsage(batch);
+      await this.storage.insert(batch);
       return undefined;
     } catch (err) {
       if (batch.length === 1) {
@@ -275,7 +275,7 @@ export class UsageRecorder {
       }
       const record = batch[i]!;
       try {
-        await this.storage.insertUsage([record]);
+        await this.storage.insert([record]);
       } catch (err) {
         if (err instanceof UsageRejectedError) {
           this.setRecordAside(record, err);

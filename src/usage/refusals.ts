@@ -6,8 +6,9 @@
  * for storage.
  */
 import type { Refusal, RefusalSink } from '../admission/core.ts';
-import { bucketCounts, refusalKey } from '../storage/refusals.ts';
-import type { RefusalBucket, RefusalCount, RefusalStorage, UsageBucketQuery } from '../storage/types.ts';
+import { bucketCounts, refusalKey } from '../storage/refusals/rows.ts';
+import type { RefusalBucket, RefusalCount, RefusalRepository } from '../storage/refusals/types.ts';
+import type { UsageBucketQuery } from '../storage/usage/types.ts';
 
 const MINUTE_MS = 60_000;
 
@@ -34,7 +35,7 @@ export class RefusalCountsDroppedError extends Error {
 }
 
 export class RefusalLog implements RefusalSink {
-  readonly #storage: Pick<RefusalStorage, 'addRefusals'>;
+  readonly #storage: Pick<RefusalRepository, 'add'>;
   readonly #now: () => number;
   readonly #maxPending: number;
   readonly #onError: (err: Error) => void;
@@ -46,7 +47,7 @@ export class RefusalLog implements RefusalSink {
   /** Refusals not counted since the last report (see maxPending). */
   #dropped = 0;
 
-  constructor(storage: Pick<RefusalStorage, 'addRefusals'>, options: RefusalLogOptions) {
+  constructor(storage: Pick<RefusalRepository, 'add'>, options: RefusalLogOptions) {
     this.#storage = storage;
     this.#now = options.now;
     this.#maxPending = options.maxPending ?? 100_000;
@@ -103,7 +104,7 @@ export class RefusalLog implements RefusalSink {
     const taken = this.#pending;
     this.#pending = new Map();
     try {
-      await this.#storage.addRefusals([...taken.values()]);
+      await this.#storage.add([...taken.values()]);
     } catch (err) {
       // Back in front of what came meanwhile, merged with it: a key is written once per call.
       for (const [key, count] of this.#pending) {

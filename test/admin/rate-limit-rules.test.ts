@@ -30,7 +30,7 @@ class Bus {
 
 async function gateway(storage: MemoryStorage) {
   const limiter = new RateLimiter({ store: new MemoryCounterStore() });
-  const { manager } = await startRuleManager(storage, limiter, [], Date.now);
+  const { manager } = await startRuleManager(storage.rules, limiter, [], Date.now);
   return { limiter, manager };
 }
 
@@ -86,8 +86,8 @@ describe('rule manager: gateways sharing storage', () => {
     const { limiter, manager } = await gateway(storage);
     let open!: () => void;
     const gate = new Promise<void>((resolve) => (open = resolve));
-    const listRules = storage.listRules.bind(storage);
-    storage.listRules = async () => {
+    const listRules = storage.rules.list.bind(storage.rules);
+    storage.rules.list = async () => {
       const rows = await listRules(); // read before the write below
       await gate;
       return rows;

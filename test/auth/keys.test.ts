@@ -4,7 +4,7 @@ import { describe, it } from 'node:test';
 import { KeyRing } from '../../src/auth/keys.ts';
 import { MemoryStorage, MemoryStore } from '../../src/storage/memory.ts';
 import { SqliteStorage } from '../../src/storage/sqlite.ts';
-import type { ApiKeyRecord } from '../../src/storage/types.ts';
+import type { ApiKeyRecord } from '../../src/storage/keys/types.ts';
 
 async function memoryStorage(): Promise<SqliteStorage> {
   const storage = new SqliteStorage({ path: ':memory:' });
@@ -38,7 +38,7 @@ describe('KeyRing', () => {
     assert.equal(record.keyHash, hashSecret(secret));
     assert.ok(record.createdAt instanceof Date);
 
-    const stored = await storage.listApiKeys();
+    const stored = await storage.keys.list();
     assert.equal(stored.length, 1);
     assert.equal(stored[0]?.keyHash, hashSecret(secret));
     assert.ok(!JSON.stringify(stored).includes(secret));
@@ -84,18 +84,20 @@ describe('KeyRing', () => {
     assert.equal(await ring.revoke(record.id), false);
     assert.equal(await ring.revoke('no-such-id'), false);
     assert.deepEqual(ring.list().map((k) => k.id), [other.record.id]);
-    assert.deepEqual((await storage.listApiKeys()).map((k) => k.id), [other.record.id]);
+    assert.deepEqual((await storage.keys.list()).map((k) => k.id), [other.record.id]);
     await storage.close();
   });
 
   it('does not add a key to memory when storage fails', async () => {
     const failing = {
-      insertApiKey: async (): Promise<void> => {
-        throw new Error('disk full');
+      keys: {
+        insert: async (): Promise<void> => {
+          throw new Error('disk full');
+        },
+        list: async (): Promise<ApiKeyRecord[]> => [],
+        delete: async (): Promise<boolean> => false,
       },
-      listApiKeys: async (): Promise<ApiKeyRecord[]> => [],
-      deleteApiKey: async (): Promise<boolean> => false,
-      watchApiKeys: async () => async () => {},
+      watch: async () => async () => {},
     };
     const ring = await KeyRing.load(failing);
     await assert.rejects(ring.create({ name: 'x', userPath: null }), /disk full/);
@@ -150,14 +152,16 @@ describe('KeyRings sharing a storage', () => {
     let announce = (): void => {};
     // Reads take a while, as over a network; and, as with SQLite, only other connections' writes are announced.
     const slow: Parameters<typeof KeyRing.load>[0] = {
-      insertApiKey: (key) => own.insertApiKey(key),
-      deleteApiKey: (id) => own.deleteApiKey(id),
-      listApiKeys: async () => {
-        const rows = await own.listApiKeys();
-        await new Promise((resolve) => setTimeout(resolve, 20));
-        return rows;
+      keys: {
+        insert: (key) => own.keys.insert(key),
+        delete: (id) => own.keys.delete(id),
+        list: async () => {
+          const rows = await own.keys.list();
+          await new Promise((resolve) => setTimeout(resolve, 20));
+          return rows;
+        },
       },
-      watchApiKeys: async (listener) => {
+      watch: async (_aggregate, listener) => {
         announce = listener;
         return async () => {};
       },
@@ -167,14 +171,14 @@ describe('KeyRings sharing a storage', () => {
     const settle = () => new Promise((resolve) => setTimeout(resolve, 60));
     try {
       // Another replica writes; the reload its announcement starts reads storage before this ring's creation.
-      await foreign.insertApiKey({ id: 'foreign-1', name: 'f', userPath: null, keyHash: 'hash-1', maxPriority: 'normal', createdAt: new Date() });
+      await foreign.keys.insert({ id: 'foreign-1', name: 'f', userPath: null, keyHash: 'hash-1', maxPriority: 'normal', createdAt: new Date() });
       announce();
       const created = await ring.create({ name: 'mine', userPath: null });
       await settle();
       assert.equal(ring.lookup(created.secret)?.id, created.record.id, 'the created key was dropped by a reload that read storage before it');
       assert.deepEqual(ring.list().map((k) => k.id).sort(), ['foreign-1', created.record.id].sort());
 
-      await foreign.insertApiKey({ id: 'foreign-2', name: 'f', userPath: null, keyHash: 'hash-2', maxPriority: 'normal', createdAt: new Date() });
+      await foreign.keys.insert({ id: 'foreign-2', name: 'f', userPath: null, keyHash: 'hash-2', maxPriority: 'normal', createdAt: new Date() });
       announce();
       await ring.revoke(created.record.id);
       await settle();

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { BudgetTracker } from '../../src/budgets/tracker.ts';
 import type { BudgetDefinition } from '../../src/budgets/types.ts';
 import { MemoryStorage, MemoryStore } from '../../src/storage/memory.ts';
-import type { UsageRecord } from '../../src/storage/types.ts';
+import type { UsageRecord } from '../../src/storage/usage/types.ts';
 import { UsageRecorder } from '../../src/usage/recorder.ts';
 
 const T0 = Date.parse('2025-03-12T10:00:00.000Z'); // a Wednesday
@@ -28,7 +28,7 @@ function setup(options: { flushIntervalMs?: number } = {}) {
   const store = new MemoryStore();
   const storage = new MemoryStorage(store);
   let tracker: BudgetTracker | undefined;
-  const recorder = new UsageRecorder(storage, { flushIntervalMs: options.flushIntervalMs ?? 3_600_000, onRecord: (r) => tracker?.observe(r.userPath, r.timestampMs, r.costUsd) });
+  const recorder = new UsageRecorder(storage.usage, { flushIntervalMs: options.flushIntervalMs ?? 3_600_000, onRecord: (r) => tracker?.observe(r.userPath, r.timestampMs, r.costUsd) });
   let failing = false;
   let listingGate: Promise<void> | undefined;
   tracker = new BudgetTracker({
@@ -38,9 +38,9 @@ function setup(options: { flushIntervalMs?: number } = {}) {
         await recorder.flush();
         return !failing && !recorder.failing;
       },
-      sumCost: (queries) => storage.sumCost(queries),
+      sumCost: (queries) => storage.usage.sumCost(queries),
       budgets: async () => {
-        const rows = await storage.listBudgets();
+        const rows = await storage.budgets.list();
         await listingGate;
         return rows;
       },
@@ -51,15 +51,15 @@ function setup(options: { flushIntervalMs?: number } = {}) {
     tracker,
     /** Stores budgets and gives them to the tracker, as the budget manager does. */
     define: async (...definitions: BudgetDefinition[]) => {
-      for (const definition of definitions) await storage.upsertBudget(definition);
-      tracker!.replaceAll(await storage.listBudgets());
+      for (const definition of definitions) await storage.budgets.upsert(definition);
+      tracker!.replaceAll(await storage.budgets.list());
     },
     storage,
     /** This replica records a request's cost. */
     local: (userPath: string, costUsd: number, at = clock.now) => recorder.record(spend(userPath, costUsd, at)),
     /** Another replica's record, already in storage. */
-    other: (userPath: string, costUsd: number, at = clock.now) => store.usage.push(spend(userPath, costUsd, at)),
-    stored: () => store.usage.length,
+    other: (userPath: string, costUsd: number, at = clock.now) => void store.usage.insert([spend(userPath, costUsd, at)]),
+    stored: async () => (await storage.usage.summarize({ userPathPrefix: '/', from: new Date(0), to: new Date(8.64e15) })).reduce((n, row) => n + row.requests, 0),
     /** The next budget listings are read, then held until the returned function is called. */
     holdListings: (): (() => void) => {
       let release = (): void => {};
@@ -90,7 +90,7 @@ describe('BudgetTracker', () => {
     assert.equal(s.tracker.check('/team'), undefined);
     assert.deepEqual(s.tracker.status(), []);
     await s.tracker.refresh();
-    assert.equal(s.stored(), 0, 'no refresh ran (it would have flushed the recorder)');
+    assert.equal(await s.stored(), 0, 'no refresh ran (it would have flushed the recorder)');
     await s.close();
   });
 
@@ -125,7 +125,7 @@ describe('BudgetTracker', () => {
     s.other('/team/y', 3);
     assert.deepEqual(spentOf(s.tracker, '/team'), [3.25], 'own spend at once, the other replica\'s not yet');
     await s.tracker.refresh();
-    assert.equal(s.stored(), 3, 'the refresh stored this replica\'s record first');
+    assert.equal(await s.stored(), 3, 'the refresh stored this replica\'s record first');
     assert.deepEqual(spentOf(s.tracker, '/team'), [6.25]);
     await s.tracker.refresh();
     assert.deepEqual(spentOf(s.tracker, '/team'), [6.25]);
@@ -186,16 +186,16 @@ describe('BudgetTracker', () => {
     await s.define(budget('/a', 'day', 5));
     s.other('/team/x', 0.3);
     s.local('/team/x', 0.2);
-    await s.storage.upsertBudget(budget('/team', 'week', 0.5));
+    await s.storage.budgets.upsert(budget('/team', 'week', 0.5));
     s.tracker.upsert(budget('/team', 'week', 0.5));
     await s.tracker.refresh();
     assert.deepEqual(spentOf(s.tracker, '/team'), [0.5]);
     assert.ok(s.tracker.check('/team/x'));
-    await s.storage.upsertBudget(budget('/TEAM', 'week', 0.75));
+    await s.storage.budgets.upsert(budget('/TEAM', 'week', 0.75));
     s.tracker.upsert(budget('/TEAM', 'week', 0.75));
     assert.deepEqual(spentOf(s.tracker, '/team'), [0.5]);
     assert.equal(s.tracker.check('/team/x'), undefined);
-    await s.storage.deleteBudget({ userPath: '/team', period: 'week' });
+    await s.storage.budgets.delete({ userPath: '/team', period: 'week' });
     assert.equal(s.tracker.delete({ userPath: '/team', period: 'week' }), true);
     assert.equal(s.tracker.delete({ userPath: '/team', period: 'week' }), false);
     assert.deepEqual(s.tracker.statusFor('/team'), []);
@@ -206,8 +206,8 @@ describe('BudgetTracker', () => {
     const s = setup();
     await s.define(budget('/a', 'day', 5));
     s.local('/a', 1);
-    await s.storage.upsertBudget(budget('/b', 'day', 0.5)); // another replica's admin API
-    await s.storage.upsertBudget(budget('/A', 'day', 1)); // ... and its cap change
+    await s.storage.budgets.upsert(budget('/b', 'day', 0.5)); // another replica's admin API
+    await s.storage.budgets.upsert(budget('/A', 'day', 1)); // ... and its cap change
     s.other('/b', 0.5);
     assert.equal(s.tracker.check('/b'), undefined);
     await s.tracker.refresh();
@@ -217,9 +217,9 @@ describe('BudgetTracker', () => {
     const release = s.holdListings();
     const refreshing = s.tracker.refresh();
     await new Promise((resolve) => setImmediate(resolve)); // the refresh has read the listing
-    await s.storage.deleteBudget({ userPath: '/b', period: 'day' });
+    await s.storage.budgets.delete({ userPath: '/b', period: 'day' });
     s.tracker.delete({ userPath: '/b', period: 'day' });
-    await s.storage.upsertBudget(budget('/a', 'day', 3));
+    await s.storage.budgets.upsert(budget('/a', 'day', 3));
     s.tracker.upsert(budget('/a', 'day', 3));
     release();
     await refreshing;

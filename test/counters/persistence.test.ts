@@ -8,7 +8,7 @@ import { afterEach, beforeEach, describe, it, mock } from 'node:test';
 import { CounterPersistence } from '../../src/counters/persistence.ts';
 import { RateLimiter, type RuleDefinition } from '../../src/ratelimit/index.ts';
 import { MemoryStorage, MemoryStore } from '../../src/storage/memory.ts';
-import type { CounterRemovals, SavedCounter } from '../../src/storage/types.ts';
+import type { CounterRemovals, CounterRepository, SavedCounter } from '../../src/storage/counters/types.ts';
 import { admitted, immediate, MIDNIGHT, refused, rule } from '../ratelimit/helpers.ts';
 
 const DAY = rule('user_path', '/team', 86_400, { maxRequests: 10, maxTokens: 1000 });
@@ -16,15 +16,24 @@ const SLOTS = rule('user_path', '/team', 0, { maxRequests: 5 });
 const PER_CHILD: RuleDefinition = { ...rule('user_path', '/org', 3600, { maxRequests: 3 }), perChild: true };
 const TEAM_KEY = 'user_path\u0000/team\u000086400';
 
-/** Memory storage that records every write of counters, and can be made to fail. */
-class WatchedStorage extends MemoryStorage {
+/** The memory storage's saved counters, recording every write, and able to fail. */
+class WatchedCounters implements CounterRepository {
+  readonly #saved: CounterRepository;
   writes: Array<{ counters: SavedCounter[]; removals: CounterRemovals | undefined }> = [];
   failing = false;
 
-  override async writeCounters(counters: readonly SavedCounter[], removals?: CounterRemovals): Promise<void> {
+  constructor(database: MemoryStore) {
+    this.#saved = new MemoryStorage(database).counters;
+  }
+
+  list(): Promise<SavedCounter[]> {
+    return this.#saved.list();
+  }
+
+  async write(counters: readonly SavedCounter[], removals?: CounterRemovals): Promise<void> {
     if (this.failing) throw new Error('storage is down');
     this.writes.push({ counters: [...counters], removals });
-    await super.writeCounters(counters, removals);
+    await this.#saved.write(counters, removals);
   }
 }
 
@@ -35,7 +44,7 @@ const settle = (): Promise<void> => new Promise((resolve) => setImmediate(resolv
 
 /** One gateway's counters on `database`: an engine over a persistence, on a clock the test sets. */
 async function gateway(database: MemoryStore, rules: RuleDefinition[], options: { seconds: number; maxChildren?: number }) {
-  const storage = new WatchedStorage(database);
+  const storage = new WatchedCounters(database);
   let nowMs = options.seconds * 1000;
   const now = () => nowMs;
   const persistence = new CounterPersistence({ storage, now, logger, maxChildren: options.maxChildren });
@@ -86,7 +95,7 @@ describe('CounterPersistence', () => {
     burst(gw.limiter, '/team', 1);
     await gw.persistence.close();
     assert.equal(gw.storage.writes.length, 2, 'the last change is saved at shutdown');
-    assert.deepEqual(await gw.storage.listCounters(), [{ key: TEAM_KEY, periodSeconds: 86_400, windowStart: MIDNIGHT, requestsPrevious: 0, requestsCurrent: 6, tokensPrevious: 0, tokensCurrent: 40 }]);
+    assert.deepEqual(await gw.storage.list(), [{ key: TEAM_KEY, periodSeconds: 86_400, windowStart: MIDNIGHT, requestsPrevious: 0, requestsCurrent: 6, tokensPrevious: 0, tokensCurrent: 40 }]);
   });
 
   it("restores a day window's count after a restart, and drops windows that no longer matter", async () => {
@@ -112,7 +121,7 @@ describe('CounterPersistence', () => {
     // Two days on, nothing of it matters: not restored, and deleted from storage.
     const fourth = await gateway(database, [DAY], { seconds: MIDNIGHT + 2 * 86_400 });
     assert.equal(used(fourth.limiter, 86_400), 0);
-    assert.deepEqual(await fourth.storage.listCounters(), []);
+    assert.deepEqual(await fourth.storage.list(), []);
     await fourth.persistence.close();
   });
 
@@ -123,26 +132,26 @@ describe('CounterPersistence', () => {
     burst(first.limiter, '/org/alice', 3);
     burst(first.limiter, '/org', 1);
     await first.persistence.save();
-    assert.equal((await first.storage.listCounters()).length, 3);
+    assert.equal((await first.storage.list()).length, 3);
     burst(first.limiter, '/team', 1); // changed again, not saved yet when the reset comes
 
     await first.limiter.resetRule({ scope: 'user_path', subject: '/team', periodSeconds: 86_400 });
     await first.limiter.resetRule({ scope: 'user_path', subject: '/org', periodSeconds: 3600 });
-    assert.deepEqual(await first.storage.listCounters(), [], 'gone before the reset answered');
+    assert.deepEqual(await first.storage.list(), [], 'gone before the reset answered');
     // A crash now: the restart finds nothing to restore.
     const second = await gateway(database, [DAY, PER_CHILD], { seconds: MIDNIGHT + 20 });
     assert.equal(used(second.limiter, 86_400), 0);
     burst(second.limiter, '/org/alice', 3);
     await second.persistence.save();
     await second.limiter.deleteRule({ scope: 'user_path', subject: '/org', periodSeconds: 3600 });
-    assert.deepEqual(await second.storage.listCounters(), []);
+    assert.deepEqual(await second.storage.list(), []);
     await second.persistence.close();
 
     const third = await gateway(database, [DAY, PER_CHILD], { seconds: MIDNIGHT + 30 });
     burst(third.limiter, '/org/alice', 3);
     await third.persistence.save();
     await third.limiter.resetAll();
-    assert.deepEqual(await third.storage.listCounters(), []);
+    assert.deepEqual(await third.storage.list(), []);
     await third.persistence.close();
   });
 
@@ -174,7 +183,7 @@ describe('CounterPersistence', () => {
     // /org is no longer per-child: the rule moved, its counters start over.
     const moved = await gateway(database, [{ ...PER_CHILD, perChild: undefined }, DAY], { seconds: MIDNIGHT + 60 });
     assert.equal(used(moved.limiter, 3600, '/org'), 0);
-    assert.deepEqual((await moved.storage.listCounters()).map((c) => c.key), [TEAM_KEY]);
+    assert.deepEqual((await moved.storage.list()).map((c) => c.key), [TEAM_KEY]);
     await moved.persistence.close();
   });
 
@@ -188,7 +197,7 @@ describe('CounterPersistence', () => {
     gw.storage.failing = false;
     mock.timers.tick(1000);
     await settle();
-    assert.equal((await gw.storage.listCounters())[0]?.requestsCurrent, 2);
+    assert.equal((await gw.storage.list())[0]?.requestsCurrent, 2);
 
     burst(gw.limiter, '/team', 1);
     gw.storage.failing = true;
@@ -197,6 +206,6 @@ describe('CounterPersistence', () => {
     gw.storage.failing = false;
     await gw.limiter.resetRule({ scope: 'user_path', subject: '/team', periodSeconds: 86_400 });
     await gw.persistence.close();
-    assert.deepEqual(await gw.storage.listCounters(), []);
+    assert.deepEqual(await gw.storage.list(), []);
   });
 });

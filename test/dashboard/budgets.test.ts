@@ -57,8 +57,11 @@ describe('dashboard: budgets', { timeout: 180_000 }, () => {
     assert.match(await row.textContent() ?? '', /2030-01-01 → 2030-02-01/);
     // 16 days and 12 hours to the month's end on the gateway's clock, less the moments since it answered.
     assert.match(await row.locator('.countdown').textContent() ?? '', /^16d 1[12]h$/);
+    assert.match(await row.locator('.badge.config').getAttribute('title') ?? '', /SET_BUDGET_\* variables/, 'the badge says where it is declared');
     for (const action of ['Edit cap of', 'Delete']) {
-      assert.equal(await row.getByRole('button', { name: new RegExp(`^${action}`) }).isDisabled(), true, `${action} is disabled`);
+      const button = row.getByRole('button', { name: new RegExp(`^${action}`) });
+      assert.equal(await button.isDisabled(), true, `${action} is disabled`);
+      assert.equal(await button.getAttribute('title'), 'Declared in the configuration: change it there', `${action} says why`);
     }
   });
 
@@ -71,6 +74,9 @@ describe('dashboard: budgets', { timeout: 180_000 }, () => {
     const row = budgetRow(page, '/team week');
     await row.waitFor(SHOWN);
     assert.match(await row.textContent() ?? '', /manual/);
+    // The same actions, labelled the same, as on the rate-limits page.
+    assert.deepEqual(await row.getByRole('button').allTextContents(), ['Edit', 'Delete']);
+    assert.equal(await row.getByRole('button', { name: /^Edit cap of/ }).isEnabled(), true);
 
     assert.equal(await send('/team/a'), 200);
     await row.locator('[role=meter][aria-valuenow="0.002"]').waitFor(SHOWN);

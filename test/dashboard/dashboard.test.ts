@@ -72,8 +72,11 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
     const row = ruleRow(page, 'provider up hour');
     await row.waitFor(SHOWN);
     assert.match(await row.textContent() ?? '', /config · read-only/);
+    assert.match(await row.locator('.badge.config').getAttribute('title') ?? '', /SET_\*RATE_LIMIT_\* variables/, 'the badge says where it is declared');
     for (const action of ['Edit caps of', 'Move', 'Delete']) {
-      assert.equal(await row.getByRole('button', { name: new RegExp(`^${action}`) }).isDisabled(), true, `${action} is disabled`);
+      const button = row.getByRole('button', { name: new RegExp(`^${action}`) });
+      assert.equal(await button.isDisabled(), true, `${action} is disabled`);
+      assert.equal(await button.getAttribute('title'), 'Declared in the configuration: change it there', `${action} says why`);
     }
     assert.equal(await row.getByRole('button', { name: /^Reset counters of/ }).isEnabled(), true, 'its counters can still be reset');
   });

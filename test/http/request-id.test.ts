@@ -111,7 +111,7 @@ async function startServer(lines: Array<Record<string, unknown>>): Promise<{ app
   const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
   const storage = new MemoryStorage();
   const mock = mockProviderType.create('mock', {});
-  const usage = new UsageRecorder(storage);
+  const usage = new UsageRecorder(storage.usage);
   const metrics = new GatewayMetrics({ models: [] });
   const resolver = new Resolver([mock, brokenProvider], new Map([['mock', await mock.listModels()], ['broken', ['m']]]));
   const admission = new AdmissionCore({ limiter: undefined, budgets: undefined, usage, metrics, now: Date.now });
@@ -125,7 +125,7 @@ async function startServer(lines: Array<Record<string, unknown>>): Promise<{ app
     keys: await KeyRing.load(storage),
     storage,
     usage,
-    refusals: new RefusalLog(storage, { now: Date.now }),
+    refusals: new RefusalLog(storage.refusals, { now: Date.now }),
     admission,
     batches: new BatchService({ storage, resolver, admission, logger, files: { ttlSeconds: 86_400, maxBytesPerUserPath: 1024 ** 3, maxFilesPerUserPath: 1000 }, now: Date.now }),
     limiter: undefined,

@@ -297,8 +297,8 @@ describe('security: a stored rule beyond the bounds never makes the admin API an
     // A rule written before the bounds existed.
     const storage = await openStorage({ type: 'sqlite', sqlite: { path: `${dir}/floodgate.db` }, postgres: {} });
     const at = new Date('2026-01-01T00:00:00Z');
-    await storage.upsertRule({ scope: 'user_path', subject: '/huge', periodSeconds: 1e15, maxRequests: 5, source: 'manual', createdAt: at, updatedAt: at });
-    await storage.upsertRule({ scope: 'user_path', subject: '/fine', periodSeconds: 60, maxRequests: 5, source: 'manual', createdAt: at, updatedAt: at });
+    await storage.rules.upsert({ scope: 'user_path', subject: '/huge', periodSeconds: 1e15, maxRequests: 5, source: 'manual', createdAt: at, updatedAt: at });
+    await storage.rules.upsert({ scope: 'user_path', subject: '/fine', periodSeconds: 60, maxRequests: 5, source: 'manual', createdAt: at, updatedAt: at });
     await storage.close();
     for (let restart = 0; restart < 2; restart++) {
       const gw = await startTestGateway({ env: { MASTER_KEY: MASTER }, dir });

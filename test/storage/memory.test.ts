@@ -1,8 +1,8 @@
 import { MemoryStorage, MemoryStore } from '../../src/storage/memory.ts';
-import { storageContract } from './contract.ts';
-import type { InspectableStorage } from './contract.ts';
+import { storageContracts } from './contract.ts';
+import type { InspectableStorage } from './harness.ts';
 
-storageContract('memory', {
+storageContracts('memory', {
   async freshStore() {
     const store = new MemoryStore();
     return {

@@ -11,9 +11,9 @@ import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { openStorage } from '../../src/storage/index.ts';
 import { PostgresStorage } from '../../src/storage/postgres.ts';
-import { UsageRejectedError } from '../../src/storage/types.ts';
-import { OLD_KEY, assertMaxPriorityUpgrade, storageContract, usage } from './contract.ts';
-import type { InspectableStorage } from './contract.ts';
+import { UsageRejectedError } from '../../src/storage/usage/types.ts';
+import { storageContracts } from './contract.ts';
+import { OLD_KEY, assertMaxPriorityUpgrade, usage, type InspectableStorage } from './harness.ts';
 
 const skip = process.env.FLOODGATE_SKIP_POSTGRES === '1';
 const adminUrl = process.env.POSTGRES_TEST_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -70,7 +70,7 @@ if (skip) {
     if (created) await admin((c) => c.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`));
   });
 
-  storageContract('postgres', {
+  storageContracts('postgres', {
     async freshStore() {
       await resetSchema();
       return {
@@ -89,8 +89,8 @@ if (skip) {
       const storage = await openStorage({ type: 'postgres', sqlite: { path: 'unused' }, postgres: { url: testUrl } });
       try {
         assert.ok(storage instanceof PostgresStorage);
-        assert.deepEqual(await storage.listRules(), []);
-        assert.deepEqual(await storage.listApiKeys(), []);
+        assert.deepEqual(await storage.rules.list(), []);
+        assert.deepEqual(await storage.keys.list(), []);
       } finally {
         await storage.close();
       }
@@ -119,16 +119,16 @@ if (skip) {
       try {
         await storage.migrate();
         for (const bad of [usage({ model: 'a\u0000b' }), usage({ promptTokens: 10.5 }), usage({ totalTokens: 1e300 })]) {
-          await assert.rejects(storage.insertUsage([usage(), bad]), (err: Error) => err instanceof UsageRejectedError);
+          await assert.rejects(storage.usage.insert([usage(), bad]), (err: Error) => err instanceof UsageRejectedError);
         }
-        const rows = await storage.summarizeUsage({ userPathPrefix: '/', from: new Date(0), to: new Date(8.64e15) });
+        const rows = await storage.usage.summarize({ userPathPrefix: '/', from: new Date(0), to: new Date(8.64e15) });
         assert.deepEqual(rows, [], 'nothing of a refused batch is written');
       } finally {
         await storage.close();
       }
       const unreachable = new PostgresStorage({ url: 'postgres://postgres@127.0.0.1:1/none' });
       try {
-        await assert.rejects(unreachable.insertUsage([usage()]), (err: Error) => !(err instanceof UsageRejectedError));
+        await assert.rejects(unreachable.usage.insert([usage()]), (err: Error) => !(err instanceof UsageRejectedError));
       } finally {
         await unreachable.close();
       }
@@ -171,8 +171,8 @@ if (skip) {
           );
         },
         async (upgraded) => {
-          assert.equal((await upgraded.getFile('file-old'))?.expiresAt?.toISOString(), '2026-02-09T08:00:00.000Z');
-          assert.deepEqual(await upgraded.fileUsage('/team', new Date('2026-01-10T08:00:00Z')), { files: 1, bytes: 3 });
+          assert.equal((await upgraded.files.get('file-old'))?.expiresAt?.toISOString(), '2026-02-09T08:00:00.000Z');
+          assert.deepEqual(await upgraded.files.usage('/team', new Date('2026-01-10T08:00:00Z')), { files: 1, bytes: 3 });
         },
       );
     });

@@ -6,17 +6,17 @@ import { after, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { openStorage } from '../../src/storage/index.ts';
 import { SqliteStorage } from '../../src/storage/sqlite.ts';
-import { UsageRejectedError, type UsageRecord } from '../../src/storage/types.ts';
+import { UsageRejectedError, type UsageRecord } from '../../src/storage/usage/types.ts';
 import { UsageRecorder } from '../../src/usage/recorder.ts';
-import { OLD_KEY, assertMaxPriorityUpgrade, storageContract, usage } from './contract.ts';
-import type { InspectableStorage } from './contract.ts';
+import { storageContracts } from './contract.ts';
+import { OLD_KEY, assertMaxPriorityUpgrade, usage, type InspectableStorage } from './harness.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'floodgate-sqlite-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 
 let counter = 0;
 
-storageContract('sqlite', {
+storageContracts('sqlite', {
   async freshStore() {
     // A nested, not-yet-existing directory also proves the directory is created.
     const path = join(root, `store-${++counter}`, 'nested', 'floodgate.db');
@@ -35,7 +35,7 @@ const invalid = (): UsageRecord => usage({ userPath: null as unknown as string }
 
 /** Stored usage records (all time) at or below `prefix`. */
 async function countUsage(storage: SqliteStorage, prefix = '/'): Promise<number> {
-  const rows = await storage.summarizeUsage({ userPathPrefix: prefix, from: new Date(0), to: new Date(8.64e15) });
+  const rows = await storage.usage.summarize({ userPathPrefix: prefix, from: new Date(0), to: new Date(8.64e15) });
   return rows.reduce((n, row) => n + row.requests, 0);
 }
 
@@ -46,21 +46,21 @@ async function openFresh(): Promise<SqliteStorage> {
 }
 
 describe('SqliteStorage usage', () => {
-  it('makes a batch visible to summarizeUsage as soon as insertUsage resolves', async () => {
+  it('makes a batch visible to usage.summarize as soon as usage.insert resolves', async () => {
     const storage = await openFresh();
     try {
       assert.equal(await countUsage(storage), 0);
       for (let i = 1; i <= 3; i++) {
-        await storage.insertUsage(Array.from({ length: 100 }, () => usage({ userPath: `/seq/${i}` })));
+        await storage.usage.insert(Array.from({ length: 100 }, () => usage({ userPath: `/seq/${i}` })));
         assert.equal(await countUsage(storage, '/seq'), i * 100);
         assert.equal(await countUsage(storage, `/seq/${i}`), 100);
       }
       // The GET /v1/usage sequence: flush the recorder, then summarise.
-      const recorder = new UsageRecorder(storage, { flushIntervalMs: 60_000, batchSize: 7 });
+      const recorder = new UsageRecorder(storage.usage, { flushIntervalMs: 60_000, batchSize: 7 });
       for (let i = 0; i < 20; i++) recorder.record(usage({ userPath: '/recorded', totalTokens: 3 }));
       await recorder.flush();
       assert.equal(recorder.pending, 0);
-      const [row] = await storage.summarizeUsage({ userPathPrefix: '/recorded', from: new Date(0), to: new Date(8.64e15) });
+      const [row] = await storage.usage.summarize({ userPathPrefix: '/recorded', from: new Date(0), to: new Date(8.64e15) });
       assert.equal(row?.requests, 20);
       assert.equal(row?.totalTokens, 60);
       await recorder.close();
@@ -73,7 +73,7 @@ describe('SqliteStorage usage', () => {
     const storage = await openFresh();
     try {
       await assert.rejects(
-        storage.insertUsage([usage({ userPath: '/bad' }), invalid()]),
+        storage.usage.insert([usage({ userPath: '/bad' }), invalid()]),
         (err: Error & { cause?: { code?: string } }) => {
           assert.ok(err instanceof UsageRejectedError);
           assert.match(err.message, /NOT NULL constraint failed: usage_records\.user_path/);
@@ -82,7 +82,7 @@ describe('SqliteStorage usage', () => {
         },
       );
       assert.equal(await countUsage(storage, '/bad'), 0);
-      await storage.insertUsage([usage({ userPath: '/good' })]);
+      await storage.usage.insert([usage({ userPath: '/good' })]);
       assert.equal(await countUsage(storage), 1);
     } finally {
       await storage.close();
@@ -93,7 +93,7 @@ describe('SqliteStorage usage', () => {
     const storage = await openFresh();
     const errors: Error[] = [];
     const setAside: Array<{ record: UsageRecord; reason: Error }> = [];
-    const recorder = new UsageRecorder(storage, { flushIntervalMs: 60_000, onError: (err) => errors.push(err), onSetAside: (record, reason) => setAside.push({ record, reason }) });
+    const recorder = new UsageRecorder(storage.usage, { flushIntervalMs: 60_000, onError: (err) => errors.push(err), onSetAside: (record, reason) => setAside.push({ record, reason }) });
     try {
       recorder.record(usage({ userPath: '/kept', requestId: 'req-1' }));
       recorder.record({ ...invalid(), requestId: 'req-2' });
@@ -119,7 +119,7 @@ describe('SqliteStorage specifics', () => {
     try {
       assert.ok(storage instanceof SqliteStorage);
       assert.ok(existsSync(path));
-      await storage.insertUsage([]);
+      await storage.usage.insert([]);
       assert.ok(existsSync(`${path}-wal`));
     } finally {
       await storage.close();
@@ -130,7 +130,7 @@ describe('SqliteStorage specifics', () => {
   it('refuses use before migrate()', async () => {
     const storage = new SqliteStorage({ path: ':memory:' });
     try {
-      await assert.rejects(storage.listRules(), /migrate\(\)/);
+      await assert.rejects(storage.rules.list(), /migrate\(\)/);
     } finally {
       await storage.close();
     }
@@ -161,9 +161,9 @@ describe('SqliteStorage migration 6 (file expiry)', () => {
     const upgraded = new SqliteStorage({ path });
     try {
       await upgraded.migrate();
-      const file = await upgraded.getFile('file-old');
+      const file = await upgraded.files.get('file-old');
       assert.equal(file?.expiresAt?.toISOString(), '2026-02-09T08:00:00.000Z');
-      assert.deepEqual(await upgraded.fileUsage('/team', new Date(createdAt)), { files: 1, bytes: 3 });
+      assert.deepEqual(await upgraded.files.usage('/team', new Date(createdAt)), { files: 1, bytes: 3 });
     } finally {
       await upgraded.close();
     }

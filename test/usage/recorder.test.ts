@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it, mock } from 'node:test';
 import { UsageBufferOverflowError, UsageRecorder, UsageRecordsLostError, type UsageEntry } from '../../src/usage/recorder.ts';
-import { UsageRejectedError, type UsageRecord } from '../../src/storage/types.ts';
+import { UsageRejectedError, type UsageRecord } from '../../src/storage/usage/types.ts';
 
 function rec(n: number): UsageEntry {
   return {
@@ -41,7 +41,7 @@ class FakeSink {
     return this.batches.flat().map((r) => r.promptTokens);
   }
 
-  async insertUsage(records: readonly UsageRecord[]): Promise<void> {
+  async insert(records: readonly UsageRecord[]): Promise<void> {
     this.calls++;
     if (this.gate) await this.gate;
     if (this.down) throw new Error('database is down');
@@ -274,10 +274,10 @@ describe('UsageRecorder', () => {
     const { SqliteStorage } = await import('../../src/storage/sqlite.ts');
     const storage = new SqliteStorage({ path: ':memory:' });
     await storage.migrate();
-    const recorder = new UsageRecorder(storage, { batchSize: 100, flushIntervalMs: 60_000 });
+    const recorder = new UsageRecorder(storage.usage, { batchSize: 100, flushIntervalMs: 60_000 });
     for (const n of range(0, 1234)) recorder.record(rec(1));
     await recorder.close();
-    const rows = await storage.summarizeUsage({
+    const rows = await storage.usage.summarize({
       userPathPrefix: '/',
       from: new Date(0),
       to: new Date(2_000_000_000_000),

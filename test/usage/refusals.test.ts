@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, it, mock } from 'node:test';
 import type { Refusal } from '../../src/admission/core.ts';
-import type { RefusalCount } from '../../src/storage/types.ts';
+import type { RefusalCount } from '../../src/storage/refusals/types.ts';
 import { RefusalCountsDroppedError, RefusalLog } from '../../src/usage/refusals.ts';
 
 /** 2030-01-01T00:00:00Z. */
@@ -15,12 +15,12 @@ const MINUTE = 60_000;
 
 const byRule = (userPath: string, subject = '/team', period = 'minute'): Refusal => ({ userPath, provider: 'a', model: 'm', scope: 'user_path', subject, period });
 
-/** Storage's side: every call to addRefusals, and a switch to make them fail. */
+/** Storage's side: every call to add, and a switch to make them fail. */
 class FakeStorage {
   readonly calls: RefusalCount[][] = [];
   failing = false;
 
-  async addRefusals(counts: readonly RefusalCount[]): Promise<void> {
+  async add(counts: readonly RefusalCount[]): Promise<void> {
     if (this.failing) throw new Error('database is down');
     this.calls.push(counts.map((c) => ({ ...c })));
   }
@@ -127,7 +127,7 @@ describe('RefusalLog', () => {
     let release: () => void = () => {};
     const written: RefusalCount[][] = [];
     const slow = {
-      addRefusals: (counts: readonly RefusalCount[]) => new Promise<void>((resolve) => {
+      add: (counts: readonly RefusalCount[]) => new Promise<void>((resolve) => {
         release = () => {
           written.push([...counts]);
           resolve();

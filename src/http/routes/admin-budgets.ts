@@ -12,7 +12,7 @@ import { definitionChange } from './definition-changes.ts';
  * conventions of `/admin/rate-limits`: every answer is the whole list, config budgets are
  * read-only (409), a bad field is a 400 naming it, and a disabled feature is a 503.
  */
-export function registerAdminBudgets(app: FastifyInstance, services: HttpServices): void {
+export function registerAdminBudgets(app: FastifyInstance, services: Pick<HttpServices, 'budgets' | 'budgetManager' | 'now'>): void {
   const list = (tracker: BudgetTracker) => ({ budgets: tracker.status(), server_time: new Date(services.now()).toISOString() });
 
   app.get('/admin/budgets', async () => list(enabled(services).tracker));
@@ -33,7 +33,7 @@ export function registerAdminBudgets(app: FastifyInstance, services: HttpService
   });
 }
 
-function enabled(services: HttpServices): { tracker: BudgetTracker; manager: BudgetManager } {
+function enabled(services: Pick<HttpServices, 'budgets' | 'budgetManager'>): { tracker: BudgetTracker; manager: BudgetManager } {
   if (services.budgets === undefined || services.budgetManager === undefined) {
     throw new GatewayError({ status: 503, type: 'invalid_request_error', message: 'budgets are disabled on this gateway (BUDGETS_ENABLED=false)', code: 'feature_unavailable' });
   }

@@ -31,7 +31,7 @@ const KIND: Readonly<Record<ExplainEndpoint, ExplainKind>> = {
  * the admission core exactly as a request is, counting nothing, taking no slot and leaving an
  * alias's rotation where it is.
  */
-export function registerAdminExplain(app: FastifyInstance, services: HttpServices): void {
+export function registerAdminExplain(app: FastifyInstance, services: Pick<HttpServices, 'limiter' | 'rules' | 'resolver' | 'admission' | 'options' | 'reservations'>): void {
   app.get('/admin/rate-limits/explain', async (request) => {
     enabled(services);
     const query = parseBody(explainQuery, request.query);

@@ -1,12 +1,12 @@
 import type { FastifyInstance } from 'fastify';
-import type { ApiKeyRecord } from '../../storage/types.ts';
+import type { ApiKeyRecord } from '../../storage/keys/types.ts';
 import type { HttpServices } from '../context.ts';
 import { notFound } from '../../errors/gateway-error.ts';
 import { createApiKeyBody } from '../schemas/admin-keys.ts';
 import { parseBody } from '../validation.ts';
 
 /** Managed API keys: the secret is shown once at creation; only its hash is stored. */
-export function registerAdminKeys(app: FastifyInstance, services: HttpServices): void {
+export function registerAdminKeys(app: FastifyInstance, services: Pick<HttpServices, 'keys'>): void {
   app.post('/admin/api-keys', async (request, reply) => {
     const body = parseBody(createApiKeyBody, request.body);
     const { record, secret } = await services.keys.create({ name: body.name, userPath: body.user_path, maxPriority: body.max_priority });

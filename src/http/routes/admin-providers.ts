@@ -7,7 +7,7 @@ import { enabled } from './admin-rate-limits.ts';
  * `GET /admin/providers`: what the providers' own answers said of their rate limits, per provider
  * and model (every replica's, with shared counters), and whether each is routed around now.
  */
-export function registerAdminProviders(app: FastifyInstance, services: HttpServices): void {
+export function registerAdminProviders(app: FastifyInstance, services: Pick<HttpServices, 'limiter' | 'rules'>): void {
   app.get('/admin/providers', async () => {
     const { limiter } = enabled(services);
     const { nowMs, records } = await limiter.learnedCapacity();

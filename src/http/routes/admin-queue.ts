@@ -3,7 +3,7 @@ import type { HttpServices } from '../context.ts';
 import { enabled } from './admin-rate-limits.ts';
 
 /** `GET /admin/queue`: the requests waiting for capacity in this gateway, by priority and by the rule they wait on. */
-export function registerAdminQueue(app: FastifyInstance, services: HttpServices): void {
+export function registerAdminQueue(app: FastifyInstance, services: Pick<HttpServices, 'limiter' | 'rules' | 'admission'>): void {
   app.get('/admin/queue', async () => {
     enabled(services);
     const snapshot = services.admission.queue!.snapshot();

@@ -8,7 +8,7 @@ import { parseBody } from '../validation.ts';
 import { definitionChange } from './definition-changes.ts';
 
 /** The rate-limit admin API (master key only; the auth hook has checked it already). */
-export function registerAdminRateLimits(app: FastifyInstance, services: HttpServices): void {
+export function registerAdminRateLimits(app: FastifyInstance, services: Pick<HttpServices, 'limiter' | 'rules' | 'now'>): void {
   const list = async (limiter: RateLimiter, options?: StatusOptions) => ({ rate_limits: await limiter.status(options), server_time: new Date(services.now()).toISOString() });
 
   // `?expand=children`: each per-child rule's active children (or its `children_limit` busiest) after it, one record each.
@@ -50,7 +50,7 @@ export function registerAdminRateLimits(app: FastifyInstance, services: HttpServ
 }
 
 /** The engine and rule manager, or the 503 every rate-limit admin route answers when rate limits are disabled. */
-export function enabled(services: HttpServices): { limiter: RateLimiter; rules: RuleManager } {
+export function enabled(services: Pick<HttpServices, 'limiter' | 'rules'>): { limiter: RateLimiter; rules: RuleManager } {
   if (services.limiter === undefined || services.rules === undefined) {
     throw new GatewayError({ status: 503, type: 'invalid_request_error', message: 'rate limits are disabled on this gateway (RATE_LIMITS_ENABLED=false)', code: 'feature_unavailable' });
   }

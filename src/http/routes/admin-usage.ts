@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { roundUsd } from '../../shared/money.ts';
-import type { RefusalBucket, UsageBucket, UsageBucketQuery } from '../../storage/types.ts';
+import type { RefusalBucket } from '../../storage/refusals/types.ts';
+import type { UsageBucket, UsageBucketQuery } from '../../storage/usage/types.ts';
 import type { HttpServices } from '../context.ts';
 import { badRequest } from '../../errors/gateway-error.ts';
 import { adminUsageQuery } from '../schemas/admin-usage.ts';
@@ -20,7 +21,7 @@ const DEFAULT_RANGE_DAYS = 7;
  * for the dashboard's charts. `from` and `to` are whole UTC days, both included; by default the
  * last seven days up to today.
  */
-export function registerAdminUsage(app: FastifyInstance, services: HttpServices): void {
+export function registerAdminUsage(app: FastifyInstance, services: Pick<HttpServices, 'now' | 'usage' | 'storage' | 'refusals'>): void {
   app.get('/admin/usage', async (request) => {
     const query = parseBody(adminUsageQuery, request.query);
     const today = new Date(services.now()).toISOString().slice(0, 10);
@@ -34,7 +35,7 @@ export function registerAdminUsage(app: FastifyInstance, services: HttpServices)
     await services.usage.flush();
     // Refusals are written at most once a minute: those not written yet come from memory.
     await services.refusals.settled();
-    const [buckets, stored] = await Promise.all([services.storage.bucketUsage(bucketQuery), services.storage.bucketRefusals(bucketQuery)]);
+    const [buckets, stored] = await Promise.all([services.storage.usage.buckets(bucketQuery), services.storage.refusals.buckets(bucketQuery)]);
     return { buckets: withRefused(buckets, [...stored, ...services.refusals.pending(bucketQuery)]).map(present) };
   });
 }

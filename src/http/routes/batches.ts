@@ -11,7 +11,7 @@ import { parseBody } from '../validation.ts';
  * `POST /v1/files` are rate limited: one request against user-path rules, no concurrency slot,
  * provider and model rules skipped (the specification's rule for batch submission).
  */
-export function registerBatches(app: FastifyInstance, services: HttpServices): void {
+export function registerBatches(app: FastifyInstance, services: Pick<HttpServices, 'batches' | 'admission'>): void {
   const { batches } = services;
 
   app.register(async (scope) => {

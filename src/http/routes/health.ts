@@ -8,7 +8,7 @@ import { GatewayError } from '../../errors/gateway-error.ts';
  * the probes and for the requests already running; `Connection: close` sends the client's retry
  * to a new connection, which the load balancer gives to another replica.
  */
-export function registerHealth(app: FastifyInstance, services: HttpServices): void {
+export function registerHealth(app: FastifyInstance, services: Pick<HttpServices, 'health'>): void {
   const { health } = services;
   app.get('/health', { config: { access: 'public' } }, async () => health.live());
   app.get('/ready', { config: { access: 'public' } }, async (_request, reply) => {

@@ -15,7 +15,7 @@ export function countResponses(app: FastifyInstance, metrics: GatewayMetrics): v
 }
 
 /** `GET /metrics`: the Prometheus text exposition (registered in the admin family: master key). */
-export function registerMetrics(app: FastifyInstance, services: HttpServices): void {
+export function registerMetrics(app: FastifyInstance, services: Pick<HttpServices, 'metrics'>): void {
   app.get('/metrics', async (_request, reply) => {
     const text = await services.metrics.exposition();
     return reply.type(services.metrics.contentType).send(text);

@@ -1,7 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { Endpoint } from '../../providers/types.ts';
-import type { HttpServices } from '../context.ts';
-import { dispatch } from '../dispatch.ts';
+import { dispatch, type DispatchServices } from '../dispatch.ts';
 import { parseJsonRequest, parseTranscriptionRequest } from '../requests.ts';
 
 const JSON_ENDPOINTS: ReadonlyArray<[string, Exclude<Endpoint, 'transcriptions'>]> = [
@@ -12,7 +11,7 @@ const JSON_ENDPOINTS: ReadonlyArray<[string, Exclude<Endpoint, 'transcriptions'>
   ['/v1/messages', 'messages'],
 ];
 
-export function registerModelEndpoints(app: FastifyInstance, services: HttpServices): void {
+export function registerModelEndpoints(app: FastifyInstance, services: DispatchServices): void {
   for (const [url, endpoint] of JSON_ENDPOINTS) {
     const dialect = endpoint === 'messages' ? 'anthropic' : 'openai';
     app.post(url, async (request, reply) => {

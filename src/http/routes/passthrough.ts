@@ -17,7 +17,7 @@ const FORWARDED_METHODS = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
 const ALLOW = [...FORWARDED_METHODS].join(', ');
 
 /** `/p/{provider}/{path}`: a request forwarded to that provider's base URL with its credentials. */
-export function registerPassthrough(app: FastifyInstance, services: HttpServices): void {
+export function registerPassthrough(app: FastifyInstance, services: Pick<HttpServices, 'resolver' | 'admission' | 'inFlight' | 'metrics' | 'now' | 'reservations'>): void {
   app.register(async (scope) => {
     // Bodies are forwarded byte for byte whatever their type.
     scope.removeAllContentTypeParsers();

@@ -13,6 +13,9 @@ import type { HttpServices } from '../context.ts';
 import { realtimeQuery } from '../schemas/realtime.ts';
 import { parseBody } from '../validation.ts';
 
+/** What realtime sessions use: the resolver, the admission core, metrics and the clock. */
+type RealtimeServices = Pick<HttpServices, 'resolver' | 'admission' | 'metrics' | 'now'>;
+
 /** A session admitted and connected upstream in preHandler, waiting for its client socket. */
 interface Prepared {
   target: Target;
@@ -27,7 +30,7 @@ interface Prepared {
  * answered with plain HTTP (401, 404, 429). Registered after auth, a refused upgrade would keep
  * its socket open, and with it the server's shutdown.
  */
-export function registerWebSocketUpgrades(app: FastifyInstance, services: HttpServices): void {
+export function registerWebSocketUpgrades(app: FastifyInstance, services: Pick<HttpServices, 'options'>): void {
   app.register(websocket, {
     options: {
       perMessageDeflate: false,
@@ -51,7 +54,7 @@ export function registerWebSocketUpgrades(app: FastifyInstance, services: HttpSe
  * never an accepted-then-closed socket. The session holds its concurrency slots until either
  * side closes.
  */
-export function registerRealtime(app: FastifyInstance, services: HttpServices): void {
+export function registerRealtime(app: FastifyInstance, services: RealtimeServices): void {
   const prepared = new WeakMap<FastifyRequest, Prepared>();
   app.register(async (scope) => {
     scope.route({
@@ -98,7 +101,7 @@ export function registerRealtime(app: FastifyInstance, services: HttpServices): 
   });
 }
 
-async function prepare(request: FastifyRequest, services: HttpServices): Promise<Prepared> {
+async function prepare(request: FastifyRequest, services: Pick<HttpServices, 'resolver' | 'admission' | 'now'>): Promise<Prepared> {
   const { model } = parseBody(realtimeQuery, request.query);
   request.logLine.model = model;
   const route = services.resolver.resolve(model);

@@ -8,7 +8,7 @@ import { parseBody } from '../validation.ts';
 const DAY_MS = 86_400_000;
 
 /** `GET /v1/usage?from&to`: the caller's own usage (its user path and below), by provider and model. */
-export function registerUsage(app: FastifyInstance, services: HttpServices): void {
+export function registerUsage(app: FastifyInstance, services: Pick<HttpServices, 'now' | 'usage' | 'storage' | 'limiter' | 'budgets'>): void {
   app.get('/v1/usage', async (request) => {
     const query = parseBody(usageQuery, request.query);
     const to = query.to ? endOf(query.to) : new Date(services.now());
@@ -17,7 +17,7 @@ export function registerUsage(app: FastifyInstance, services: HttpServices): voi
     const userPath = request.identity.userPath;
     // Recent records may still sit in the recorder's buffer; a usage query is rare enough to wait for them.
     await services.usage.flush();
-    const rows = await services.storage.summarizeUsage({ userPathPrefix: userPath, from, to });
+    const rows = await services.storage.usage.summarize({ userPathPrefix: userPath, from, to });
     const totals = { requests: 0, prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, cached_prompt_tokens: 0, cost_usd: 0, cached_requests: 0, estimated_requests: 0 };
     const byModel = rows.map((row) => {
       totals.requests += row.requests;

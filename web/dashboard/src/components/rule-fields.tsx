@@ -5,6 +5,7 @@
 import type { RuleStatus, Scope } from '../api.ts';
 import { SCOPE_LABELS } from '../format.ts';
 import { Field, type FieldErrors } from './controls.tsx';
+import { numeric } from './definitions.tsx';
 
 export type PeriodChoice = 'minute' | 'hour' | 'day' | 'concurrent' | 'custom';
 
@@ -77,11 +78,6 @@ export function putBody(draft: RuleDraft): Record<string, unknown> {
   if (draft.maxTokens.trim() !== '' && draft.period !== 'concurrent') body.max_tokens = numeric(draft.maxTokens);
   if (draft.scope === 'user_path' && draft.perChild) body.per_child = true;
   return body;
-}
-
-function numeric(text: string): number | string {
-  const value = Number(text);
-  return text.trim() !== '' && Number.isFinite(value) ? value : text;
 }
 
 const SUBJECT_HINTS: Record<Scope, string> = {

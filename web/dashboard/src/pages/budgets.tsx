@@ -4,7 +4,8 @@
  */
 import { useState } from 'preact/hooks';
 import { api, type BudgetList, type BudgetStatus } from '../api.ts';
-import { ConfirmDialog, Dialog, Field, FormMessage, ListTable, UsageBar, fieldErrors, type FieldErrors } from '../components/controls.tsx';
+import { Field, FormMessage, ListTable, UsageBar, fieldErrors, type FieldErrors } from '../components/controls.tsx';
+import { ActionsCell, ChangeDialog, DefinitionRow, DeleteDialog, SourceCell, numeric } from '../components/definitions.tsx';
 import { useLiveList } from '../components/live-list.ts';
 import { formatCountdown, formatUsd } from '../format.ts';
 
@@ -31,12 +32,6 @@ function budgetName(budget: BudgetStatus): string {
 /** The `limit_key` naming a budget's period: a name, or the seconds of a custom window (`3600s`). */
 function limitKeyOf(periodLabel: string): { period: string } | { period_seconds: number } {
   return (NAMED as readonly string[]).includes(periodLabel) ? { period: periodLabel } : { period_seconds: Number(periodLabel.slice(0, -1)) };
-}
-
-/** Numbers go as numbers when they read as numbers; the gateway judges the rest and names the field. */
-function numeric(text: string): number | string {
-  const value = Number(text);
-  return text.trim() !== '' && Number.isFinite(value) ? value : text;
 }
 
 export function BudgetsPage({ onDisabled }: { onDisabled: () => void }) {
@@ -69,15 +64,14 @@ export function BudgetsPage({ onDisabled }: { onDisabled: () => void }) {
         <EditCapDialog budget={action.budget} onClose={() => setAction(undefined)} onDone={(next) => done(next, `Cap of the ${budgetName(action.budget)} updated; its spend was kept.`)} />
       )}
       {action?.kind === 'delete' && (
-        <ConfirmDialog
-          title="Delete budget"
-          confirm="Delete budget"
+        <DeleteDialog
+          noun="budget"
           onClose={() => setAction(undefined)}
           run={() => api<BudgetList>('DELETE', '/admin/budgets', { user_path: action.budget.user_path, limit_key: limitKeyOf(action.budget.period_label) })}
           onDone={(next) => done(next, `Deleted the ${budgetName(action.budget)}.`)}
         >
           <p>Delete the {budgetName(action.budget)}? Its cap stops applying at once; the spend stays in the usage records.</p>
-        </ConfirmDialog>
+        </DeleteDialog>
       )}
     </section>
   );
@@ -104,22 +98,12 @@ function BudgetTable({ budgets, nowMs, onAction }: BudgetTableProps) {
 }
 
 function BudgetRow({ budget, nowMs, onAction }: { budget: BudgetStatus; nowMs: number; onAction: (action: Action) => void }) {
-  const fromConfig = budget.source === 'config';
   const name = budgetName(budget);
-  const locked = fromConfig ? 'Declared in the configuration: change it there' : undefined;
   return (
-    <tr data-budget={`${budget.user_path} ${budget.period_label}`} class={fromConfig ? 'from-config' : undefined}>
+    <DefinitionRow source={budget.source} data={{ 'data-budget': `${budget.user_path} ${budget.period_label}` }}>
       <th scope="row" class="subject">{budget.user_path}</th>
       <td>{budget.period_label}</td>
-      <td>
-        {fromConfig ? (
-          <span class="badge config" title="Declared in the configuration file or SET_BUDGET_* variables; re-seeded at every start">
-            config · read-only
-          </span>
-        ) : (
-          <span class="badge">manual</span>
-        )}
-      </td>
+      <SourceCell source={budget.source} declaredIn="the configuration file or SET_BUDGET_* variables" />
       <td>
         <UsageBar label={`Spent, ${name}`} used={budget.spent_usd} cap={budget.max_usd} format={formatUsd} />
       </td>
@@ -129,15 +113,14 @@ function BudgetRow({ budget, nowMs, onAction }: { budget: BudgetStatus; nowMs: n
       <td class="countdown">
         <time dateTime={budget.period_end}>{formatCountdown((Date.parse(budget.period_end) - nowMs) / 1000)}</time>
       </td>
-      <td class="actions">
-        <button type="button" disabled={fromConfig} title={locked} aria-label={`Edit cap of ${name}`} onClick={() => onAction({ kind: 'edit', budget })}>
-          Edit cap
-        </button>
-        <button type="button" class="danger" disabled={fromConfig} title={locked} aria-label={`Delete ${name}`} onClick={() => onAction({ kind: 'delete', budget })}>
-          Delete
-        </button>
-      </td>
-    </tr>
+      <ActionsCell
+        source={budget.source}
+        actions={[
+          { label: 'Edit', name: `Edit cap of ${name}`, onClick: () => onAction({ kind: 'edit', budget }) },
+          { label: 'Delete', name: `Delete ${name}`, danger: true, onClick: () => onAction({ kind: 'delete', budget }) },
+        ]}
+      />
+    </DefinitionRow>
   );
 }
 
@@ -216,17 +199,10 @@ function EditCapDialog({ budget, onClose, onDone }: { budget: BudgetStatus; onCl
     }
   };
   return (
-    <Dialog title="Edit cap" onClose={onClose}>
-      <form onSubmit={submit} noValidate>
-        <p>The new cap of the {budgetName(budget)} applies at once; the spend so far is kept.</p>
-        <MaxUsdField id="edit-max-usd" value={maxUsd} error={errors.maxUsd} onInput={setMaxUsd} />
-        <FormMessage error={errors.form} />
-        <div class="dialog-buttons">
-          <button type="button" onClick={onClose}>Cancel</button>
-          <button type="submit" class="primary">Save cap</button>
-        </div>
-      </form>
-    </Dialog>
+    <ChangeDialog title="Edit cap" save="Save cap" error={errors.form} onSubmit={submit} onClose={onClose}>
+      <p>The new cap of the {budgetName(budget)} applies at once; the spend so far is kept.</p>
+      <MaxUsdField id="edit-max-usd" value={maxUsd} error={errors.maxUsd} onInput={setMaxUsd} />
+    </ChangeDialog>
   );
 }
 

@@ -7,6 +7,7 @@ import { Fragment } from 'preact';
 import { useState } from 'preact/hooks';
 import { api, type RuleList, type RuleStatus } from '../api.ts';
 import { ConfirmDialog, Dialog, Field, FormMessage, ListTable, UsageBar, fieldErrors, type FieldErrors } from '../components/controls.tsx';
+import { ActionsCell, ChangeDialog, DefinitionRow, DeleteDialog, SourceCell } from '../components/definitions.tsx';
 import { useLiveList } from '../components/live-list.ts';
 import { EMPTY_DRAFT, RULE_PARAMS, RuleFields, draftOf, draftPeriodSeconds, putBody, type RuleDraft } from '../components/rule-fields.tsx';
 import { SCOPE_LABELS, formatCountdown, ruleIdentity } from '../format.ts';
@@ -62,12 +63,11 @@ export function RateLimitsPage({ onDisabled }: { onDisabled: () => void }) {
         </button>
       </div>
       <CreateRule onCreated={(next) => done(next, 'Rule saved.')} />
-      {action?.kind === 'edit' && <EditDialog rule={action.rule} onClose={() => setAction(undefined)} onDone={(next) => done(next, `Caps of ${ruleName(action.rule)} updated; its counters were kept.`)} />}
+      {action?.kind === 'edit' && <EditCapsDialog rule={action.rule} onClose={() => setAction(undefined)} onDone={(next) => done(next, `Caps of ${ruleName(action.rule)} updated; its counters were kept.`)} />}
       {action?.kind === 'move' && <MoveDialog rule={action.rule} onClose={() => setAction(undefined)} onDone={(next, message) => done(next, message)} />}
       {action?.kind === 'delete' && (
-        <ConfirmDialog
-          title="Delete rule"
-          confirm="Delete rule"
+        <DeleteDialog
+          noun="rule"
           onClose={() => setAction(undefined)}
           run={() => api<RuleList>('DELETE', '/admin/rate-limits', { ...keyOf(action.rule), limit_key: { period_seconds: action.rule.period_seconds } })}
           onDone={(next) => done(next, `Deleted ${ruleName(action.rule)}.`)}
@@ -75,7 +75,7 @@ export function RateLimitsPage({ onDisabled }: { onDisabled: () => void }) {
           <p>
             Delete the {ruleName(action.rule)} rule? Its limit stops applying at once and its counters are discarded.
           </p>
-        </ConfirmDialog>
+        </DeleteDialog>
       )}
       {action?.kind === 'reset' && (
         <ConfirmDialog
@@ -200,12 +200,10 @@ function ChildrenRow({ rule, children }: { rule: RuleStatus; children: RuleStatu
 
 function RuleRow({ rule, nowMs, onAction }: { rule: RuleStatus; nowMs: number; onAction: (action: Action) => void }) {
   const concurrent = rule.period_seconds === 0;
-  const fromConfig = rule.source === 'config';
   const name = ruleName(rule);
-  const locked = fromConfig ? 'Declared in the configuration: change it there' : undefined;
   const secondsLeft = rule.window_end === undefined ? undefined : (Date.parse(rule.window_end) - nowMs) / 1000;
   return (
-    <tr data-rule={`${rule.scope} ${rule.subject} ${rule.period_label}`} class={fromConfig ? 'from-config' : undefined}>
+    <DefinitionRow source={rule.source} data={{ 'data-rule': `${rule.scope} ${rule.subject} ${rule.period_label}` }}>
       <td>{SCOPE_LABELS[rule.scope]}</td>
       <th scope="row" class="subject">{rule.subject}</th>
       <td>
@@ -217,34 +215,21 @@ function RuleRow({ rule, nowMs, onAction }: { rule: RuleStatus; nowMs: number; o
           </span>
         )}
       </td>
-      <td>
-        {fromConfig ? (
-          <span class="badge config" title="Declared in the configuration file or SET_*RATE_LIMIT_* variables; re-seeded at every start">
-            config · read-only
-          </span>
-        ) : (
-          <span class="badge">manual</span>
-        )}
-      </td>
+      <SourceCell source={rule.source} declaredIn="the configuration file or SET_*RATE_LIMIT_* variables" />
       <td>{concurrent ? <span class="muted">—</span> : <UsageBar label={`Requests used, ${name}`} used={rule.requests_used} cap={rule.max_requests} />}</td>
       <td>{concurrent ? <span class="muted">—</span> : <UsageBar label={`Tokens used, ${name}`} used={rule.tokens_used} cap={rule.max_tokens} />}</td>
       <td>{concurrent ? <UsageBar label={`In flight, ${name}`} used={rule.in_flight} cap={rule.max_requests} /> : <span class="muted">—</span>}</td>
       <td class="countdown">{secondsLeft === undefined ? <span class="muted">—</span> : <time dateTime={rule.window_end}>{formatCountdown(secondsLeft)}</time>}</td>
-      <td class="actions">
-        <button type="button" disabled={fromConfig} title={locked} aria-label={`Edit caps of ${name}`} onClick={() => onAction({ kind: 'edit', rule })}>
-          Edit
-        </button>
-        <button type="button" disabled={fromConfig} title={locked} aria-label={`Move ${name}`} onClick={() => onAction({ kind: 'move', rule })}>
-          Move
-        </button>
-        <button type="button" aria-label={`Reset counters of ${name}`} onClick={() => onAction({ kind: 'reset', rule })}>
-          Reset
-        </button>
-        <button type="button" class="danger" disabled={fromConfig} title={locked} aria-label={`Delete ${name}`} onClick={() => onAction({ kind: 'delete', rule })}>
-          Delete
-        </button>
-      </td>
-    </tr>
+      <ActionsCell
+        source={rule.source}
+        actions={[
+          { label: 'Edit', name: `Edit caps of ${name}`, onClick: () => onAction({ kind: 'edit', rule }) },
+          { label: 'Move', name: `Move ${name}`, onClick: () => onAction({ kind: 'move', rule }) },
+          { label: 'Reset', name: `Reset counters of ${name}`, allowedOnConfig: true, onClick: () => onAction({ kind: 'reset', rule }) },
+          { label: 'Delete', name: `Delete ${name}`, danger: true, onClick: () => onAction({ kind: 'delete', rule }) },
+        ]}
+      />
+    </DefinitionRow>
   );
 }
 
@@ -284,7 +269,7 @@ interface RuleDialogProps {
   onDone: (next: RuleList, message: string) => void;
 }
 
-function EditDialog({ rule, onClose, onDone }: RuleDialogProps) {
+function EditCapsDialog({ rule, onClose, onDone }: RuleDialogProps) {
   const [draft, setDraft] = useState<RuleDraft>(draftOf(rule));
   const [errors, setErrors] = useState<FieldErrors>({});
   const submit = async (event: Event) => {
@@ -296,17 +281,10 @@ function EditDialog({ rule, onClose, onDone }: RuleDialogProps) {
     }
   };
   return (
-    <Dialog title="Edit caps" onClose={onClose}>
-      <form onSubmit={submit} noValidate>
-        <p>New caps apply at once; the rule keeps its counters. Leave a cap empty to remove it.</p>
-        <RuleFields id="edit" draft={draft} errors={errors} onChange={setDraft} capsOnly />
-        <FormMessage error={errors.form} />
-        <div class="dialog-buttons">
-          <button type="button" onClick={onClose}>Cancel</button>
-          <button type="submit" class="primary">Save caps</button>
-        </div>
-      </form>
-    </Dialog>
+    <ChangeDialog title="Edit caps" save="Save caps" error={errors.form} onSubmit={submit} onClose={onClose}>
+      <p>New caps apply at once; the rule keeps its counters. Leave a cap empty to remove it.</p>
+      <RuleFields id="edit" draft={draft} errors={errors} onChange={setDraft} capsOnly />
+    </ChangeDialog>
   );
 }
 
@@ -340,26 +318,17 @@ function MoveDialog({ rule, onClose, onDone }: RuleDialogProps) {
     }
   };
   return (
-    <Dialog title="Move rule" onClose={onClose}>
-      <form onSubmit={submit} noValidate>
-        <p>Change the scope, subject, period or per-child counting of {ruleName(rule)}.</p>
-        <RuleFields id="move" draft={draft} errors={errors} onChange={setDraft} />
-        <p class="warning" id="move-warning">
-          {sameRule
-            ? 'This is the same rule (same scope, subject and period): saving keeps its counters.'
-            : sameKey
-              ? 'Turning per child on or off moves the rule: its counters (and its children\'s) restart at zero, and the traffic counted so far is forgotten.'
-              : 'Moving writes a new rule under the new key and then deletes the old one: the counters restart at zero, and the traffic counted so far is forgotten.'}
-        </p>
-        <FormMessage error={errors.form} />
-        <div class="dialog-buttons">
-          <button type="button" onClick={onClose}>Cancel</button>
-          <button type="submit" class="primary" aria-describedby="move-warning">
-            {sameRule ? 'Save' : 'Move rule (counters restart)'}
-          </button>
-        </div>
-      </form>
-    </Dialog>
+    <ChangeDialog title="Move rule" save={sameRule ? 'Save' : 'Move rule (counters restart)'} saveDescribedBy="move-warning" error={errors.form} onSubmit={submit} onClose={onClose}>
+      <p>Change the scope, subject, period or per-child counting of {ruleName(rule)}.</p>
+      <RuleFields id="move" draft={draft} errors={errors} onChange={setDraft} />
+      <p class="warning" id="move-warning">
+        {sameRule
+          ? 'This is the same rule (same scope, subject and period): saving keeps its counters.'
+          : sameKey
+            ? 'Turning per child on or off moves the rule: its counters (and its children\'s) restart at zero, and the traffic counted so far is forgotten.'
+            : 'Moving writes a new rule under the new key and then deletes the old one: the counters restart at zero, and the traffic counted so far is forgotten.'}
+      </p>
+    </ChangeDialog>
   );
 }
 

@@ -1,16 +1,15 @@
 /**
- * The refusal counts (migration 8): what the SQLite and PostgreSQL stores share, and the
- * in-memory version. Requests refused with a 429 are counted in memory per minute
- * (src/usage/refusals.ts) and added here at most once a minute: one row per minute, user path,
- * asked-for provider and model, and rule, never one per refusal.
+ * The refusals table, as both SQL repositories read and write it, and the bucketing the in-memory
+ * repository and the refusal log (src/usage/refusals.ts) share.
  */
-import type { RefusalBucket, RefusalCount, RefusalStorage, UsageBucketQuery, UsageGroupBy } from './types.ts';
+import type { UsageBucketQuery, UsageGroupBy } from '../usage/types.ts';
+import type { RefusalBucket, RefusalCount } from './types.ts';
 
 /** The columns of the refusals table that make a row's key, in the order of its primary key. */
 export const REFUSAL_KEY_COLUMNS = 'minute, user_path, provider, model, scope, subject, period';
 
 /**
- * The SQL expression of each group key, as USAGE_GROUP_KEY_SQL for usage records; a refusal that
+ * The SQL expression of each group key, as USAGE_GROUP_KEY_SQL for usage records (../usage/rows.ts); a refusal that
  * named no provider (a batch submission) has the empty key.
  */
 export const REFUSAL_GROUP_KEY_SQL: Readonly<Record<UsageGroupBy, string>> = {
@@ -52,22 +51,4 @@ export function bucketCounts(counts: Iterable<RefusalCount>, query: UsageBucketQ
     else bucket.refused += count.count;
   }
   return [...buckets.values()].sort((a, b) => a.start.getTime() - b.start.getTime() || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-}
-
-/** The refusal counts of a MemoryStorage. */
-export class MemoryRefusals implements RefusalStorage {
-  readonly #counts = new Map<string, RefusalCount>();
-
-  async addRefusals(counts: readonly RefusalCount[]): Promise<void> {
-    for (const count of counts) {
-      const key = refusalKey(count);
-      const stored = this.#counts.get(key);
-      if (stored === undefined) this.#counts.set(key, { ...count });
-      else stored.count += count.count;
-    }
-  }
-
-  async bucketRefusals(query: UsageBucketQuery): Promise<RefusalBucket[]> {
-    return bucketCounts(this.#counts.values(), query);
-  }
 }

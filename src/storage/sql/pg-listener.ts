@@ -1,15 +1,17 @@
 /**
- * A PostgreSQL notification channel, followed on a connection of its own (LISTEN cannot share a
+ * PostgreSQL notification channels, followed on a connection of their own (LISTEN cannot share a
  * pooled connection). When the connection is lost it is opened again, a second later and every
- * second after, and the listener is called once it is back: notifications sent meanwhile are lost.
+ * second after, and the listener is called for every channel once it is back: notifications sent
+ * meanwhile are lost.
  */
 import pg from 'pg';
 
 export interface ChannelListenerOptions {
   url: string;
-  /** A plain identifier (letters, digits, `_`). */
-  channel: string;
-  onNotify: () => void;
+  /** Plain identifiers (letters, digits, `_`). */
+  channels: readonly string[];
+  /** A notification arrived on `channel`, or may have been missed there. */
+  onNotify: (channel: string) => void;
   /** The connection was lost (once per loss, not per attempt to reopen it). */
   onError: (err: Error) => void;
   /** Time between attempts to reopen a lost connection. */
@@ -24,7 +26,9 @@ export class ChannelListener {
   #stopped = false;
 
   constructor(options: ChannelListenerOptions) {
-    if (!/^[a-z_][a-z0-9_]*$/.test(options.channel)) throw new Error(`not a plain channel name: ${options.channel}`);
+    for (const channel of options.channels) {
+      if (!/^[a-z_][a-z0-9_]*$/.test(channel)) throw new Error(`not a plain channel name: ${channel}`);
+    }
     this.#options = options;
     this.#retryMs = options.retryMs ?? 1000;
   }
@@ -51,13 +55,13 @@ export class ChannelListener {
     // Keepalive probes notice a connection that died without a word (a dropped network path).
     const client = new pg.Client({ connectionString: this.#options.url, keepAlive: true, keepAliveInitialDelayMillis: 10_000 });
     client.on('notification', (message) => {
-      if (message.channel === this.#options.channel) this.#options.onNotify();
+      if (this.#options.channels.includes(message.channel)) this.#options.onNotify(message.channel);
     });
     client.on('error', (err) => this.#lost(client, err));
-    client.on('end', () => this.#lost(client, new Error(`the connection listening on ${this.#options.channel} ended`)));
+    client.on('end', () => this.#lost(client, new Error(`the connection listening on ${this.#options.channels.join(', ')} ended`)));
     try {
       await client.connect();
-      await client.query(`LISTEN ${this.#options.channel}`);
+      for (const channel of this.#options.channels) await client.query(`LISTEN ${channel}`);
     } catch (err) {
       client.removeAllListeners('end');
       await client.end().catch(() => {});
@@ -84,7 +88,8 @@ export class ChannelListener {
       this.#open().then(
         // Back: whatever was announced while it was away is unknown.
         () => {
-          if (!this.#stopped) this.#options.onNotify();
+          if (this.#stopped) return;
+          for (const channel of this.#options.channels) this.#options.onNotify(channel);
         },
         () => this.#scheduleRetry(),
       );
