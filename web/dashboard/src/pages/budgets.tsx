@@ -105,7 +105,7 @@ function BudgetRow({ budget, nowMs, onAction }: { budget: BudgetStatus; nowMs: n
       <td>{budget.period_label}</td>
       <SourceCell source={budget.source} declaredIn="the configuration file or SET_BUDGET_* variables" />
       <td>
-        <UsageBar label={`Spent, ${name}`} used={budget.spent_usd} cap={budget.max_usd} format={formatUsd} />
+        <UsageBar label={`Spent, ${name}`} used={budget.spent_usd} reserved={budget.reserved_usd} cap={budget.max_usd} format={formatUsd} />
       </td>
       <td class="muted">
         {budget.period_start.slice(0, 10)} → {budget.period_end.slice(0, 10)}

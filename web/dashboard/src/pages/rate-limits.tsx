@@ -185,7 +185,7 @@ function ChildrenRow({ rule, children }: { rule: RuleStatus; children: RuleStatu
                   ) : (
                     <>
                       <UsageBar label={`Requests used, ${child.user_path}`} used={child.requests_used} cap={child.max_requests} />
-                      {child.max_tokens !== undefined && <UsageBar label={`Tokens used, ${child.user_path}`} used={child.tokens_used} cap={child.max_tokens} />}
+                      {child.max_tokens !== undefined && <UsageBar label={`Tokens used, ${child.user_path}`} used={child.tokens_used} reserved={child.tokens_reserved} cap={child.max_tokens} />}
                     </>
                   )}
                 </li>
@@ -217,7 +217,7 @@ function RuleRow({ rule, nowMs, onAction }: { rule: RuleStatus; nowMs: number; o
       </td>
       <SourceCell source={rule.source} declaredIn="the configuration file or SET_*RATE_LIMIT_* variables" />
       <td>{concurrent ? <span class="muted">—</span> : <UsageBar label={`Requests used, ${name}`} used={rule.requests_used} cap={rule.max_requests} />}</td>
-      <td>{concurrent ? <span class="muted">—</span> : <UsageBar label={`Tokens used, ${name}`} used={rule.tokens_used} cap={rule.max_tokens} />}</td>
+      <td>{concurrent ? <span class="muted">—</span> : <UsageBar label={`Tokens used, ${name}`} used={rule.tokens_used} reserved={rule.tokens_reserved} cap={rule.max_tokens} />}</td>
       <td>{concurrent ? <UsageBar label={`In flight, ${name}`} used={rule.in_flight} cap={rule.max_requests} /> : <span class="muted">—</span>}</td>
       <td class="countdown">{secondsLeft === undefined ? <span class="muted">—</span> : <time dateTime={rule.window_end}>{formatCountdown(secondsLeft)}</time>}</td>
       <ActionsCell
