@@ -30,8 +30,11 @@ export class RedisSlotReleases {
     this.#channel = options.channel;
     this.#self = options.self;
     this.#logger = options.logger;
+    // This gateway hears its own messages too, one per turn that released slots: they are told
+    // apart by their opening, without parsing them.
+    const own = `{"from":${JSON.stringify(this.#self)},`;
     options.subscriber.on('message', (channel: string, text: string) => {
-      if (channel !== this.#channel) return;
+      if (channel !== this.#channel || text.startsWith(own)) return;
       const message = parse(text);
       if (message === undefined || message.from === this.#self) return;
       for (const listener of this.#listeners) listener(message.keys);
