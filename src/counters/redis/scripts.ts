@@ -162,7 +162,8 @@ end
 
 /**
  * The batch. KEYS: the keys of every operation, in order. ARGV[1]: the operations' numbers, as
- * doubles; ARGV[2...]: the lease ids of the A and R operations, in order. Each operation's numbers
+ * doubles; ARGV[2...]: the lease ids of the A and R operations and the channel and message of the P
+ * operations, in order. Each operation's numbers
  * are a code, how many of the keys are its own, then
  *   1 (A) leaseMs learned (period requestCap tokenCap)...
  *                            admission: check every rule and, when learned is 1, the learned
@@ -178,6 +179,7 @@ end
  *                            listed in the index (second key); -1 for what they did not say, times
  *                            in ms from now
  *   6 (C)                    read learned records, changing nothing
+ *   7 (P)                    publish: the message ARGV[n+1] on the channel ARGV[n] (no keys)
  * Answers the answers of A, Q and C, in order, as doubles: an admission with a learned key adds the
  * verdict (saturated until or 0, cause, the time in ms, then three zeros) after its rows; a read of
  * learned records is the time in ms, then twelve numbers per key (all -1 for a missing one).
@@ -331,13 +333,19 @@ local v = unpackDoubles(ARGV[1])
 local at, first, leases = 1, 0, 1
 while at <= #v do
   local code, n = v[at], v[at + 1]
-  local lease
-  if code == 1 or code == 3 then
-    leases = leases + 1
-    lease = ARGV[leases]
+  if code == 7 then
+    redis.call('PUBLISH', ARGV[leases + 1], ARGV[leases + 2])
+    leases = leases + 2
+    at = at + 2
+  else
+    local lease
+    if code == 1 or code == 3 then
+      leases = leases + 1
+      lease = ARGV[leases]
+    end
+    at = operations[code](first, n, v, at + 2, lease)
+    first = first + n
   end
-  at = operations[code](first, n, v, at + 2, lease)
-  first = first + n
 end
 return packDoubles(out)
 `;
