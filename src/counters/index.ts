@@ -97,7 +97,7 @@ export async function openCounters(config: RateLimitsConfig, logger: CountersLog
   subscriber.on('error', () => {});
   const self = randomBytes(6).toString('base64url');
   const ruleChanges = new RedisRuleChanges({ publisher: client, subscriber, channel: names.channel, self, timeoutMs, logger });
-  releases = new RedisSlotReleases({ publisher: client, subscriber, channel: names.releaseChannel, self, logger });
+  releases = new RedisSlotReleases({ publish: (channel, message) => store.publish(channel, message), subscriber, channel: names.releaseChannel, self, logger });
   await ruleChanges.start();
   await subscribe(subscriber, names.releaseChannel, connectMs, logger);
   listenForSaturations(subscriber, names.learnedChannel, (saturation) => store.heardSaturation(saturation));

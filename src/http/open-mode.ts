@@ -11,11 +11,18 @@ import { GatewayError } from '../errors/gateway-error.ts';
  * the dashboard's page) hold nothing and change nothing: only the Host rule applies to them.
  */
 export function registerOpenModeGuard(app: FastifyInstance): void {
+  // Clients send the same Host on every request: its answer is kept rather than parsed again each time.
+  let lastHost: string | undefined;
+  let lastOrigin: string | undefined;
   app.addHook('onRequest', async (request) => {
     const host = request.headers.host;
     // HTTP/1.1 requires Host (Node refuses a request without one); an HTTP/1.0 client without one is no browser.
     if (host === undefined) return;
-    const own = loopbackOrigin(host);
+    if (host !== lastHost) {
+      lastOrigin = loopbackOrigin(host);
+      lastHost = host;
+    }
+    const own = lastOrigin;
     if (own === undefined) {
       throw forbidden(
         `Host "${host}" is not a loopback name: without MASTER_KEY the gateway answers only requests addressed to localhost, 127.0.0.0/8 or [::1] (set MASTER_KEY to serve other names)`,

@@ -15,6 +15,7 @@ export const LEARN = 5;
 export const READ_LEARNED = 6;
 export const RESERVE_BUDGETS = 7;
 export const SETTLE_BUDGETS = 8;
+export const PUBLISH = 9;
 
 /** One operation's part of the batch reply: the doubles from index `at` on. */
 export interface BatchAnswer {
@@ -37,11 +38,14 @@ interface Operation {
 
 export type SendBatch = (keys: ReadonlyArray<Buffer | string>, numbers: Buffer, leases: readonly string[]) => Promise<Buffer>;
 
+/** A string parameter of an operation, or how to make it when the batch is sent (what the turn gathered). */
+export type Text = string | (() => string);
+
 export class ScriptBatch {
   readonly #send: SendBatch;
   readonly #timeoutMs: number;
   #keys: Array<Buffer | string> = [];
-  #leases: string[] = [];
+  #leases: Text[] = [];
   #operations: Operation[] = [];
   #scheduled = false;
 
@@ -54,9 +58,10 @@ export class ScriptBatch {
    * Adds an operation to the batch sent at the end of this turn. Settles with its part of the
    * reply, or rejects when Redis fails or does not answer within the timeout.
    */
-  add(code: number, keys: ReadonlyArray<Buffer | string>, first: number, rest: Float64Array | undefined, lease: string | undefined, width: number): Promise<BatchAnswer> {
+  add(code: number, keys: ReadonlyArray<Buffer | string>, first: number, rest: Float64Array | undefined, lease: Text | readonly Text[] | undefined, width: number): Promise<BatchAnswer> {
     for (const key of keys) this.#keys.push(key);
-    if (lease !== undefined) this.#leases.push(lease);
+    if (typeof lease === 'string' || typeof lease === 'function') this.#leases.push(lease);
+    else if (lease !== undefined) for (const text of lease) this.#leases.push(text);
     if (!this.#scheduled) {
       this.#scheduled = true;
       // After the I/O callbacks of this turn: every request that arrived in it joins.
@@ -72,7 +77,7 @@ export class ScriptBatch {
     this.#scheduled = false;
     const operations = this.#operations;
     if (operations.length === 0) return;
-    const sent = this.#send(this.#keys, encode(operations), this.#leases);
+    const sent = this.#send(this.#keys, encode(operations), this.#leases.map((text) => (typeof text === 'string' ? text : text())));
     this.#keys = [];
     this.#leases = [];
     this.#operations = [];

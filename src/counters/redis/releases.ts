@@ -15,8 +15,11 @@ interface Message {
   keys: string[];
 }
 
+/** Publishes `message` (made when it leaves) on `channel`; rejects when it could not. */
+export type Publish = (channel: string, message: () => string) => Promise<void>;
+
 export class RedisSlotReleases {
-  readonly #publisher: Redis;
+  readonly #publish: Publish;
   readonly #channel: string;
   readonly #self: string;
   readonly #logger: CountersLogger;
@@ -25,13 +28,16 @@ export class RedisSlotReleases {
   #scheduled = false;
   #warned = false;
 
-  constructor(options: { publisher: Redis; subscriber: Redis; channel: string; self: string; logger: CountersLogger }) {
-    this.#publisher = options.publisher;
+  constructor(options: { publish: Publish; subscriber: Redis; channel: string; self: string; logger: CountersLogger }) {
+    this.#publish = options.publish;
     this.#channel = options.channel;
     this.#self = options.self;
     this.#logger = options.logger;
+    // This gateway hears its own messages too, one per turn that released slots: they are told
+    // apart by their opening, without parsing them.
+    const own = `{"from":${JSON.stringify(this.#self)},`;
     options.subscriber.on('message', (channel: string, text: string) => {
-      if (channel !== this.#channel) return;
+      if (channel !== this.#channel || text.startsWith(own)) return;
       const message = parse(text);
       if (message === undefined || message.from === this.#self) return;
       for (const listener of this.#listeners) listener(message.keys);
@@ -47,7 +53,23 @@ export class RedisSlotReleases {
     for (const key of keys) this.#pending.push(key);
     if (this.#scheduled) return;
     this.#scheduled = true;
-    setImmediate(() => this.#flush());
+    // With the counter operations of this turn (a separate command would cost its own write and reply).
+    let taken = false;
+    const message = (): string => {
+      taken = true;
+      return this.#message();
+    };
+    this.#publish(this.#channel, message).catch((err: unknown) => {
+      // Refused before it left (Redis known down): the next release starts a message of its own.
+      if (!taken) {
+        this.#scheduled = false;
+        this.#pending = [];
+      }
+      // Waiting requests elsewhere fall back on their periodic checks; said once, not per release.
+      if (this.#warned) return;
+      this.#warned = true;
+      this.#logger.warn({ err: String(err) }, 'rate-limit slot releases: could not tell the other gateways; their waiting requests check again periodically');
+    });
   }
 
   /** Calls `listener` with the keys of slots another gateway gave back. */
@@ -55,17 +77,13 @@ export class RedisSlotReleases {
     this.#listeners.push(listener);
   }
 
-  #flush(): void {
+  /** The message of the keys announced since the last one (made as the batch leaves). */
+  #message(): string {
     this.#scheduled = false;
     const keys = this.#pending;
     this.#pending = [];
     const message: Message = { from: this.#self, keys };
-    this.#publisher.publish(this.#channel, JSON.stringify(message)).catch((err: unknown) => {
-      // Waiting requests elsewhere fall back on their periodic checks; said once, not per release.
-      if (this.#warned) return;
-      this.#warned = true;
-      this.#logger.warn({ err: String(err) }, 'rate-limit slot releases: could not tell the other gateways; their waiting requests check again periodically');
-    });
+    return JSON.stringify(message);
   }
 }
 

@@ -162,7 +162,8 @@ end
 
 /**
  * The batch. KEYS: the keys of every operation, in order. ARGV[1]: the operations' numbers, as
- * doubles; ARGV[2...]: the lease ids of the A and R operations, in order. Each operation's numbers
+ * doubles; ARGV[2...]: the lease ids of the A and R operations and the channel and message of the P
+ * operations, in order. Each operation's numbers
  * are a code, how many of the keys are its own, then
  *   1 (A) leaseMs learned reserve m (period requestCap tokenCap)...
  *                            admission: check every rule and, when learned is 1, the learned
@@ -188,6 +189,7 @@ end
  *                            settled spend (amounts in millionths of a dollar); see reserveBudgets
  *   8 (S) cost (expireAt)... budget settlement: the lease leaves each reservation set, `cost` is
  *                            added to each settled spend (expiring at its period's end, seconds)
+ *   9 (P)                    publish: the message ARGV[n+1] on the channel ARGV[n] (no keys)
  * Answers the answers of A, Q, C and B, in order, as doubles (B: one number): an admission with a learned key adds the
  * verdict (saturated until or 0, cause, the time in ms, then three zeros) after its rows; a read of
  * learned records is the time in ms, then twelve numbers per key (all -1 for a missing one).
@@ -416,13 +418,19 @@ local v = unpackDoubles(ARGV[1])
 local at, first, leases = 1, 0, 1
 while at <= #v do
   local code, n = v[at], v[at + 1]
-  local lease
-  if code == 1 or code == 3 or code == 7 or code == 8 then
-    leases = leases + 1
-    lease = ARGV[leases]
+  if code == 9 then
+    redis.call('PUBLISH', ARGV[leases + 1], ARGV[leases + 2])
+    leases = leases + 2
+    at = at + 2
+  else
+    local lease
+    if code == 1 or code == 3 or code == 7 or code == 8 then
+      leases = leases + 1
+      lease = ARGV[leases]
+    end
+    at = operations[code](first, n, v, at + 2, lease)
+    first = first + n
   end
-  at = operations[code](first, n, v, at + 2, lease)
-  first = first + n
 end
 return packDoubles(out)
 `;

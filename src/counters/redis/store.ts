@@ -44,7 +44,7 @@ import {
   type SlotLease,
 } from '../../ratelimit/index.ts';
 import { RedisAvailability, type CountersLogger } from './availability.ts';
-import { ADD_TOKENS, ADMIT, LEARN, READ, READ_LEARNED, RELEASE, RESERVE_BUDGETS, SETTLE_BUDGETS, ScriptBatch, type BatchAnswer } from './batch.ts';
+import { ADD_TOKENS, ADMIT, LEARN, PUBLISH, READ, READ_LEARNED, RELEASE, RESERVE_BUDGETS, SETTLE_BUDGETS, ScriptBatch, type BatchAnswer } from './batch.ts';
 import type { SharedBudget, SharedBudgetAnswer, SharedBudgetLedger } from '../../budgets/tracker.ts';
 import { within, type CountersClient } from './client.ts';
 import type { RedisNames } from './keys.ts';
@@ -523,6 +523,16 @@ export class RedisCounterStore implements CounterStore, SharedBudgetLedger {
 
   onReleased(listener: (keys: readonly string[]) => void): void {
     this.#releaseListeners.push(listener);
+  }
+
+  /**
+   * Publishes on `channel` with the counter operations of this turn, in their script call: no
+   * command and reply of its own. `message` is made when the batch leaves, so what the rest of the
+   * turn adds to it travels too. Rejects when Redis is down or fails.
+   */
+  publish(channel: string, message: () => string): Promise<void> {
+    if (!this.#availability.up) return Promise.reject(new CounterStoreUnavailableError(UNREACHABLE));
+    return this.#batch.add(PUBLISH, [], Number.NaN, undefined, [channel, message], 0).then(noop);
   }
 
   /** Slots are back (in Redis once the release landed, for every gateway to see): whoever waits for them is told. */
