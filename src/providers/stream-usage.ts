@@ -116,19 +116,23 @@ export class SseUsageTap extends Transform {
 
   /** Reads the events' usage; returns what to pass on: `chunk` when it holds exactly these events and none is dropped. */
   private pass(events: SseEvent[], chunk: Buffer | undefined): Buffer | string | undefined {
-    if (chunk !== undefined && !this.strip) {
-      for (const ev of events) this.observe(ev);
-      return chunk;
+    // Events before `seen - 1` were read and kept; the one at `seen - 1` was read and is dropped.
+    let seen = 0;
+    if (chunk !== undefined && !this.droppedCr) {
+      while (seen < events.length && this.keep(events[seen]!)) seen++;
+      if (seen === events.length) return chunk;
+      seen++;
     }
     // An event's raw text starts with a LF when that LF ends the previous event's CRLF, split
     // across network chunks: it goes (or stays) with the previous event, so the output is
     // byte for byte the input without the dropped events.
     let out = '';
-    for (const ev of events) {
+    for (let i = 0; i < events.length; i++) {
+      const ev = events[i]!;
       let raw = ev.raw;
       if (this.droppedCr && raw.charCodeAt(0) === LF) raw = raw.slice(1);
       this.droppedCr = false;
-      if (!(this.observe(ev) && this.strip)) {
+      if (i < seen - 1 || (i >= seen && this.keep(ev))) {
         out += raw;
         continue;
       }
@@ -136,6 +140,11 @@ export class SseUsageTap extends Transform {
       this.droppedCr = raw.charCodeAt(raw.length - 1) === CR;
     }
     return out === '' ? undefined : out;
+  }
+
+  /** Reads the event's usage; false when it is to be dropped. */
+  private keep(ev: SseEvent): boolean {
+    return !(this.observe(ev) && this.strip);
   }
 
   /** Returns true when the event is a chat usage-only chunk. */
