@@ -11,11 +11,19 @@ import { GatewayError } from '../errors/gateway-error.ts';
  * the dashboard's page) hold nothing and change nothing: only the Host rule applies to them.
  */
 export function registerOpenModeGuard(app: FastifyInstance): void {
+  // A gateway is called by a handful of Host values: each is parsed once, not on every request.
+  // Bounded, as any client can send any Host.
+  const origins = new Map<string, string | undefined>();
   app.addHook('onRequest', async (request) => {
     const host = request.headers.host;
     // HTTP/1.1 requires Host (Node refuses a request without one); an HTTP/1.0 client without one is no browser.
     if (host === undefined) return;
-    const own = loopbackOrigin(host);
+    let own = origins.get(host);
+    if (own === undefined && !origins.has(host)) {
+      own = loopbackOrigin(host);
+      if (origins.size >= KNOWN_HOSTS) origins.clear();
+      origins.set(host, own);
+    }
     if (own === undefined) {
       throw forbidden(
         `Host "${host}" is not a loopback name: without MASTER_KEY the gateway answers only requests addressed to localhost, 127.0.0.0/8 or [::1] (set MASTER_KEY to serve other names)`,
@@ -29,6 +37,8 @@ export function registerOpenModeGuard(app: FastifyInstance): void {
     }
   });
 }
+
+const KNOWN_HOSTS = 64;
 
 /** `http://<host>` when the Host header names a loopback address (any port), else undefined. */
 function loopbackOrigin(host: string): string | undefined {
