@@ -1,6 +1,5 @@
 import { Transform, type TransformCallback } from 'node:stream';
-import { SseParser, parseEventJson } from './sse.ts';
-import type { SseEvent, SseLimit } from './sse.ts';
+import { DEFAULT_MAX_EVENT_BYTES, SseParser, parseEventJson, type SseEvent, type SseLimit } from './sse.ts';
 import type { Usage } from './types.ts';
 import { normalizeUsage, usageFromBody } from './usage.ts';
 import { isRecord } from '../shared/json.ts';
@@ -77,13 +76,17 @@ export class SseUsageTap extends Transform {
   private readonly parser: SseParser;
   private readonly acc = new UsageAccumulator();
   private readonly strip: boolean;
+  private readonly maxEventBytes: number;
   /** The last event dropped ended in a CR whose LF may still come. */
   private droppedCr = false;
+  /** Everything passed so far ended with a whole event: the parser holds nothing, not even a byte. */
+  private atEventEnd = false;
 
   constructor(opts: { stripChatUsageChunk?: boolean; limit?: SseLimit } = {}) {
     super();
     this.strip = opts.stripChatUsageChunk === true;
     this.parser = new SseParser(opts.limit);
+    this.maxEventBytes = opts.limit?.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES;
   }
 
   usage(): Usage | undefined {
@@ -96,6 +99,12 @@ export class SseUsageTap extends Transform {
   }
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+    // Whole events that report no usage (the content deltas) pass on unread: the parser would
+    // only find nothing in them. The first chunk is always read (the parser's start, a BOM).
+    if (this.atEventEnd && !this.droppedCr && chunk.length <= this.maxEventBytes && endsAnEvent(chunk) && !namesUsageObject(chunk)) {
+      callback(null, chunk);
+      return;
+    }
     const heldNothing = this.parser.idle;
     let events: SseEvent[];
     try {
@@ -106,6 +115,7 @@ export class SseUsageTap extends Transform {
     }
     // Ending in a line break, the chunk left nothing in the UTF-8 decoder either.
     const wholeEvents = heldNothing && this.parser.idle && isLineBreak(chunk[chunk.length - 1]);
+    this.atEventEnd = this.parser.idle && endsAnEvent(chunk);
     callback(null, this.pass(events, wholeEvents ? chunk : undefined));
   }
 
@@ -165,3 +175,35 @@ function isLineBreak(byte: number | undefined): boolean {
 }
 /** Chat deltas carry `"usage":null`; only an object is worth parsing the event for. */
 const USAGE_OBJECT = /"usage"\s*:\s*\{/;
+const USAGE_KEY = Buffer.from('"usage"');
+
+/** Whether the bytes hold `"usage"` followed by an object (as USAGE_OBJECT, without decoding them). */
+function namesUsageObject(chunk: Buffer): boolean {
+  for (let at = chunk.indexOf(USAGE_KEY); at !== -1; at = chunk.indexOf(USAGE_KEY, at + USAGE_KEY.length)) {
+    let i = at + USAGE_KEY.length;
+    while (isJsonSpace(chunk[i])) i++;
+    if (chunk[i] !== COLON) continue;
+    i++;
+    while (isJsonSpace(chunk[i])) i++;
+    if (chunk[i] === OPEN_BRACE) return true;
+  }
+  return false;
+}
+
+/**
+ * Whether the bytes end with a blank line ending in LF: the end of an event, after which the
+ * parser holds nothing (a final CR could still be followed by its LF).
+ */
+function endsAnEvent(chunk: Buffer): boolean {
+  const n = chunk.length;
+  if (n < 2 || chunk[n - 1] !== LF) return false;
+  if (chunk[n - 2] === LF) return true;
+  return chunk[n - 2] === CR && n >= 3 && isLineBreak(chunk[n - 3]);
+}
+
+function isJsonSpace(byte: number | undefined): boolean {
+  return byte === 0x20 || byte === LF || byte === CR || byte === 0x09;
+}
+
+const COLON = 0x3a;
+const OPEN_BRACE = 0x7b;

@@ -45,6 +45,27 @@ describe('SseUsageTap', () => {
     }
   });
 
+  it('reads the usage of a stream arriving event by event, the usage event whole or split, however it is spaced', () => {
+    for (const eol of ['\n', '\r\n']) {
+      for (const usage of [usageChunk(eol), `data: {"choices":[],"usage" :\t{"prompt_tokens":4,"completion_tokens":2,"total_tokens":6}}${eol}${eol}`]) {
+        for (const split of [false, true]) {
+          const tap = new SseUsageTap({ stripChatUsageChunk: true });
+          let out = '';
+          for (const text of ['a', 'b', 'c']) out += step(tap, content(text, eol));
+          if (split) {
+            out += step(tap, usage.slice(0, 20));
+            out += step(tap, usage.slice(20));
+          } else {
+            out += step(tap, usage);
+          }
+          out += step(tap, `data: [DONE]${eol}${eol}`);
+          assert.equal(out, content('a', eol) + content('b', eol) + content('c', eol) + `data: [DONE]${eol}${eol}`, `${JSON.stringify(eol)}, split ${split}`);
+          assert.deepEqual(tap.usage(), { promptTokens: 4, completionTokens: 2, totalTokens: 6 });
+        }
+      }
+    }
+  });
+
   it('without stripping, passes a chunk of whole events on as it arrives, and a partial event once it is whole', async () => {
     const keep = new SseUsageTap();
     const whole = content('a', '\n') + content('b', '\r\n');
