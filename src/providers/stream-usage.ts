@@ -1,6 +1,6 @@
-import { Transform, type TransformCallback } from 'node:stream';
 import { DEFAULT_MAX_EVENT_BYTES, SseParser, parseEventJson, type SseEvent, type SseLimit } from './sse.ts';
 import type { Usage } from './types.ts';
+import type { ChunkStage } from './upstream.ts';
 import { normalizeUsage, usageFromBody } from './usage.ts';
 import { isRecord } from '../shared/json.ts';
 import { sumCounts } from '../shared/values.ts';
@@ -61,9 +61,10 @@ function modelOf(o: unknown): string | undefined {
 }
 
 /**
- * The usage tap of a relayed SSE answer: a stream stage that passes the answer on and reads the
- * usage reported in it. Events come from the one SSE parser; only an event whose data holds a
- * `"usage"` object is parsed (JSON.parse of that event alone), the content deltas are not.
+ * The usage tap of a relayed SSE answer: the relay's stage (a ChunkStage) that passes the answer
+ * on and reads the usage reported in it. Events come from the one SSE parser; only an event whose
+ * data holds a `"usage"` object is parsed (JSON.parse of that event alone), the content deltas
+ * are not.
  *
  * A network chunk made of whole events is passed on unchanged the moment it arrives; of a chunk
  * that ends inside an event, the whole events go on at once and the partial one when its end
@@ -72,7 +73,7 @@ function modelOf(o: unknown): string | undefined {
  * With `stripChatUsageChunk` (the gateway itself asked a chat upstream for `include_usage`), the
  * usage-only chunk (`choices: []`) is removed as well.
  */
-export class SseUsageTap extends Transform {
+export class SseUsageTap implements ChunkStage {
   private readonly parser: SseParser;
   private readonly acc = new UsageAccumulator();
   private readonly strip: boolean;
@@ -83,7 +84,6 @@ export class SseUsageTap extends Transform {
   private atEventEnd = false;
 
   constructor(opts: { stripChatUsageChunk?: boolean; limit?: SseLimit } = {}) {
-    super();
     this.strip = opts.stripChatUsageChunk === true;
     this.parser = new SseParser(opts.limit);
     this.maxEventBytes = opts.limit?.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES;
@@ -98,30 +98,22 @@ export class SseUsageTap extends Transform {
     return this.acc.model;
   }
 
-  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+  /** What to pass on for `chunk`; throws the limit's error when an event grows beyond it. */
+  chunk(chunk: Buffer): Buffer | string | undefined {
     // Whole events that report no usage (the content deltas) pass on unread: the parser would
     // only find nothing in them. The first chunk is always read (the parser's start, a BOM).
-    if (this.atEventEnd && !this.droppedCr && chunk.length <= this.maxEventBytes && endsAnEvent(chunk) && !namesUsageObject(chunk)) {
-      callback(null, chunk);
-      return;
-    }
+    if (this.atEventEnd && !this.droppedCr && chunk.length <= this.maxEventBytes && endsAnEvent(chunk) && !namesUsageObject(chunk)) return chunk;
     const heldNothing = this.parser.idle;
-    let events: SseEvent[];
-    try {
-      events = this.parser.push(chunk);
-    } catch (err) {
-      callback(err as Error);
-      return;
-    }
+    const events = this.parser.push(chunk);
     // Ending in a line break, the chunk left nothing in the UTF-8 decoder either.
     const wholeEvents = heldNothing && this.parser.idle && isLineBreak(chunk[chunk.length - 1]);
     this.atEventEnd = this.parser.idle && endsAnEvent(chunk);
-    callback(null, this.pass(events, wholeEvents ? chunk : undefined));
+    return this.pass(events, wholeEvents ? chunk : undefined);
   }
 
-  override _flush(callback: TransformCallback): void {
-    // An unterminated last event: the spec discards it, but usage is read leniently and a relay must not lose bytes.
-    callback(null, this.pass(this.parser.end(), undefined));
+  /** What to pass on at the end: an unterminated last event (the spec discards it, but usage is read leniently and a relay must not lose bytes). */
+  end(): Buffer | string | undefined {
+    return this.pass(this.parser.end(), undefined);
   }
 
   /** Reads the events' usage; returns what to pass on: `chunk` when it holds exactly these events and none is dropped. */
