@@ -72,12 +72,27 @@ function writeStream(reply: FastifyReply, body: Readable, sse: boolean, relayed:
   res.writeHead(reply.statusCode, reply.getHeaders() as OutgoingHttpHeaders);
   let failure: unknown;
   let started = false;
+  // The chunks (and the end) written in one turn of the event loop go out in one write: an
+  // upstream's last chunk and its end usually arrive together, and the response's end would
+  // otherwise be a write of its own. The socket is corked, not the response: a corked response
+  // holds its chunks back and its end() would send the last-chunk marker before them.
+  const socket = res.socket;
+  let corked = false;
+  const uncork = (): void => {
+    corked = false;
+    socket?.uncork();
+  };
   body.on('data', (chunk: Buffer) => {
     if (!started) {
       started = true;
       line.firstByte();
     }
     relayed?.add(chunk);
+    if (!corked && socket !== null) {
+      corked = true;
+      socket.cork();
+      setImmediate(uncork);
+    }
     if (!res.write(chunk)) body.pause();
   });
   res.on('drain', () => body.resume());

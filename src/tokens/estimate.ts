@@ -106,7 +106,7 @@ export class RelayedStream {
     if (this.#kept === undefined || this.#kept.length < needed) {
       let size = Math.max(this.#kept?.length ?? 0, FIRST_ROOM);
       while (size < needed) size *= 2;
-      const grown = Buffer.allocUnsafeSlow(Math.min(size, MAX_KEPT_BYTES));
+      const grown = Buffer.allocUnsafe(Math.min(size, MAX_KEPT_BYTES));
       this.#kept?.copy(grown, 0, 0, this.#keptBytes);
       this.#kept = grown;
     }
