@@ -162,9 +162,12 @@ export class RequestLogLine implements RequestTrace {
       this.#firstByteMs = this.#reply.elapsedTime;
       return;
     }
-    onFirstChunk(payload, this.#reply.raw, () => {
-      this.#firstByteMs ??= this.#reply.elapsedTime;
-    });
+    onFirstChunk(payload, this.#reply.raw, () => this.firstByte());
+  }
+
+  /** The answer's first byte is being written (by a route writing the response itself). */
+  firstByte(): void {
+    this.#firstByteMs ??= this.#reply.elapsedTime;
   }
 
   #release(): void {

@@ -1,5 +1,5 @@
-import type { ServerResponse } from 'node:http';
-import { PassThrough, Transform, type Readable } from 'node:stream';
+import type { OutgoingHttpHeaders } from 'node:http';
+import type { Readable } from 'node:stream';
 import type { FastifyReply } from 'fastify';
 import { UpstreamUnavailableError, type ProviderResult } from '../providers/types.ts';
 import { readBody } from '../providers/results.ts';
@@ -8,11 +8,12 @@ import { upstreamError } from '../errors/from-provider.ts';
 import { GatewayError } from '../errors/gateway-error.ts';
 import { errorBody, type ErrorDialect } from './errors.ts';
 import { noteFailure } from './access-log.ts';
+import { nameRequest } from './request-id.ts';
 
 /**
- * Sends a provider's answer through fastify's reply, so every hook sees it: the answer's status
- * and headers, then `extraHeaders` (rate-limit and cache headers, which win over an upstream's
- * own), then the body: a buffer as it is, a stream as it arrives. An upstream error answer is
+ * Sends a provider's answer: the answer's status and headers, then `extraHeaders` (rate-limit and
+ * cache headers, which win over an upstream's own), then the body: a buffer through fastify's
+ * reply, a stream written as it arrives (writeStream). An upstream error answer is
  * re-wrapped as `provider_error` with the upstream status.
  *
  * Resolves when a buffered answer was handed to fastify, and when a stream is over (complete, or
@@ -46,44 +47,64 @@ export async function sendResult(
     reply.send(result.body);
     return;
   }
-  const res = reply.raw;
-  const body = result.body;
-  let failure: unknown;
-  // A failure that only follows the client leaving (its upstream call was cancelled) is nobody's to report.
-  body.on('error', (err) => {
-    if (!res.destroyed) failure = err;
-  });
   const sse = (result.headers['content-type'] ?? '').includes('text/event-stream');
-  // Once the headers are out, a failure cannot change the status: an SSE client is told in-band;
-  // any other stream is cut (fastify destroys the response when its payload fails).
-  // Over when the stream closes: after its last chunk went to the response (which fastify then
-  // ends), or when it was destroyed (the client left, or it failed).
-  const closed = new Promise((resolve) => body.once('close', resolve));
-  reply.send(sse ? endingInBand(body, res, relayed) : body);
-  await closed;
+  const failure = await writeStream(reply, result.body, sse, relayed);
   if (failure !== undefined) throw failure;
 }
 
-/** An SSE stream that, when it fails, ends with a last `data: {"error": ...}` event instead. */
-function endingInBand(body: Readable, res: ServerResponse, relayed: RelayedStream | undefined): Readable {
-  const out = relayed === undefined ? new PassThrough() : keeping(relayed);
+/**
+ * Writes a stream answer to the response itself, the reply hijacked (fastify still runs the
+ * onResponse hooks when the response finishes): the headers set on the reply and the request's
+ * id, then each chunk as it arrives, paused while the socket is full. Once the headers are out a
+ * failure cannot change the status: an SSE client is told in-band, with a last
+ * `data: {"error": ...}` event; any other stream is cut. When the client leaves, the stream (and
+ * with it its upstream call) is destroyed.
+ *
+ * Resolves when the stream closes (its last chunk written, or destroyed) with its failure, if it
+ * failed before the client left (a failure that only follows the client leaving, its upstream
+ * call cancelled, is nobody's to report).
+ */
+function writeStream(reply: FastifyReply, body: Readable, sse: boolean, relayed: RelayedStream | undefined): Promise<unknown> {
+  const res = reply.raw;
+  const line = reply.request.logLine;
+  reply.hijack();
+  nameRequest(reply);
+  res.writeHead(reply.statusCode, reply.getHeaders() as OutgoingHttpHeaders);
+  let failure: unknown;
+  let started = false;
+  // The chunks (and the end) written in one turn of the event loop go out in one write: an
+  // upstream's last chunk and its end usually arrive together, and the response's end would
+  // otherwise be a write of its own. The socket is corked, not the response: a corked response
+  // holds its chunks back and its end() would send the last-chunk marker before them.
+  const socket = res.socket;
+  let corked = false;
+  const uncork = (): void => {
+    corked = false;
+    socket?.uncork();
+  };
+  body.on('data', (chunk: Buffer) => {
+    if (!started) {
+      started = true;
+      line.firstByte();
+    }
+    relayed?.add(chunk);
+    if (!corked && socket !== null) {
+      corked = true;
+      socket.cork();
+      setImmediate(uncork);
+    }
+    if (!res.write(chunk)) body.pause();
+  });
+  res.on('drain', () => body.resume());
+  body.on('end', () => res.end());
   body.on('error', (err) => {
-    if (res.destroyed) out.destroy();
-    else out.end(`data: ${errorBody(streamError(err), 'openai')}\n\n`);
+    if (res.destroyed) return;
+    failure = err;
+    if (sse) res.end(`data: ${errorBody(streamError(err), 'openai')}\n\n`);
+    else res.destroy();
   });
-  // Destroyed by fastify when the client left: the provider's stream (and its upstream) goes too.
-  out.on('close', () => body.destroy());
-  return body.pipe(out);
-}
-
-/** A pass-through stage that also hands every chunk to `relayed`. */
-function keeping(relayed: RelayedStream): Transform {
-  return new Transform({
-    transform(chunk: Buffer, _encoding, callback) {
-      relayed.add(chunk);
-      callback(null, chunk);
-    },
-  });
+  res.on('close', () => body.destroy());
+  return new Promise((resolve) => body.on('close', () => resolve(failure)));
 }
 
 function streamError(err: unknown): GatewayError {

@@ -1,7 +1,6 @@
-import { randomUUID } from 'node:crypto';
-import type { IncomingMessage } from 'node:http';
 import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { registerRequestLog } from './access-log.ts';
+import { nameRequest, requestId } from './request-id.ts';
 import { registerAuth, registerWithAccess } from './auth.ts';
 import { registerJsonBody } from './json-body.ts';
 import { registerPatience } from './patience.ts';
@@ -58,7 +57,7 @@ export function buildServer(services: HttpServices): FastifyInstance {
     // client still gets the gateway's own error shape.
     frameworkErrors: (error, request, reply) => {
       logRefused(request, reply);
-      reply.header(REQUEST_ID_HEADER, request.id);
+      nameRequest(reply);
       if (error.code === 'FST_ERR_BAD_URL') {
         return sendError(reply, badRequest(`malformed URL: the path ${request.url.split('?')[0]} is not valid percent-encoded UTF-8 (a literal % is written %25)`, null, 'invalid_url'));
       }
@@ -72,7 +71,7 @@ export function buildServer(services: HttpServices): FastifyInstance {
 
   // Every answer names its request (errors and streams included), the id its log lines carry.
   app.addHook('onSend', (request, reply, payload, done) => {
-    reply.header(REQUEST_ID_HEADER, request.id);
+    nameRequest(reply);
     done(null, payload);
   });
 
@@ -119,15 +118,6 @@ export function buildServer(services: HttpServices): FastifyInstance {
   });
 
   return app;
-}
-
-const REQUEST_ID_HEADER = 'x-request-id';
-/** A caller's request id is kept when it is a plain token: it goes into log lines and headers. */
-const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-
-function requestId(request: IncomingMessage): string {
-  const given = request.headers[REQUEST_ID_HEADER];
-  return typeof given === 'string' && SANE_REQUEST_ID.test(given) ? given : randomUUID();
 }
 
 /** Fastify's own errors (body parsing, limits) get the gateway's error shape and a plain message. */

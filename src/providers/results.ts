@@ -1,12 +1,12 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import { Transform, type Readable, type TransformCallback } from 'node:stream';
+import type { Readable } from 'node:stream';
 import { buffer } from 'node:stream/consumers';
 import type { Cancellation } from './cancellation.ts';
 import { readCapacity, type Capacity } from './capacity.ts';
 import { SseUsageTap } from './stream-usage.ts';
 import type { Endpoint, ProviderResult, Usage } from './types.ts';
 import { isEventStream, isJson, passthroughResponseHeaders, relay } from './upstream.ts';
-import type { UpstreamClient, UpstreamResponse } from './upstream.ts';
+import type { ChunkStage, UpstreamClient, UpstreamResponse } from './upstream.ts';
 import { modelFromJsonBuffer, usageFromJsonBuffer } from './usage.ts';
 
 export const JSON_HEADERS: Readonly<Record<string, string>> = { 'content-type': 'application/json' };
@@ -57,7 +57,7 @@ export function passthroughRequestHeaders(incoming: IncomingHttpHeaders, credent
 }
 
 /** Keeps a copy of a JSON body while relaying it, to read its usage and model at the end (bounded). */
-class JsonUsageTap extends Transform {
+class JsonUsageTap implements ChunkStage {
   private static readonly LIMIT = 16 * 1024 * 1024;
   private chunks: Buffer[] | undefined = [];
   private size = 0;
@@ -72,23 +72,23 @@ class JsonUsageTap extends Transform {
     return this.named;
   }
 
-  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+  chunk(chunk: Buffer): Buffer {
     if (this.chunks) {
       this.size += chunk.length;
       if (this.size > JsonUsageTap.LIMIT) this.chunks = undefined;
       else this.chunks.push(chunk);
     }
-    callback(null, chunk);
+    return chunk;
   }
 
-  override _flush(callback: TransformCallback): void {
+  end(): undefined {
     if (this.chunks) {
       const body = Buffer.concat(this.chunks);
       this.found = usageFromJsonBuffer(body);
       this.named = modelFromJsonBuffer(body);
     }
     this.chunks = undefined;
-    callback();
+    return undefined;
   }
 }
 

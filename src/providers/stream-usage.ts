@@ -1,7 +1,6 @@
-import { Transform, type TransformCallback } from 'node:stream';
-import { SseParser, parseEventJson } from './sse.ts';
-import type { SseEvent, SseLimit } from './sse.ts';
+import { DEFAULT_MAX_EVENT_BYTES, SseParser, parseEventJson, type SseEvent, type SseLimit } from './sse.ts';
 import type { Usage } from './types.ts';
+import type { ChunkStage } from './upstream.ts';
 import { normalizeUsage, usageFromBody } from './usage.ts';
 import { isRecord } from '../shared/json.ts';
 import { sumCounts } from '../shared/values.ts';
@@ -62,9 +61,10 @@ function modelOf(o: unknown): string | undefined {
 }
 
 /**
- * The usage tap of a relayed SSE answer: a stream stage that passes the answer on and reads the
- * usage reported in it. Events come from the one SSE parser; only an event whose data holds a
- * `"usage"` object is parsed (JSON.parse of that event alone), the content deltas are not.
+ * The usage tap of a relayed SSE answer: the relay's stage (a ChunkStage) that passes the answer
+ * on and reads the usage reported in it. Events come from the one SSE parser; only an event whose
+ * data holds a `"usage"` object is parsed (JSON.parse of that event alone), the content deltas
+ * are not.
  *
  * A network chunk made of whole events is passed on unchanged the moment it arrives; of a chunk
  * that ends inside an event, the whole events go on at once and the partial one when its end
@@ -73,17 +73,20 @@ function modelOf(o: unknown): string | undefined {
  * With `stripChatUsageChunk` (the gateway itself asked a chat upstream for `include_usage`), the
  * usage-only chunk (`choices: []`) is removed as well.
  */
-export class SseUsageTap extends Transform {
+export class SseUsageTap implements ChunkStage {
   private readonly parser: SseParser;
   private readonly acc = new UsageAccumulator();
   private readonly strip: boolean;
+  private readonly maxEventBytes: number;
   /** The last event dropped ended in a CR whose LF may still come. */
   private droppedCr = false;
+  /** Everything passed so far ended with a whole event: the parser holds nothing, not even a byte. */
+  private atEventEnd = false;
 
   constructor(opts: { stripChatUsageChunk?: boolean; limit?: SseLimit } = {}) {
-    super();
     this.strip = opts.stripChatUsageChunk === true;
     this.parser = new SseParser(opts.limit);
+    this.maxEventBytes = opts.limit?.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES;
   }
 
   usage(): Usage | undefined {
@@ -95,40 +98,43 @@ export class SseUsageTap extends Transform {
     return this.acc.model;
   }
 
-  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+  /** What to pass on for `chunk`; throws the limit's error when an event grows beyond it. */
+  chunk(chunk: Buffer): Buffer | string | undefined {
+    // Whole events that report no usage (the content deltas) pass on unread: the parser would
+    // only find nothing in them. The first chunk is always read (the parser's start, a BOM).
+    if (this.atEventEnd && !this.droppedCr && chunk.length <= this.maxEventBytes && endsAnEvent(chunk) && !namesUsageObject(chunk)) return chunk;
     const heldNothing = this.parser.idle;
-    let events: SseEvent[];
-    try {
-      events = this.parser.push(chunk);
-    } catch (err) {
-      callback(err as Error);
-      return;
-    }
+    const events = this.parser.push(chunk);
     // Ending in a line break, the chunk left nothing in the UTF-8 decoder either.
     const wholeEvents = heldNothing && this.parser.idle && isLineBreak(chunk[chunk.length - 1]);
-    callback(null, this.pass(events, wholeEvents ? chunk : undefined));
+    this.atEventEnd = this.parser.idle && endsAnEvent(chunk);
+    return this.pass(events, wholeEvents ? chunk : undefined);
   }
 
-  override _flush(callback: TransformCallback): void {
-    // An unterminated last event: the spec discards it, but usage is read leniently and a relay must not lose bytes.
-    callback(null, this.pass(this.parser.end(), undefined));
+  /** What to pass on at the end: an unterminated last event (the spec discards it, but usage is read leniently and a relay must not lose bytes). */
+  end(): Buffer | string | undefined {
+    return this.pass(this.parser.end(), undefined);
   }
 
   /** Reads the events' usage; returns what to pass on: `chunk` when it holds exactly these events and none is dropped. */
   private pass(events: SseEvent[], chunk: Buffer | undefined): Buffer | string | undefined {
-    if (chunk !== undefined && !this.strip) {
-      for (const ev of events) this.observe(ev);
-      return chunk;
+    // Events before `seen - 1` were read and kept; the one at `seen - 1` was read and is dropped.
+    let seen = 0;
+    if (chunk !== undefined && !this.droppedCr) {
+      while (seen < events.length && this.keep(events[seen]!)) seen++;
+      if (seen === events.length) return chunk;
+      seen++;
     }
     // An event's raw text starts with a LF when that LF ends the previous event's CRLF, split
     // across network chunks: it goes (or stays) with the previous event, so the output is
     // byte for byte the input without the dropped events.
     let out = '';
-    for (const ev of events) {
+    for (let i = 0; i < events.length; i++) {
+      const ev = events[i]!;
       let raw = ev.raw;
       if (this.droppedCr && raw.charCodeAt(0) === LF) raw = raw.slice(1);
       this.droppedCr = false;
-      if (!(this.observe(ev) && this.strip)) {
+      if (i < seen - 1 || (i >= seen && this.keep(ev))) {
         out += raw;
         continue;
       }
@@ -136,6 +142,11 @@ export class SseUsageTap extends Transform {
       this.droppedCr = raw.charCodeAt(raw.length - 1) === CR;
     }
     return out === '' ? undefined : out;
+  }
+
+  /** Reads the event's usage; false when it is to be dropped. */
+  private keep(ev: SseEvent): boolean {
+    return !(this.observe(ev) && this.strip);
   }
 
   /** Returns true when the event is a chat usage-only chunk. */
@@ -156,3 +167,35 @@ function isLineBreak(byte: number | undefined): boolean {
 }
 /** Chat deltas carry `"usage":null`; only an object is worth parsing the event for. */
 const USAGE_OBJECT = /"usage"\s*:\s*\{/;
+const USAGE_KEY = Buffer.from('"usage"');
+
+/** Whether the bytes hold `"usage"` followed by an object (as USAGE_OBJECT, without decoding them). */
+function namesUsageObject(chunk: Buffer): boolean {
+  for (let at = chunk.indexOf(USAGE_KEY); at !== -1; at = chunk.indexOf(USAGE_KEY, at + USAGE_KEY.length)) {
+    let i = at + USAGE_KEY.length;
+    while (isJsonSpace(chunk[i])) i++;
+    if (chunk[i] !== COLON) continue;
+    i++;
+    while (isJsonSpace(chunk[i])) i++;
+    if (chunk[i] === OPEN_BRACE) return true;
+  }
+  return false;
+}
+
+/**
+ * Whether the bytes end with a blank line ending in LF: the end of an event, after which the
+ * parser holds nothing (a final CR could still be followed by its LF).
+ */
+function endsAnEvent(chunk: Buffer): boolean {
+  const n = chunk.length;
+  if (n < 2 || chunk[n - 1] !== LF) return false;
+  if (chunk[n - 2] === LF) return true;
+  return chunk[n - 2] === CR && n >= 3 && isLineBreak(chunk[n - 3]);
+}
+
+function isJsonSpace(byte: number | undefined): boolean {
+  return byte === 0x20 || byte === LF || byte === CR || byte === 0x09;
+}
+
+const COLON = 0x3a;
+const OPEN_BRACE = 0x7b;

@@ -1,4 +1,4 @@
-import { PassThrough, Transform, type Readable, type TransformCallback } from 'node:stream';
+import { Readable, Transform } from 'node:stream';
 import { Pool } from 'undici';
 import type { Dispatcher } from 'undici';
 import type { Cancellation } from './cancellation.ts';
@@ -135,8 +135,8 @@ export class UpstreamClient {
     }
   }
 
-  /** A stream stage passing on at most `maxResponseBytes`, for answers that will be read whole downstream. */
-  bounded(): Transform {
+  /** A relay stage passing on at most `maxResponseBytes`, for answers that will be read whole downstream. */
+  bounded(): ChunkStage {
     return new ByteLimit(this.maxResponseBytes, () => this.tooLarge());
   }
 
@@ -192,37 +192,96 @@ function collectBody(body: UpstreamBody, limit: number, tooLarge: () => Error): 
 }
 
 /** Passes bytes on up to a limit; one more byte fails the stream. */
-class ByteLimit extends Transform {
+class ByteLimit implements ChunkStage {
   private left: number;
   private readonly tooLarge: () => Error;
 
   constructor(limit: number, tooLarge: () => Error) {
-    super();
     this.left = limit;
     this.tooLarge = tooLarge;
   }
 
-  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+  chunk(chunk: Buffer): Buffer {
     this.left -= chunk.length;
-    if (this.left < 0) callback(this.tooLarge());
-    else callback(null, chunk);
+    if (this.left < 0) throw this.tooLarge();
+    return chunk;
+  }
+
+  end(): undefined {
+    return undefined;
   }
 }
 
 /**
- * An upstream body on its way to the client through `stage` (a usage tap, a dialect translation,
- * or nothing), as one readable stream: the body is piped into the stage. When the stage closes
+ * What a relay does to an upstream body's bytes, chunk by chunk, without a stream stage of its
+ * own (a usage tap, a byte limit): `chunk` answers what to pass on for a chunk (undefined:
+ * nothing yet), `end` what to pass on after the last one. Either may throw to fail the stream.
+ */
+export interface ChunkStage {
+  chunk(chunk: Buffer): Buffer | string | undefined;
+  end(): Buffer | string | undefined;
+}
+
+/**
+ * An upstream body on its way to the client, as one readable stream: as it is, through a
+ * ChunkStage, or piped into a Transform (a dialect translation). When the stream returned closes
  * (its end, the client left and destroyed it, or it failed) the upstream body is destroyed, so
- * its connection is freed. A read error of the upstream body (a timeout, a reset) fails the
- * stage, mapped like a request failure, naming the provider.
+ * its connection is freed. A read error of the upstream body (a timeout, a reset) fails it,
+ * mapped like a request failure, naming the provider.
  *
  * Not `stream.pipeline`: for two streams it does the same, but also aborts an AbortController of
  * its own at the end of every stream, building a DOMException with a stack trace each time.
  */
-export function relay(body: UpstreamBody, mapError: (err: unknown) => unknown, stage: Transform = new PassThrough()): Readable {
+export function relay(body: UpstreamBody, mapError: (err: unknown) => unknown, stage?: ChunkStage | Transform): Readable {
+  if (!(stage instanceof Transform)) return new Relayed(body, mapError, stage);
   body.on('error', (err) => stage.destroy(mapError(err) as Error));
   stage.on('close', () => body.destroy());
   return body.pipe(stage);
+}
+
+/**
+ * The relay of a body through a ChunkStage (or none): the body read with listeners, each chunk
+ * handed on as the stage answers, the body paused while this stream's reader is behind. One
+ * stream object per relay, not a Transform's two sides and a pipe between them.
+ */
+class Relayed extends Readable {
+  readonly #body: UpstreamBody;
+
+  constructor(body: UpstreamBody, mapError: (err: unknown) => unknown, stage: ChunkStage | undefined) {
+    super();
+    this.#body = body;
+    body.on('data', (chunk: Buffer) => {
+      let out: Buffer | string | undefined = chunk;
+      if (stage !== undefined) {
+        try {
+          out = stage.chunk(chunk);
+        } catch (err) {
+          this.destroy(err as Error);
+          return;
+        }
+      }
+      if (out !== undefined && !this.push(out)) body.pause();
+    });
+    body.on('end', () => {
+      if (stage !== undefined) {
+        let out: Buffer | string | undefined;
+        try {
+          out = stage.end();
+        } catch (err) {
+          this.destroy(err as Error);
+          return;
+        }
+        if (out !== undefined) this.push(out);
+      }
+      this.push(null);
+    });
+    body.on('error', (err) => this.destroy(mapError(err) as Error));
+    this.on('close', () => body.destroy());
+  }
+
+  override _read(): void {
+    this.#body.resume();
+  }
 }
 
 /**

@@ -82,23 +82,36 @@ export async function estimatePromptTokens(model: string, body: unknown): Promis
 /** Bytes of a relayed stream kept for an estimate; past it the count is extrapolated. */
 const MAX_KEPT_BYTES = 1024 * 1024;
 
+/** The first room taken for a relayed stream's bytes; it doubles as they come, up to MAX_KEPT_BYTES. */
+const FIRST_ROOM = 1024;
+
 /**
  * The bytes of a streamed answer as they were relayed to the client, kept (up to MAX_KEPT_BYTES)
- * until the stream is over, in case its usage report never comes. Keeping a chunk is an array
- * push: nothing is parsed unless an estimate is asked for.
+ * until the stream is over, in case its usage report never comes. Keeping a chunk is a copy into
+ * one buffer of the stream's own (not a reference to the chunk: a long stream would otherwise
+ * hold an object per event for its whole length); nothing is parsed unless an estimate is asked
+ * for.
  */
 export class RelayedStream {
-  #chunks: Buffer[] = [];
-  #kept = 0;
+  #kept: Buffer | undefined;
+  #keptBytes = 0;
   #total = 0;
 
   add(chunk: Buffer): void {
     this.#total += chunk.length;
-    const room = MAX_KEPT_BYTES - this.#kept;
+    const room = MAX_KEPT_BYTES - this.#keptBytes;
     if (room <= 0) return;
-    const kept = chunk.length <= room ? chunk : chunk.subarray(0, room);
-    this.#chunks.push(kept);
-    this.#kept += kept.length;
+    const length = Math.min(chunk.length, room);
+    const needed = this.#keptBytes + length;
+    if (this.#kept === undefined || this.#kept.length < needed) {
+      let size = Math.max(this.#kept?.length ?? 0, FIRST_ROOM);
+      while (size < needed) size *= 2;
+      const grown = Buffer.allocUnsafe(Math.min(size, MAX_KEPT_BYTES));
+      this.#kept?.copy(grown, 0, 0, this.#keptBytes);
+      this.#kept = grown;
+    }
+    chunk.copy(this.#kept, this.#keptBytes, 0, length);
+    this.#keptBytes = needed;
   }
 
   /** Bytes relayed so far. */
@@ -111,14 +124,14 @@ export class RelayedStream {
     const parser = new SseParser();
     const texts: string[] = [];
     try {
-      for (const chunk of this.#chunks) for (const event of parser.push(chunk)) contentOf(event, texts);
+      if (this.#kept !== undefined) for (const event of parser.push(this.#kept.subarray(0, this.#keptBytes))) contentOf(event, texts);
       for (const event of parser.end()) contentOf(event, texts);
     } catch {
       // An event past the parser's size limit: the content read before it is what counts.
     }
     const counted = await countTokens(model, texts);
     // Past the bytes kept, the rest of the stream is assumed to carry content at the same rate.
-    return this.#total > this.#kept && this.#kept > 0 ? Math.ceil((counted * this.#total) / this.#kept) : counted;
+    return this.#total > this.#keptBytes && this.#keptBytes > 0 ? Math.ceil((counted * this.#total) / this.#keptBytes) : counted;
   }
 }
 

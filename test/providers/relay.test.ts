@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { Readable, Transform } from 'node:stream';
 import { buffer } from 'node:stream/consumers';
 import { describe, it } from 'node:test';
-import { relay, type UpstreamBody } from '../../src/providers/upstream.ts';
+import { relay, type ChunkStage, type UpstreamBody } from '../../src/providers/upstream.ts';
 
 const asBody = (r: Readable): UpstreamBody => r as unknown as UpstreamBody;
 /** Resolves when `stream` closed, whatever its error (`once` would reject on it). */
@@ -17,7 +17,32 @@ const upper = (): Transform => new Transform({
   },
 });
 
+const upperStage = (): ChunkStage => ({ chunk: (chunk) => chunk.toString().toUpperCase(), end: () => '!' });
+
 describe('relay()', () => {
+  it('passes every chunk through a chunk stage, in order, and the stage its tail', async () => {
+    const source = Readable.from(['a', 'b', 'c'].map((c) => Buffer.from(c)));
+    assert.equal((await buffer(relay(asBody(source), (e) => e, upperStage()))).toString(), 'ABC!');
+  });
+
+  it('destroys the upstream, failing with its error, when a chunk stage throws', async () => {
+    const source = new Readable({ read() {} });
+    const out = relay(asBody(source), (e) => e, { chunk: () => { throw new Error('event too large'); }, end: () => undefined });
+    source.push('x');
+    await assert.rejects(buffer(out), /event too large/);
+    assert.equal(source.destroyed, true);
+  });
+
+  it('pauses the upstream while nobody reads what it relayed, and resumes it when read', async () => {
+    const source = new Readable({ read() {} });
+    const out = relay(asBody(source), (e) => e, upperStage());
+    for (let i = 0; i < 64; i++) source.push(Buffer.alloc(1024, 'a'));
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(source.isPaused(), true, 'the upstream is paused past the relay\'s buffer');
+    source.push(null);
+    assert.equal((await buffer(out)).length, 64 * 1024 + 1);
+  });
+
   it('passes every chunk through the stage, in order, and the stage its tail', async () => {
     const source = Readable.from(['a', 'b', 'c'].map((c) => Buffer.from(c)));
     assert.equal((await buffer(relay(asBody(source), (e) => e, upper()))).toString(), 'ABC!');

@@ -3,21 +3,20 @@ import { Readable } from 'node:stream';
 import { buffer } from 'node:stream/consumers';
 import { describe, it } from 'node:test';
 import { SseUsageTap } from '../../src/providers/stream-usage.ts';
+import { relay, type UpstreamBody } from '../../src/providers/upstream.ts';
 
-/** Streams `text` through the tap in chunks of `size` bytes; returns what the tap passed on. */
+/** Relays `text` through the tap in chunks of `size` bytes; returns what the relay passed on. */
 async function run(tap: SseUsageTap, text: string, size: number): Promise<string> {
   const bytes = Buffer.from(text);
   const pieces: Buffer[] = [];
   for (let i = 0; i < bytes.length; i += size) pieces.push(bytes.subarray(i, i + size));
-  Readable.from(pieces).pipe(tap);
-  return (await buffer(tap)).toString();
+  return (await buffer(relay(Readable.from(pieces) as unknown as UpstreamBody, (e) => e, tap))).toString();
 }
 
-/** Writes one chunk; returns what the tap passed on for it at once. */
+/** Hands the tap one chunk; returns what it passes on for it at once. */
 function step(tap: SseUsageTap, chunk: string): string {
-  tap.write(Buffer.from(chunk));
-  const out: unknown = tap.read();
-  return out === null ? '' : String(out);
+  const out = tap.chunk(Buffer.from(chunk));
+  return out === undefined ? '' : String(out);
 }
 
 const content = (text: string, eol: string): string => `data: {"choices":[{"delta":{"content":"${text}"}}],"usage":null}${eol}${eol}`;
@@ -45,6 +44,27 @@ describe('SseUsageTap', () => {
     }
   });
 
+  it('reads the usage of a stream arriving event by event, the usage event whole or split, however it is spaced', () => {
+    for (const eol of ['\n', '\r\n']) {
+      for (const usage of [usageChunk(eol), `data: {"choices":[],"usage" :\t{"prompt_tokens":4,"completion_tokens":2,"total_tokens":6}}${eol}${eol}`]) {
+        for (const split of [false, true]) {
+          const tap = new SseUsageTap({ stripChatUsageChunk: true });
+          let out = '';
+          for (const text of ['a', 'b', 'c']) out += step(tap, content(text, eol));
+          if (split) {
+            out += step(tap, usage.slice(0, 20));
+            out += step(tap, usage.slice(20));
+          } else {
+            out += step(tap, usage);
+          }
+          out += step(tap, `data: [DONE]${eol}${eol}`);
+          assert.equal(out, content('a', eol) + content('b', eol) + content('c', eol) + `data: [DONE]${eol}${eol}`, `${JSON.stringify(eol)}, split ${split}`);
+          assert.deepEqual(tap.usage(), { promptTokens: 4, completionTokens: 2, totalTokens: 6 });
+        }
+      }
+    }
+  });
+
   it('without stripping, passes a chunk of whole events on as it arrives, and a partial event once it is whole', async () => {
     const keep = new SseUsageTap();
     const whole = content('a', '\n') + content('b', '\r\n');
@@ -63,11 +83,13 @@ describe('SseUsageTap', () => {
   it('fails with the limit\'s error when an event grows beyond it, having passed on only whole events', async () => {
     const tap = new SseUsageTap({ limit: { maxEventBytes: 100, tooLarge: () => new Error('event too large') } });
     const small = content('a', '\n');
+    const source = new Readable({ read() {} });
+    const relayed = relay(source as unknown as UpstreamBody, (e) => e, tap);
     const out: string[] = [];
-    tap.on('data', (chunk: Buffer | string) => out.push(String(chunk)));
-    const failed = new Promise<Error>((resolve) => tap.on('error', resolve));
-    tap.write(Buffer.from(small + 'data: ' + 'x'.repeat(60)));
-    tap.write(Buffer.from('y'.repeat(60)));
+    relayed.on('data', (chunk: Buffer) => out.push(String(chunk)));
+    const failed = new Promise<Error>((resolve) => relayed.on('error', resolve));
+    source.push(Buffer.from(small + 'data: ' + 'x'.repeat(60)));
+    source.push(Buffer.from('y'.repeat(60)));
     assert.equal((await failed).message, 'event too large');
     assert.equal(out.join(''), small);
   });

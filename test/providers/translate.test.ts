@@ -6,6 +6,7 @@ import { chatToMessagesRequest, messagesToChatRequest } from '../../src/provider
 import { chatToMessagesResponse, errorToAnthropic, errorToOpenAI, messagesToChatResponse } from '../../src/providers/translate/anthropic-response.ts';
 import { ChatToMessagesStream, MessagesToChatStream } from '../../src/providers/translate/anthropic-stream.ts';
 import { SseUsageTap } from '../../src/providers/stream-usage.ts';
+import { relay, type UpstreamBody } from '../../src/providers/upstream.ts';
 import { sseData, sseEvents } from './helpers.ts';
 
 test('chat request -> messages request (system, tools, tool results, images, params)', () => {
@@ -175,8 +176,7 @@ test('SseUsageTap strips only the usage-only chunk, even when split across netwo
   const through = async (tap: SseUsageTap, size: number): Promise<string> => {
     const pieces: Buffer[] = [];
     for (let i = 0; i < text.length; i += size) pieces.push(Buffer.from(text.slice(i, i + size)));
-    Readable.from(pieces).pipe(tap);
-    return (await buffer(tap)).toString();
+    return (await buffer(relay(Readable.from(pieces) as unknown as UpstreamBody, (e) => e, tap))).toString();
   };
   for (const size of [1, 7, 1000]) {
     const tap = new SseUsageTap({ stripChatUsageChunk: true });
