@@ -88,7 +88,8 @@ export async function dispatch(
     });
     line.used(usage, record);
   } finally {
-    // Ended without its usage (an error on the way): it used nothing it reserved.
+    // A settlement settles once: after complete() this does nothing; a request that ended without
+    // its usage (an error on the way) used nothing it reserved.
     settlement?.settle(0);
     untrack();
     logged();

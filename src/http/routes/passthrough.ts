@@ -87,7 +87,8 @@ export function registerPassthrough(app: FastifyInstance, services: Pick<HttpSer
         });
         line.used(usage, record);
       } finally {
-        // Ended without its usage (an error on the way): it used nothing it reserved.
+        // A settlement settles once: after complete() this does nothing; a request that ended
+        // without its usage (an error on the way) used nothing it reserved.
         settlement?.settle(0);
         untrack();
         logged();
