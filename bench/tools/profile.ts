@@ -30,7 +30,7 @@ const { values } = parseArgs({
 
 const upstream = await startUpstream();
 try {
-  const titles: Record<string, string> = { floor: 'minimal proxy (floor)', none: 'gateway, no rules', ten: 'gateway, 10 matching rules', tenThousand: 'gateway, 10,000 rules', disabled: 'gateway, rate limits disabled' };
+  const titles: Record<string, string> = { floor: 'minimal proxy (floor)', none: 'gateway, no rules', ten: 'gateway, 10 matching rules', tenThousand: 'gateway, 10,000 rules', disabled: 'gateway, rate limits disabled', tenReserving: 'gateway, 10 rules, token reservations', redisTen: 'gateway, 10 rules, Redis', redisTenReserving: 'gateway, 10 rules, Redis, token reservations' };
   for (const variant of values.targets.split(',')) {
     if (!(variant in titles)) throw new Error(`--targets: unknown target ${variant} (one of ${Object.keys(titles).join(', ')})`);
     const dir = mkdtempSync(join(tmpdir(), `floodgate-prof-${variant}-`));
