@@ -12,7 +12,7 @@ import type { Cancellation } from '../providers/cancellation.ts';
 import { readBody } from '../providers/results.ts';
 import type { ProviderResult, Usage } from '../providers/types.ts';
 import type { BudgetStatus } from '../budgets/types.ts';
-import { saturationOf, type AdmissionRefusal, type AdmissionResult, type AdmissionTarget, type AdmissionTicket, type AdmitOptions, type BreachedLimit, type LearnedCause, type LearnedVerdict, type Priority, type RateLimiter, type RuleStatus, type Scope, type SpendRefusal } from '../ratelimit/index.ts';
+import { saturationOf, type AdmissionRefusal, type AdmissionResult, type AdmissionTarget, type AdmissionTicket, type AdmitOptions, type BreachedLimit, type LearnedCause, type LearnedVerdict, type Priority, type RateLimiter, type MaybePromise, type RuleStatus, type Scope, type SpendRefusal } from '../ratelimit/index.ts';
 import type { Route, Target } from '../routing/types.ts';
 import type { UsageRecord } from '../storage/usage/types.ts';
 import { directChild } from '../user-path/user-path.ts';
@@ -623,7 +623,7 @@ export class AdmissionCore {
     }
     return (target) => {
       const claim = spending?.claimFor(target);
-      const admitted = claim === undefined ? limiter.admit(target, options) : limiter.admit(target, options, claim);
+      const admitted: MaybePromise<AdmissionResult | SpendRefusal> = claim === undefined ? limiter.admit(target, options) : limiter.admit(target, options, claim);
       if (admitted instanceof Promise) return admitted.then((result) => this.#reported(result, target));
       return this.#reported(admitted, target);
     };
