@@ -160,8 +160,9 @@ describe('budget reservations on Redis counters: one script call per admission',
       for (const hold of outcomes) if (typeof hold === 'object') hold.release(0);
       assert.equal(await one.sharedReserved(), 0);
     } finally {
-      await gateway.close();
+      // Back up first: closing removes the test's keys.
       await redis.start();
+      await gateway.close();
     }
   });
 });
