@@ -5,14 +5,14 @@
  * nothing of HTTP: routes hand it the caller, the route and a function that calls one target, and
  * send what it answers.
  */
-import type { BudgetBreach, BudgetHold, BudgetTracker } from '../budgets/tracker.ts';
+import type { BudgetBreach, BudgetClaim, BudgetHold, BudgetReservation, BudgetTracker } from '../budgets/tracker.ts';
 import { upstreamError } from '../errors/from-provider.ts';
 import { GatewayError } from '../errors/gateway-error.ts';
 import type { Cancellation } from '../providers/cancellation.ts';
 import { readBody } from '../providers/results.ts';
 import type { ProviderResult, Usage } from '../providers/types.ts';
 import type { BudgetStatus } from '../budgets/types.ts';
-import { saturationOf, type AdmissionRefusal, type AdmissionResult, type AdmissionTarget, type AdmissionTicket, type AdmitOptions, type BreachedLimit, type LearnedCause, type LearnedVerdict, type Priority, type RateLimiter, type RuleStatus, type Scope } from '../ratelimit/index.ts';
+import { saturationOf, type AdmissionRefusal, type AdmissionResult, type AdmissionTarget, type AdmissionTicket, type AdmitOptions, type BreachedLimit, type LearnedCause, type LearnedVerdict, type Priority, type RateLimiter, type MaybePromise, type RuleStatus, type Scope, type SpendRefusal } from '../ratelimit/index.ts';
 import type { Route, Target } from '../routing/types.ts';
 import type { UsageRecord } from '../storage/usage/types.ts';
 import { directChild } from '../user-path/user-path.ts';
@@ -238,7 +238,7 @@ export class AdmissionCore {
     this.#now = options.now;
     this.#queue = options.queue;
     this.#saturation = options.saturation;
-    this.#admit = { high: this.#admitter('high'), normal: this.#admitter('normal'), low: this.#admitter('low') };
+    this.#admit = { high: this.#admitter(OPTIONS.high.slots), normal: this.#admitter(OPTIONS.normal.slots), low: this.#admitter(OPTIONS.low.slots) };
   }
 
   /** Where refused requests wait; undefined when waiting is off. */
@@ -271,8 +271,10 @@ export class AdmissionCore {
    */
   async dispatch(caller: Caller, route: Route, lifetime: Lifetime, call: TargetCall, trace?: RequestTrace, estimate?: ReservationEstimate): Promise<Dispatched> {
     const priority = caller.priority ?? 'high';
-    const reserving = estimate !== undefined && estimate.tokens > 0 && this.#limiter !== undefined;
-    const admit = reserving ? this.#admitter(priority, estimate.tokens) : this.#admit[priority];
+    const tokens = estimate !== undefined && estimate.tokens > 0 && this.#limiter !== undefined ? estimate.tokens : 0;
+    // With budget reservations on, each admission of the walk claims the cost at its target's price.
+    const spending = estimate?.costUsd !== undefined && this.#budgets !== undefined ? new Spending(this.#budgets, caller.userPath, estimate.costUsd) : undefined;
+    const admit = tokens > 0 || spending !== undefined ? this.#admitter(tokens > 0 ? { priority, reserveTokens: tokens } : OPTIONS[priority].slots, spending) : this.#admit[priority];
     const asked = askedOf(route.first);
     const { value: first, waitedMs } = await this.#whenAdmitted(caller, asked, lifetime.cancel, async () => {
       const walk = new TargetWalk(route, caller.userPath, admit);
@@ -286,9 +288,10 @@ export class AdmissionCore {
     // Held from here: a budget refusal ends the request, and its slots must come back with it.
     if (own.holdsSlots) lifetime.hold(own);
     try {
-      // Budgets after the rate limits, once per request; they never wait.
-      if (estimate?.costUsd === undefined || this.#budgets === undefined) this.#checkBudget(caller.userPath, asked);
-      else held.budget = await this.#reserveBudget(caller.userPath, asked, estimate.costUsd(step.target));
+      // Budgets after the rate limits; they never wait. Reserving, the admission that let the
+      // request through has checked and reserved them already, in its own step.
+      if (spending === undefined) this.#checkBudget(caller.userPath, asked);
+      else held.budget = this.#budgetHold(spending, caller.userPath, asked);
       const total = walk.targets.length;
       let failure: GatewayError | undefined;
       for (;;) {
@@ -318,9 +321,15 @@ export class AdmissionCore {
           failure = err;
         }
         endAttempt(own, attempt);
+        // The dollars reserved move to the price of the target that executes: given back here, and
+        // claimed again by the next candidate's admission, at its price (with Redis, both in the
+        // same script call: this turn's). A candidate whose budget has no room ends the request
+        // with the budget's 429.
+        held.releaseBudget();
         const found = await walk.next(next);
         // Tried and failed upstream beats saturated: the client learns what actually happened.
         if (!found.ok) throw failure;
+        if (spending !== undefined) held.budget = this.#budgetHold(spending, caller.userPath, asked);
         this.#metrics.failover({ provider: target.provider.name, model: target.model }, { provider: found.target.provider.name, model: found.target.model });
         trace?.failedOver(target, found.target, failure);
         step = found;
@@ -375,28 +384,25 @@ export class AdmissionCore {
   ): Promise<{ headers: Record<string, string> | undefined; settlement: Settlement | undefined }> {
     const { lifetime, estimate } = options;
     const cancel = lifetime?.cancel ?? options.cancel;
-    const limiter = this.#limiter;
     const priority = caller.priority ?? 'high';
     const admitOptions = OPTIONS[priority];
-    const reserveTokens = lifetime !== undefined && estimate !== undefined ? estimate.tokens : 0;
+    const reserveTokens = lifetime !== undefined && estimate !== undefined && this.#limiter !== undefined ? estimate.tokens : 0;
     const slots: AdmitOptions = reserveTokens > 0 ? { priority, reserveTokens } : admitOptions.slots;
+    const costUsd = lifetime === undefined || options.budgets === false ? undefined : estimate?.costUsd;
+    const spending = costUsd !== undefined && this.#budgets !== undefined ? new Spending(this.#budgets, caller.userPath, () => costUsd) : undefined;
+    const admit = this.#admitter(lifetime === undefined ? admitOptions.noSlots : slots, spending);
     const scope: AdmissionTarget = { userPath: caller.userPath, provider: target.provider, model: target.model };
     const asked: Asked = target.provider === undefined && target.model === undefined ? NOTHING_ASKED : { provider: target.provider ?? '', model: target.model ?? '' };
     const { value: ticket, waitedMs } = await this.#whenAdmitted(caller, asked, cancel, async () => {
-      if (limiter === undefined) return { ok: true, value: UNLIMITED };
-      const admitted = limiter.admit(scope, lifetime === undefined ? admitOptions.noSlots : slots);
-      const result = admitted instanceof Promise ? await admitted : admitted;
-      this.#metrics.admission(result, scope.userPath, scope.provider, scope.model);
+      let result = admit(scope);
+      if (result instanceof Promise) result = await result;
       return result.ok ? { ok: true, value: result } : { ok: false, refusal: result, blockers: [result] };
     });
     if (ticket.holdsSlots) lifetime?.hold(ticket);
     const held = new HeldReservations(ticket);
     try {
-      const costUsd = lifetime === undefined ? undefined : estimate?.costUsd;
-      if (options.budgets === false) {
-        // nothing to check
-      } else if (costUsd === undefined || this.#budgets === undefined) this.#checkBudget(caller.userPath, asked);
-      else held.budget = await this.#reserveBudget(caller.userPath, asked, costUsd);
+      if (spending !== undefined) held.budget = this.#budgetHold(spending, caller.userPath, asked);
+      else if (options.budgets !== false) this.#checkBudget(caller.userPath, asked);
     } catch (err) {
       held.settle(0);
       throw withWaitedError(err, waitedMs);
@@ -478,15 +484,13 @@ export class AdmissionCore {
   }
 
   /**
-   * The budget check with budget reservations on: a budget is reached when its spend, what is
-   * reserved on it and `costUsd` exceed its cap (throws its 429); else `costUsd` is reserved on
-   * every governing budget (across replicas with shared counters) and the hold answered.
+   * What the admission that let a request through decided about its budgets (reservations on): the
+   * hold to release when the request ends, or (throws) the 429 of the budget without room;
+   * undefined when no budget governs the request.
    */
-  async #reserveBudget(userPath: string, asked: Asked, costUsd: number): Promise<BudgetHold | undefined> {
-    const budgets = this.#budgets;
-    if (budgets === undefined) return undefined;
-    let reserved = budgets.reserve(userPath, costUsd);
-    if (reserved instanceof Promise) reserved = await reserved;
+  #budgetHold(spending: Spending, userPath: string, asked: Asked): BudgetHold | undefined {
+    const reserved = spending.result();
+    if (reserved === undefined) return undefined;
     if (!reserved.ok) throw this.#refused(userPath, asked, reserved.breach, budgetExceededError(reserved.breach));
     return reserved.hold;
   }
@@ -598,22 +602,37 @@ export class AdmissionCore {
       collect(own.rules);
       targets.push({ target: candidate, failover: i >= route.primary.length, breach: own.refusal && breachOf(own.refusal), learned: own.learned });
     }
-    return { breach, target, targets, rules: [...rules.values()], budgets: this.#budgets?.statusFor(userPath) ?? [], refusal: budget === undefined ? refusal : undefined };
+    const budgets = (await this.#budgets?.sharedStatusFor(userPath)) ?? [];
+    return { breach, target, targets, rules: [...rules.values()], budgets, refusal: budget === undefined ? refusal : undefined };
   }
 
-  /** Real admission: counts the request when no rule is breached, and reports each check to the metrics. */
-  #admitter(priority: Priority, reserveTokens = 0): Admitter {
+  /**
+   * Real admission: counts the request when no rule is breached, and reports each check to the
+   * metrics. With `spending`, each admission also claims the request's cost at its target's price,
+   * checked and reserved by the counter store in the same step as the rules.
+   */
+  #admitter(options: AdmitOptions, spending?: Spending): Admitter {
     const limiter = this.#limiter;
-    if (limiter === undefined) return () => UNLIMITED;
-    const options: AdmitOptions = reserveTokens > 0 ? { priority, reserveTokens } : OPTIONS[priority].slots;
+    if (limiter === undefined) {
+      if (spending === undefined) return () => UNLIMITED;
+      // No counter store to ask: the claim is decided on this replica's counts when the walk is over.
+      return (target) => {
+        spending.claimFor(target);
+        return UNLIMITED;
+      };
+    }
     return (target) => {
-      const admitted = limiter.admit(target, options);
+      const claim = spending?.claimFor(target);
+      const admitted: MaybePromise<AdmissionResult | SpendRefusal> = claim === undefined ? limiter.admit(target, options) : limiter.admit(target, options, claim);
       if (admitted instanceof Promise) return admitted.then((result) => this.#reported(result, target));
       return this.#reported(admitted, target);
     };
   }
 
-  #reported(result: AdmissionResult, target: AdmissionTarget): AdmissionResult {
+  #reported(result: AdmissionResult | SpendRefusal, target: AdmissionTarget): AdmissionResult {
+    // A budget's refusal ends the walk as an admission holding nothing (the store counted nothing):
+    // the claim knows the budget, whose 429 the request gets once the walk is over.
+    if ('spendRefused' in result) return UNLIMITED;
     this.#metrics.admission(result, target.userPath, target.provider, target.model);
     return result;
   }
@@ -664,6 +683,41 @@ class HeldReservations implements Settlement {
     void this.#own.settle(tokens);
     if (this.attempt !== undefined) void this.attempt.settle(tokens);
     this.budget?.release(costUsd);
+  }
+
+  /** A failed attempt gives its dollars back: the next one claims its own, at its target's price. */
+  releaseBudget(): void {
+    this.budget?.release(0);
+    this.budget = undefined;
+  }
+}
+
+/**
+ * A request's budget reservation (budget reservations on) as the admissions of its walk make it:
+ * each claims the request's cost at the price of its target, and the last one is the admission
+ * that let the request through (the walk stops there).
+ */
+class Spending {
+  readonly #budgets: BudgetTracker;
+  readonly #userPath: string;
+  readonly #price: (target: PricedTarget) => number;
+  #claim: BudgetClaim | undefined;
+
+  constructor(budgets: BudgetTracker, userPath: string, price: (target: PricedTarget) => number) {
+    this.#budgets = budgets;
+    this.#userPath = userPath;
+    this.#price = price;
+  }
+
+  /** The claim of an admission to `target`; undefined when no budget governs the request. */
+  claimFor(target: AdmissionTarget): BudgetClaim | undefined {
+    this.#claim = this.#budgets.claim(this.#userPath, this.#price({ provider: { name: target.provider ?? '' }, model: target.model ?? '' }));
+    return this.#claim;
+  }
+
+  /** What the last admission's claim came to (see BudgetClaim.result); undefined when no budget governs the request. */
+  result(): BudgetReservation | undefined {
+    return this.#claim?.result();
   }
 }
 

@@ -9,6 +9,7 @@
 import { formatUsd, roundUsd } from '../shared/money.ts';
 import { forEachAncestor } from '../user-path/user-path.ts';
 import { periodWindow } from './periods.ts';
+import type { SharedSpendAnswer, SpendBudget, SpendClaim } from '../ratelimit/index.ts';
 import { budgetIdentity, type BudgetDefinition, type BudgetKey, type BudgetStatus } from './types.ts';
 
 export interface SpendQuery {
@@ -39,7 +40,7 @@ export interface BudgetTrackerOptions {
   onError?: (err: unknown) => void;
   /** Budget reservations are on: statuses show `reserved_usd`. */
   reservations?: boolean;
-  /** Where reservations are shared with other replicas (Redis counters); absent: this replica's alone. */
+  /** Where reservations are shared with other replicas (Redis counters): statuses show theirs too. Absent: this replica's alone. */
   ledger?: SharedBudgetLedger | undefined;
 }
 
@@ -58,26 +59,14 @@ export interface BudgetHold {
   release(costUsd?: number): void;
 }
 
-/** A budget in its current period, as a shared ledger of reservations checks it. */
-export interface SharedBudget {
-  /** The budget's identity (lowercase path, NUL, period). */
-  readonly id: string;
-  readonly startMs: number;
-  readonly endMs: number;
-  readonly maxUsd: number;
-  /** The spend this gateway knows of. */
-  readonly spentUsd: number;
-}
-
-export type SharedBudgetAnswer = { readonly ok: true; settle(costUsd: number): void } | { readonly ok: false; readonly index: number };
-
 /**
- * Dollar reservations shared by every replica (the Redis counters): budgets hold across replicas,
- * as each one's settled costs are seen by the others before their storage refresh does.
+ * The dollar reservations shared by every replica (the Redis counters), as statuses read them. The
+ * reservations themselves are made by the counter store, in the step that admits a request (see
+ * BudgetClaim).
  */
 export interface SharedBudgetLedger {
-  /** Reserves on every budget, or answers which is reached; undefined when the ledger cannot answer (then this replica's count decides). */
-  reserveBudgets(budgets: readonly SharedBudget[], costUsd: number): Promise<SharedBudgetAnswer | undefined>;
+  /** What every replica holds reserved on each budget (by identity), in dollars, in order; undefined when the ledger cannot answer. */
+  reservedOnBudgets(ids: readonly string[]): Promise<number[] | undefined>;
 }
 
 export type BudgetReservation = { readonly ok: true; readonly hold: BudgetHold } | { readonly ok: false; readonly breach: BudgetBreach };
@@ -183,49 +172,24 @@ export class BudgetTracker {
   }
 
   /**
-   * The admission check with budget reservations on: a budget governing `userPath` refuses when
-   * its spend, what is reserved on it and `costUsd` exceed its cap; if none does, `costUsd` is
-   * reserved on every one until the hold is released.
+   * The budget part of an admission with budget reservations on: a claim of `costUsd` on every
+   * budget governing `userPath`, for the counter store to check and reserve in the step that
+   * admits the request (see BudgetClaim); undefined when no budget governs the path.
    */
-  reserve(userPath: string, costUsd: number): BudgetReservation | Promise<BudgetReservation> {
-    if (this.#byPath.size === 0) return NOTHING_HELD;
+  claim(userPath: string, costUsd: number): BudgetClaim | undefined {
+    if (this.#byPath.size === 0) return undefined;
     const now = this.#now();
     const states: BudgetState[] = [];
-    let breach: BudgetBreach | undefined;
     this.#forGoverning(userPath.toLowerCase(), (state) => {
       this.#roll(state, now);
       states.push(state);
-      if (!fits(state, costUsd)) breach = longest(breach, breachOf(state, costUsd, now));
     });
-    if (breach !== undefined) return { ok: false, breach };
-    if (states.length === 0 || !(costUsd > 0)) return NOTHING_HELD;
-    // Held here too: this replica's statuses show it, and it decides alone while the ledger is away.
-    for (const state of states) state.reserved += costUsd;
-    const local = (): void => {
-      // A budget replaced since (deleted, re-added) starts from nothing reserved.
-      for (const state of states) state.reserved = Math.max(0, state.reserved - costUsd);
-    };
-    if (this.#ledger === undefined) return { ok: true, hold: once(local) };
-    const shared = states.map((state): SharedBudget => ({ id: state.id, startMs: state.startMs, endMs: state.endMs, maxUsd: state.definition.maxUsd, spentUsd: spentOf(state) }));
-    return this.#ledger.reserveBudgets(shared, costUsd).then((answer): BudgetReservation => {
-      if (answer === undefined) return { ok: true, hold: once(local) };
-      if (!answer.ok) {
-        local();
-        return { ok: false, breach: breachOf(states[answer.index]!, costUsd, this.#now()) };
-      }
-      return {
-        ok: true,
-        hold: once((cost) => {
-          local();
-          answer.settle(cost ?? 0);
-        }),
-      };
-    });
+    return states.length === 0 ? undefined : new BudgetClaim(states, costUsd > 0 ? costUsd : 0, this.#now);
   }
 
   /**
-   * What reserve() would answer now, from this replica's counts, reserving nothing: the breach of
-   * a governing budget without room for `costUsd`, else undefined (the explain dry run).
+   * What a claim would meet now, from this replica's counts, reserving nothing: the breach of a
+   * governing budget without room for `costUsd`, else undefined (the explain dry run).
    */
   wouldReserve(userPath: string, costUsd: number): BudgetBreach | undefined {
     if (this.#byPath.size === 0) return undefined;
@@ -255,16 +219,28 @@ export class BudgetTracker {
     if (this.#local.length > MAX_LOCAL_ENTRIES) this.#local.splice(0, this.#local.length - MAX_LOCAL_ENTRIES);
   }
 
-  /** Every budget's status, sorted by user path, then period length. */
+  /** Every budget's status, sorted by user path, then period length; `reserved_usd` is what this replica holds. */
   status(): BudgetStatus[] {
     return this.#statusOf([...this.#byId.values()]);
   }
 
-  /** The budgets governing `userPath`, root first. */
+  /** The budgets governing `userPath`, root first; `reserved_usd` is what this replica holds. */
   statusFor(userPath: string): BudgetStatus[] {
-    const states: BudgetState[] = [];
-    this.#forGoverning(userPath.toLowerCase(), (state) => states.push(state));
-    return this.#statusOf(states);
+    return this.#statusOf(this.#governing(userPath));
+  }
+
+  /**
+   * status() as the admission check sees it: with reservations shared in Redis, `reserved_usd`
+   * (and `remaining_usd`) count every replica's, read there; this replica's when Redis cannot
+   * answer, or without it.
+   */
+  sharedStatus(): Promise<BudgetStatus[]> {
+    return this.#sharedStatusOf([...this.#byId.values()]);
+  }
+
+  /** statusFor() with every replica's reservations, as sharedStatus(). */
+  sharedStatusFor(userPath: string): Promise<BudgetStatus[]> {
+    return this.#sharedStatusOf(this.#governing(userPath));
   }
 
   /** Re-reads every budget's spend from storage; resolves when done (never rejects). */
@@ -409,7 +385,23 @@ export class BudgetTracker {
     });
   }
 
-  #statusOf(states: readonly BudgetState[]): BudgetStatus[] {
+  #governing(userPath: string): BudgetState[] {
+    const states: BudgetState[] = [];
+    this.#forGoverning(userPath.toLowerCase(), (state) => states.push(state));
+    return states;
+  }
+
+  async #sharedStatusOf(states: readonly BudgetState[]): Promise<BudgetStatus[]> {
+    const ledger = this.#ledger;
+    if (ledger === undefined || !this.#reservations || states.length === 0) return this.#statusOf(states);
+    const reserved = await ledger.reservedOnBudgets(states.map((state) => state.id));
+    if (reserved === undefined) return this.#statusOf(states);
+    const shared = new Map(states.map((state, i) => [state, reserved[i] ?? 0]));
+    return this.#statusOf(states, (state) => shared.get(state) ?? state.reserved);
+  }
+
+  /** `reservedOf`: what is reserved on a budget, this replica's count by default. */
+  #statusOf(states: readonly BudgetState[], reservedOf: (state: BudgetState) => number = (state) => state.reserved): BudgetStatus[] {
     const now = this.#now();
     for (const state of states) this.#roll(state, now);
     const sorted = [...states].sort(
@@ -418,6 +410,7 @@ export class BudgetTracker {
     return sorted.map((state) => {
       const { definition } = state;
       const spent = spentOf(state);
+      const reserved = reservedOf(state);
       return {
         user_path: definition.userPath,
         source: definition.source,
@@ -425,8 +418,8 @@ export class BudgetTracker {
         period_seconds: (state.endMs - state.startMs) / 1000,
         max_usd: definition.maxUsd,
         spent_usd: spent,
-        ...(this.#reservations && { reserved_usd: roundUsd(state.reserved) }),
-        remaining_usd: Math.max(0, roundUsd(definition.maxUsd - spent - state.reserved)),
+        ...(this.#reservations && { reserved_usd: roundUsd(reserved) }),
+        remaining_usd: Math.max(0, roundUsd(definition.maxUsd - spent - reserved)),
         period_start: formatTime(state.startMs),
         period_end: formatTime(state.endMs),
         created_at: formatTime(definition.createdAt.getTime()),
@@ -436,7 +429,74 @@ export class BudgetTracker {
   }
 }
 
-const NOTHING_HELD: BudgetReservation = Object.freeze({ ok: true as const, hold: Object.freeze({ release(): void {} }) });
+/**
+ * A request's dollars to reserve on the budgets governing it, at the price of the target one
+ * admission sends it to. The counter store checks and reserves them in the same step as that
+ * admission's rules (SpendClaim, src/ratelimit/store.ts) and tells the claim what it decided:
+ * reserved here (memory, or Redis unreachable) or in Redis for every replica, or refused by a
+ * budget. result() then answers the hold to release when the request ends, or the breach.
+ */
+export class BudgetClaim implements SpendClaim {
+  readonly costUsd: number;
+  readonly budgets: readonly SpendBudget[];
+  readonly #states: readonly BudgetState[];
+  readonly #now: () => number;
+  /** What the store decided: the budget that refused (its index), or the hold; undefined: not yet. */
+  #decided: { readonly refused: number } | { readonly settle: ((costUsd: number) => void) | undefined } | undefined;
+
+  constructor(states: readonly BudgetState[], costUsd: number, now: () => number) {
+    this.#states = states;
+    this.#now = now;
+    this.costUsd = costUsd;
+    this.budgets = states.map((state) => ({ id: state.id, startMs: state.startMs, endMs: state.endMs, maxUsd: state.definition.maxUsd, spentUsd: spentOf(state) }));
+  }
+
+  reserveHere(): number {
+    if (this.#decided !== undefined) return 'refused' in this.#decided ? this.#decided.refused : -1;
+    // Of the budgets without room, the one with the longest wait refuses (the first on a tie).
+    let refused = -1;
+    this.#states.forEach((state, i) => {
+      if (!fits(state, this.costUsd) && (refused < 0 || state.endMs > this.#states[refused]!.endMs)) refused = i;
+    });
+    if (refused >= 0) this.#decided = { refused };
+    else this.#hold(undefined);
+    return refused;
+  }
+
+  sharedAnswer(answer: SharedSpendAnswer): void {
+    if (this.#decided !== undefined) return;
+    if (answer.ok) this.#hold(answer.settle);
+    else this.#decided = { refused: answer.index };
+  }
+
+  /**
+   * The hold, or the breach of the budget that refused. A claim no store was asked about (rate
+   * limits off) or that no store could answer (the shared counters unreachable, under `allow`) is
+   * decided now, on this replica's counts.
+   */
+  result(): BudgetReservation {
+    if (this.#decided === undefined) this.reserveHere();
+    const decided = this.#decided!;
+    if ('refused' in decided) return { ok: false, breach: breachOf(this.#states[decided.refused]!, this.costUsd, this.#now()) };
+    const { settle } = decided;
+    const cost = this.costUsd;
+    const states = this.#states;
+    return {
+      ok: true,
+      hold: once((actualUsd) => {
+        // A budget replaced since (deleted, re-added) starts from nothing reserved.
+        for (const state of states) state.reserved = Math.max(0, state.reserved - cost);
+        settle?.(actualUsd ?? 0);
+      }),
+    };
+  }
+
+  /** Held on this replica's counts too, shared or not: its statuses show it, and it decides alone while Redis is away. */
+  #hold(settle: ((costUsd: number) => void) | undefined): void {
+    for (const state of this.#states) state.reserved += this.costUsd;
+    this.#decided = { settle };
+  }
+}
 
 /** Whether a budget has room for `costUsd` beside its spend and what is reserved on it. */
 function fits(state: BudgetState, costUsd: number): boolean {

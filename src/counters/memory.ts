@@ -33,6 +33,7 @@ import {
   type LearnedVerdict,
   type MaybePromise,
   type SlotLease,
+  type SpendClaim,
 } from '../ratelimit/index.ts';
 
 /** The request and token windows of one counter, as saved and restored (never its slots). */
@@ -400,7 +401,7 @@ export class MemoryCounterStore implements CounterStore {
     return this.journal?.removed({ all: true });
   }
 
-  tryAdmit(rules: readonly CounterRule[], nowSeconds: number, learned?: LearnedCheck, reserve = 0): AdmitOutcome {
+  tryAdmit(rules: readonly CounterRule[], nowSeconds: number, learned?: LearnedCheck, reserve = 0, spend?: SpendClaim): AdmitOutcome {
     // A saturated target refuses like a breached rule: nothing is counted.
     const verdict = learned === undefined ? undefined : this.verdict(learned.handle, learned.nowMs);
     let breached = verdict !== undefined;
@@ -422,6 +423,9 @@ export class MemoryCounterStore implements CounterStore {
         if (reserve > 0 ? used + counter.tokensReserved + reserve > rule.maxTokens : used >= rule.maxTokens) breached = true;
       }
     }
+    // The budgets once the rules admit, in this same synchronous step: no other request comes between.
+    const spendRefused = !breached && spend !== undefined && spend.reserveHere() >= 0;
+    if (spendRefused) breached = true;
     if (!breached) {
       const journaling = this.journal !== undefined;
       for (let i = 0; i < count; i++) {
@@ -442,7 +446,7 @@ export class MemoryCounterStore implements CounterStore {
       const counter = rule.counter as MemoryCounter;
       rows[i] = rule.periodSeconds === 0 ? concurrencyRow(counter.inFlight) : counter.windowedRow();
     }
-    return { status: breached ? 'refused' : 'admitted', nowSeconds, rows, lease: !breached && slots ? this.lease : undefined, learned: verdict };
+    return { status: breached ? 'refused' : 'admitted', nowSeconds, rows, lease: !breached && slots ? this.lease : undefined, learned: verdict, spendRefused };
   }
 
   release(rules: readonly CounterRule[], lease: SlotLease): void {

@@ -17,7 +17,10 @@ export type {
   CounterStore,
   LearnedCheck,
   MaybePromise,
+  SharedSpendAnswer,
   SlotLease,
+  SpendBudget,
+  SpendClaim,
   StoreUnavailable,
 } from './store.ts';
 export { concurrencyRow, CounterStoreUnavailableError, rowMatters, windowedRow } from './store.ts';
@@ -30,6 +33,7 @@ export type {
   AdmissionTicket,
   AdmitOptions,
   RateLimiterOptions,
+  SpendRefusal,
   StatusOptions,
 } from './limiter.ts';
 export { RateLimiter } from './limiter.ts';

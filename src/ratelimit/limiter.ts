@@ -16,7 +16,7 @@ import type { BreachedLimit } from './rules.ts';
 import { canonicalKey, compareRules, CompiledRule, counterKeyOf, ruleKeyString } from './rules.ts';
 import type { RuleStatus, UserPathUsage } from './status.ts';
 import { ruleStatus, userPathUsage } from './status.ts';
-import type { AdmitOutcome, ChildReading, ChildrenFull, CounterHandle, CounterReading, CounterRow, CounterStore, MaybePromise, SlotLease } from './store.ts';
+import type { AdmitOutcome, ChildReading, ChildrenFull, CounterHandle, CounterReading, CounterRow, CounterStore, MaybePromise, SlotLease, SpendClaim } from './store.ts';
 import { concurrencyRow, CounterStoreUnavailableError, windowedRow } from './store.ts';
 import type { Clock, Headroom, Priority, RuleDefinition, RuleKey } from './types.ts';
 import { retryAfterSeconds, windowStart } from './window.ts';
@@ -118,6 +118,15 @@ export interface AdmissionRefusal {
 
 export type AdmissionResult = AdmissionTicket | AdmissionRefusal;
 
+/**
+ * The rules admitted a request but a budget of its SpendClaim had no room: refused, nothing
+ * counted, nothing reserved. The claim knows which budget (the store told it).
+ */
+export interface SpendRefusal {
+  readonly ok: false;
+  readonly spendRefused: true;
+}
+
 /** What admit() would decide now, read without counting anything (see RateLimiter.explain). */
 export interface AdmissionPreview {
   /** Every rule admit() would check, with its live counters, in matching order (user path root first). */
@@ -138,6 +147,8 @@ export interface StatusOptions {
 
 /** Returned whenever no rule applies: nothing to release, no headers, no allocation. */
 const NO_OP_TICKET: AdmissionTicket = Object.freeze({ ok: true as const, headers: undefined, holdsSlots: false, reservedTokens: 0, release(): void {}, releaseTargetSlots(): void {}, settle(): void {} });
+
+const SPEND_REFUSED: SpendRefusal = Object.freeze({ ok: false as const, spendRefused: true as const });
 
 /** Most distinct lookups cached before the cache starts over. */
 const MATCH_CACHE_LIMIT = 10_000;
@@ -317,6 +328,9 @@ interface BlockedChildren {
 
 const NOT_BLOCKED: BlockedChildren = { any: undefined, windowed: undefined };
 
+/** The plan of an admission no rule governs, taken for its budgets alone (see admit's `spend`). */
+const NO_RULES = new MatchPlan([], undefined, undefined);
+
 interface FoundBreach {
   readonly breach: BreachedLimit;
   readonly retryAfterSeconds: number;
@@ -380,9 +394,16 @@ export class RateLimiter {
    * Throws RangeError if `userPath` is not a valid user path (validate it first). When the
    * store is unavailable and its fallback is `deny`, throws (or rejects with)
    * CounterStoreUnavailableError; under `allow` the request is admitted uncounted.
+   *
+   * With `spend`, the store checks and reserves the claim's budgets in the same step, once the
+   * rules admit (even when no rule matches): a budget without room answers a SpendRefusal, counting
+   * nothing. A rule's refusal wins, and leaves the claim untold; so does a store that cannot answer
+   * (the caller then decides the claim on its own counts).
    */
-  admit(target: AdmissionTarget, options?: AdmitOptions): MaybePromise<AdmissionResult> {
-    if (this.index.size === 0 && this.learnedSettings.size === 0) return NO_OP_TICKET;
+  admit(target: AdmissionTarget, options?: AdmitOptions): MaybePromise<AdmissionResult>;
+  admit(target: AdmissionTarget, options: AdmitOptions | undefined, spend: SpendClaim): MaybePromise<AdmissionResult | SpendRefusal>;
+  admit(target: AdmissionTarget, options?: AdmitOptions, spend?: SpendClaim): MaybePromise<AdmissionResult | SpendRefusal> {
+    if (this.index.size === 0 && this.learnedSettings.size === 0) return spend === undefined ? NO_OP_TICKET : this.admitSpendAlone(spend);
     const nowMs = this.clock.now();
     const now = Math.floor(nowMs / 1000);
     const withSlots = options === undefined || options.holdSlot !== false;
@@ -396,11 +417,18 @@ export class RateLimiter {
     if (plan.blocked !== undefined) return refusalOf(plan.blocked);
     if (plan.closed !== undefined) return refusalOf(closedBreach(plan.closed, now));
     const learned = plan.learned;
-    if (plan.rules.length === 0 && learned === undefined) return NO_OP_TICKET;
+    if (plan.rules.length === 0 && learned === undefined && spend === undefined) return NO_OP_TICKET;
     const reserve = reserveOf(options, plan.reserving);
-    const outcome = this.store.tryAdmit(plan.rules, now, learned === undefined ? undefined : { handle: learned, nowMs }, reserve);
+    const outcome = this.store.tryAdmit(plan.rules, now, learned === undefined ? undefined : { handle: learned, nowMs }, reserve, spend);
     if (outcome instanceof Promise) return outcome.then((answer) => this.decide(plan, answer, reserve));
     return this.decide(plan, outcome, reserve);
+  }
+
+  /** No rule at all: the store's step is the budgets' alone. */
+  private admitSpendAlone(spend: SpendClaim): MaybePromise<AdmissionResult | SpendRefusal> {
+    const outcome = this.store.tryAdmit(NO_RULES.rules, this.nowSeconds(), undefined, 0, spend);
+    if (outcome instanceof Promise) return outcome.then((answer) => this.decide(NO_RULES, answer, 0));
+    return this.decide(NO_RULES, outcome, 0);
   }
 
   /**
@@ -660,7 +688,7 @@ export class RateLimiter {
   }
 
   /** The engine's answer to a store's: a ticket, a refusal, or what the store's fallback says. */
-  private decide(plan: MatchPlan, outcome: AdmitOutcome, reserve: number): AdmissionResult {
+  private decide(plan: MatchPlan, outcome: AdmitOutcome, reserve: number): AdmissionResult | SpendRefusal {
     if (outcome.status === 'unavailable') {
       // Only the learned capacity was asked (no rule governs the request): without an answer, the
       // target is not known to be saturated, and `deny` is for requests rules govern.
@@ -669,7 +697,7 @@ export class RateLimiter {
     }
     const { rules } = plan;
     const { rows, nowSeconds } = outcome;
-    if (outcome.status === 'refused') return this.refusal(plan, rows, nowSeconds, outcome.learned, reserve);
+    if (outcome.status === 'refused') return outcome.spendRefused === true ? SPEND_REFUSED : this.refusal(plan, rows, nowSeconds, outcome.learned, reserve);
     const headers = successHeaders(rules, rows, nowSeconds);
     if (outcome.lease !== undefined) return new HeldTicket(this.store, this.clock, plan, outcome.lease, headers, reserve);
     return headers === undefined ? NO_OP_TICKET : new HeadersTicket(headers);

@@ -78,7 +78,48 @@ export interface CounterAdmission extends CounterReading {
   readonly lease: SlotLease | undefined;
   /** Set when the admission's learned capacity saturates its target (the admission is then refused). */
   readonly learned?: LearnedVerdict | undefined;
+  /** True when the rules admitted but a budget of the admission's SpendClaim had no room (the admission is then refused). */
+  readonly spendRefused?: boolean | undefined;
 }
+
+/** A budget in its current period, as the gateway asking knows it. */
+export interface SpendBudget {
+  /** The budget's identity (lowercase user path, NUL, period label). */
+  readonly id: string;
+  readonly startMs: number;
+  readonly endMs: number;
+  readonly maxUsd: number;
+  /** The spend the gateway knows of in the period. */
+  readonly spentUsd: number;
+}
+
+/**
+ * Dollars an admission reserves on the budgets governing it (budget reservations on), checked and
+ * reserved by the store in the same atomic step as the rules: after the rules' verdict and before
+ * anything is counted, so a budget without room refuses the admission and nothing is written (a
+ * breached rule wins: the budgets are then not looked at). The budget tracker makes it
+ * (src/budgets/tracker.ts); the engine only hands it to the store, and the store tells it what it
+ * decided through one of the two methods below.
+ */
+export interface SpendClaim {
+  /** Dollars reserved on every budget; 0 checks the budgets and reserves nothing. */
+  readonly costUsd: number;
+  /** At least one. */
+  readonly budgets: readonly SpendBudget[];
+  /**
+   * Checks and reserves on the asking gateway's own counts, at once: what a store without shared
+   * budgets does (memory, and Redis while it cannot be reached). Answers the index of a budget
+   * without room (nothing reserved), or -1 when reserved.
+   */
+  reserveHere(): number;
+  /**
+   * A shared store checked the budgets against every gateway's reservations: reserved there
+   * (`settle` ends the reservation with what the request cost), or refused by budget `index`.
+   */
+  sharedAnswer(answer: SharedSpendAnswer): void;
+}
+
+export type SharedSpendAnswer = { readonly ok: true; settle(costUsd: number): void } | { readonly ok: false; readonly index: number };
 
 /**
  * The learned capacity an admission checks besides its rules (see learned.ts): the record of the
@@ -177,11 +218,13 @@ export interface CounterStore {
    * counted, when it was) and the learned verdict when it saturates. With `reserve` (> 0 tokens),
    * a rule with a token cap is breached when its tokens used, plus those reserved, plus `reserve`
    * exceed the cap, and an admission reserves `reserve` tokens on each such rule under its lease
-   * until `settle` (or the lease expires, for a shared store whose gateway died). `nowSeconds` is the engine's
-   * clock; a shared store uses its own and says which in the answer. Never rejects: an unreachable
-   * store answers `unavailable`.
+   * until `settle` (or the lease expires, for a shared store whose gateway died). With `spend`, the
+   * rules' admission is also the budgets': see SpendClaim (`rules` may then be empty, and the step
+   * is still taken for the budgets). `nowSeconds` is the engine's clock; a shared store uses its own
+   * and says which in the answer. Never rejects: an unreachable store answers `unavailable`, having
+   * told `spend` nothing.
    */
-  tryAdmit(rules: readonly CounterRule[], nowSeconds: number, learned?: LearnedCheck, reserve?: number): MaybePromise<AdmitOutcome>;
+  tryAdmit(rules: readonly CounterRule[], nowSeconds: number, learned?: LearnedCheck, reserve?: number, spend?: SpendClaim): MaybePromise<AdmitOutcome>;
   /** Give back the slots `lease` holds on these (concurrency) rules; ignored where the counter was reset since. */
   release(rules: readonly CounterRule[], lease: SlotLease): void;
   /**

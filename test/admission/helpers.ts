@@ -139,6 +139,8 @@ export function coreWorld(options: {
   maxDepth?: number;
   /** Provider → its learned-capacity settings (providers left out learn nothing). */
   learned?: Record<string, LearnedSettings>;
+  /** budgets.reservations on: statuses show `reserved_usd`. */
+  budgetReservations?: boolean;
 }): CoreWorld {
   const timers = new FakeTimers(T0_MS);
   const clock = { now: timers.now, set: (ms: number) => timers.set(ms) };
@@ -150,7 +152,11 @@ export function coreWorld(options: {
   store.onReleased((keys) => queue.released(keys));
   const waits: CoreWorld['waits'] = [];
   limiter.replaceRules(options.rules ?? []);
-  const budgets = new BudgetTracker({ now: clock.now, source: { settle: async () => true, sumCost: async (queries) => queries.map(() => 0), budgets: async () => [...(options.budgets ?? [])] } });
+  const budgets = new BudgetTracker({
+    now: clock.now,
+    source: { settle: async () => true, sumCost: async (queries) => queries.map(() => 0), budgets: async () => [...(options.budgets ?? [])] },
+    reservations: options.budgetReservations,
+  });
   budgets.replaceAll(options.budgets ?? []);
   const records: UsageEntry[] = [];
   const admissions: CoreWorld['admissions'] = [];

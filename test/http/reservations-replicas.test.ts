@@ -68,6 +68,7 @@ describe('reservations: three gateways sharing Redis counters', { timeout: 90_00
   hold: { type: openai, base_url: ${upstream.url}/v1, api_key: k, models: [gpt-x] }
 pricing:
   up/gpt-y: { input_per_mtok: 0, output_per_mtok: 1000 }
+  hold/gpt-x: { input_per_mtok: 0, output_per_mtok: 1000 }
 rate_limits:
   backend: redis
   redis: { prefix: "${prefix}", lease_seconds: ${LEASE_SECONDS} }
@@ -77,6 +78,7 @@ rate_limits:
 budgets:
   user_paths:
     - { path: /dollars, limits: [ { period: day, max_usd: 1 } ] }
+    - { path: /shown, limits: [ { period: day, max_usd: 5 } ] }
 `;
     // Storage is not re-read during the tests: what holds the budget across replicas is Redis.
     replicas = await startReplicas(3, yaml, { STORAGE_TYPE: 'postgres', POSTGRES_URL: database.url, RATE_LIMITS_RESERVATIONS: 'true', BUDGETS_RESERVATIONS: 'true', BUDGETS_REFRESH_SECONDS: '3600' });
@@ -104,6 +106,36 @@ budgets:
     assert.equal(await tenOver(replicas, '/dollars', 'up/gpt-y'), 3);
     // $0.78 spent: the costs settled in Redis hold every replica before its storage is re-read.
     assert.equal(await tenOver(replicas, '/dollars', 'up/gpt-y'), 0, '$0.30 more would pass $1');
+  });
+
+  it("every replica's budget statuses show the dollars reserved by requests running on another", async () => {
+    const [a, b] = replicas as [Replica, Replica, Replica];
+    const releases = [upstream.holdStreamNext(), upstream.holdStreamNext()];
+    // Two streams held on replica a, allowing 100 completion tokens each: $0.10 each.
+    const held = [0, 1].map(() =>
+      client(a, '/shown').chat.completions.create({ model: 'hold/gpt-x', messages: [{ role: 'user', content: 'hi' }], max_tokens: 100, stream: true }).then(async (stream) => {
+        for await (const _ of stream) {
+          // drained once released
+        }
+      }),
+    );
+    const shownOn = async (replica: Replica): Promise<{ reserved_usd: number; remaining_usd: number }> => {
+      const res = await replica.request('GET', '/admin/budgets');
+      assert.equal(res.status, 200, res.text);
+      return (res.json().budgets as Array<{ user_path: string; reserved_usd: number; remaining_usd: number }>).find((budget) => budget.user_path === '/shown')!;
+    };
+    try {
+      await until(async () => (await shownOn(a)).reserved_usd === 0.2, 5000, 'both streams hold their reservations');
+      const onB = await shownOn(b);
+      assert.deepEqual([onB.reserved_usd, onB.remaining_usd], [0.2, 4.8], 'replica b holds none of them, and shows them');
+      const usage = await b.request('GET', '/v1/usage', { headers: { [USER_PATH]: '/shown' } });
+      assert.equal(usage.status, 200, usage.text);
+      assert.deepEqual(usage.json().budgets.map((budget: { reserved_usd: number }) => budget.reserved_usd), [0.2]);
+    } finally {
+      for (const release of releases) release();
+      await Promise.all(held);
+    }
+    await until(async () => (await shownOn(b)).reserved_usd === 0, 5000, 'the streams settled');
   });
 
   it('a replica killed holding reservations frees them within the lease time', async () => {

@@ -154,6 +154,10 @@ describe('reservations: streams, aborts and failover', { timeout: 60_000 }, () =
         openaiProvider('b', b.url, ['m1']).trimEnd(),
         'failover:',
         '  a/m1: [b/m1]',
+        'pricing:',
+        // Prompts are free: a request allowing 50 completion tokens is $0.05 on a, $0.15 on b.
+        '  a/m1: { input_per_mtok: 0, output_per_mtok: 1000 }',
+        '  b/m1: { input_per_mtok: 0, output_per_mtok: 3000 }',
         'rate_limits:',
         '  reservations: { enabled: true, default_completion_tokens: 500 }',
         '  user_paths:',
@@ -161,6 +165,11 @@ describe('reservations: streams, aborts and failover', { timeout: 60_000 }, () =
         '  providers:',
         '    - { name: a, limits: [ { period: hour, max_tokens: 100000 } ] }',
         '    - { name: b, limits: [ { period: hour, max_tokens: 100000 } ] }',
+        'budgets:',
+        '  reservations: { enabled: true }',
+        '  user_paths:',
+        '    - { path: /priced, limits: [ { period: day, max_usd: 10 } ] }',
+        '    - { path: /tight, limits: [ { period: day, max_usd: 0.1 } ] }',
         '',
       ].join('\n'),
       env: { MASTER_KEY: MASTER },
@@ -213,6 +222,35 @@ describe('reservations: streams, aborts and failover', { timeout: 60_000 }, () =
     const after = (await admin(gw, '/admin/rate-limits')).rate_limits;
     assert.equal(ruleOf(after, 'provider', 'a').tokens_used, ruleOf(before, 'provider', 'a').tokens_used, 'nothing charged where it failed');
     assert.ok(ruleOf(after, 'provider', 'b').tokens_used > ruleOf(before, 'provider', 'b').tokens_used);
+  });
+
+  it('failover moves the budget reservation to the price of the target that executes', async () => {
+    const reserved = async (): Promise<number> => (await admin(gw, '/admin/budgets')).budgets.find((b: any) => b.user_path === '/priced').reserved_usd;
+    a.failNext(1, { status: 500 });
+    const release = b.holdStreamNext();
+    const stream = await client(gw, '/priced').chat.completions.create({ model: 'a/m1', messages: [{ role: 'user', content: 'hello there' }], stream: true, max_tokens: 50 });
+    const iterator = stream[Symbol.asyncIterator]();
+    await iterator.next();
+    assert.equal(await reserved(), 0.15, "b's price for the 50 tokens it allows, not a's $0.05");
+    release();
+    for await (const _ of { [Symbol.asyncIterator]: () => iterator }) {
+      // drained
+    }
+    await eventually(async () => (await reserved()) === 0, 5000, 'the stream settles');
+  });
+
+  it("a failover whose target's price does not fit the budget is refused by the budget", async () => {
+    a.failNext(1, { status: 500 });
+    const calls = b.calls.length;
+    const error = await client(gw, '/tight').chat.completions.create({ model: 'a/m1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 50 }).then(
+      () => assert.fail('admitted'),
+      (err: unknown) => err,
+    );
+    assert.ok(error instanceof OpenAI.APIError && error.status === 429, String(error));
+    assert.equal(error.message, '429 budget exceeded for /tight: day budget of $0.10 reached (this request needs an estimated $0.15)');
+    assert.equal(b.calls.length, calls, 'b is not called');
+    const [tight] = (await admin(gw, '/admin/budgets')).budgets.filter((budget: any) => budget.user_path === '/tight');
+    assert.deepEqual([tight.spent_usd, tight.reserved_usd], [0, 0]);
   });
 });
 

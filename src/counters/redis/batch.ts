@@ -13,7 +13,7 @@ export const RELEASE = 3;
 export const READ = 4;
 export const LEARN = 5;
 export const READ_LEARNED = 6;
-export const RESERVE_BUDGETS = 7;
+export const READ_BUDGETS = 7;
 export const SETTLE_BUDGETS = 8;
 export const PUBLISH = 9;
 

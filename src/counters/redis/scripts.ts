@@ -165,7 +165,7 @@ end
  * doubles; ARGV[2...]: the lease ids of the A and R operations and the channel and message of the P
  * operations, in order. Each operation's numbers
  * are a code, how many of the keys are its own, then
- *   1 (A) leaseMs learned reserve m (period requestCap tokenCap)...
+ *   1 (A) leaseMs learned reserve m b cost (period requestCap tokenCap)... (cap spent)...
  *                            admission: check every rule and, when learned is 1, the learned
  *                            capacity in its last key; only if no rule is breached and the target
  *                            is not saturated, count the request in every window and add the lease
@@ -173,7 +173,15 @@ end
  *                            are the reservation sets of the rules with a token cap, in order: such
  *                            a rule is breached when its tokens, those reserved and `reserve`
  *                            exceed the cap, and an admission adds its lease (ending in
- *                            `|reserve`) to each
+ *                            `|reserve`) to each. With b > 0, the 2b keys after those are the
+ *                            budgets' (each one's reservation set and settled spend, amounts in
+ *                            millionths of a dollar), checked once the rules admit and before
+ *                            anything is written: a budget is reached when the larger of the
+ *                            spend its gateway knows (`spent`) and its settled spend is at its cap,
+ *                            or that, what is reserved on it and `cost` exceed the cap. A reached
+ *                            budget refuses the admission (its flag is minus its place); else
+ *                            `cost` is reserved on every budget as the member `<lease id>|cost`
+ *                            (the lease id being the lease up to its `|`)
  *   2 (T) tokens period...   token charge (concurrency rules skipped)
  *   3 (R)                    release: the lease leaves every key
  *   4 (Q) n period...        read, changing nothing; with more keys than the n rules', the
@@ -184,15 +192,16 @@ end
  *                            listed in the index (second key); -1 for what they did not say, times
  *                            in ms from now
  *   6 (C)                    read learned records, changing nothing
- *   7 (B) leaseMs cost (cap spent)...
- *                            budget reservation: two keys per budget, its reservation set and its
- *                            settled spend (amounts in millionths of a dollar); see reserveBudgets
+ *   7 (B)                    read budget reservations: per key (a budget's reservation set), the
+ *                            millionths of a dollar its unexpired members hold, changing nothing
  *   8 (S) cost (expireAt)... budget settlement: the lease leaves each reservation set, `cost` is
  *                            added to each settled spend (expiring at its period's end, seconds)
  *   9 (P)                    publish: the message ARGV[n+1] on the channel ARGV[n] (no keys)
- * Answers the answers of A, Q, C and B, in order, as doubles (B: one number): an admission with a learned key adds the
- * verdict (saturated until or 0, cause, the time in ms, then three zeros) after its rows; a read of
- * learned records is the time in ms, then twelve numbers per key (all -1 for a missing one).
+ * Answers the answers of A, Q, C and B, in order, as doubles (B: one number per key): an
+ * admission's flag is 1 when admitted, 0 when refused by a rule or the learned capacity, -i when
+ * refused by its i-th budget; an admission with a learned key adds the verdict (saturated until or
+ * 0, cause, the time in ms, then three zeros) after its rows; a read of learned records is the time
+ * in ms, then twelve numbers per key (all -1 for a missing one).
  */
 export const BATCH = `${WINDOW_FUNCTIONS}${KEEP_FOR}${DOUBLES}${CLOCK}${LEARNED_FUNCTIONS}
 local out, o = {}, 0
@@ -214,10 +223,18 @@ local start, ws, rp, rc, tp, tc, rolled = {}, {}, {}, {}, {}, {}, {}
 -- Rules reserving tokens: their reservation sets' keys, and what each holds now (flat, reused).
 local reservedNow, reservationKey = {}, {}
 
+-- Whether a budget has no room for cost: its spend (the larger of what its gateway knows and what
+-- the gateways settled here) at its cap, or that, its reservations and cost above it.
+local function budgetReached(set, settledKey, cap, spent, cost)
+  local settled = tonumber(redis.call('GET', settledKey) or 0) or 0
+  local s = math.max(spent, settled)
+  return s >= cap or s + reservedIn(set) + cost > cap
+end
+
 local function admit(first, keys, v, at, lease)
-  local leaseMs, learned, reserve, m = v[at], v[at + 1], v[at + 2], v[at + 3]
-  local n = keys - learned - m
-  local function periodOf(i) return v[at + 3 * i + 1] end
+  local leaseMs, learned, reserve, m, b, cost = v[at], v[at + 1], v[at + 2], v[at + 3], v[at + 4], v[at + 5]
+  local n = keys - learned - m - 2 * b
+  local function periodOf(i) return v[at + 3 * i + 3] end
   local raw = windows(first, n, periodOf)
   local r = 0
   local breached = false
@@ -232,7 +249,7 @@ local function admit(first, keys, v, at, lease)
   end
   for i = 1, n do
     local key = KEYS[first + i]
-    local c = at + 3 * i + 1
+    local c = at + 3 * i + 3
     local period, maxRequests, maxTokens = v[c], v[c + 1], v[c + 2]
     reservationKey[i] = false
     reservedNow[i] = 0
@@ -254,7 +271,28 @@ local function admit(first, keys, v, at, lease)
       start[i], ws[i], rp[i], rc[i], tp[i], tc[i], rolled[i] = s, w0, p0, c0, q0, d0, moved
     end
   end
-  out[o + 1], out[o + 2] = now, breached and 0 or 1
+  -- The budgets once the rules admit, before anything is written: a reached one refuses like a rule.
+  local flag = breached and 0 or 1
+  local budgetKey, budgetAt = first + n + m, at + 6 + 3 * n
+  if not breached then
+    for i = 1, b do
+      local k, c = budgetKey + 2 * i - 1, budgetAt + 2 * i - 2
+      if budgetReached(KEYS[k], KEYS[k + 1], v[c], v[c + 1], cost) then
+        breached = true
+        flag = -i
+        break
+      end
+    end
+  end
+  if not breached and cost > 0 then
+    local member = string.match(lease, '^[^|]*') .. '|' .. string.format('%d', cost)
+    for i = 1, b do
+      local set = KEYS[budgetKey + 2 * i - 1]
+      redis.call('ZADD', set, nowMs + leaseMs, member)
+      keepFor(set, leaseMs)
+    end
+  end
+  out[o + 1], out[o + 2] = now, flag
   o = o + 2
   for i = 1, n do
     local key, period = KEYS[first + i], periodOf(i)
@@ -284,7 +322,7 @@ local function admit(first, keys, v, at, lease)
     out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = untilMs, cause, nowMs, 0, 0, 0
     o = o + 6
   end
-  return at + 4 + 3 * n
+  return at + 6 + 3 * n + 2 * b
 end
 
 local function addTokens(first, n, v, at)
@@ -374,28 +412,11 @@ local function readLearned(first, n, v, at)
   return at
 end
 
--- Budgets (budgets.reservations): per budget, its reservation set and its settled spend. A budget
--- is reached when the larger of the spend its gateway knows and the settled spend, plus what is
--- reserved, plus this cost, exceed its cap; answers 0 and reserves the cost on every budget, or
--- the first reached budget's place, reserving nothing.
-local function reserveBudgets(first, keys, v, at, lease)
-  local leaseMs, cost = v[at], v[at + 1]
-  local n = keys / 2
-  local reached = 0
-  for i = 1, n do
-    local cap, spent = v[at + 2 * i], v[at + 2 * i + 1]
-    local settled = tonumber(redis.call('GET', KEYS[first + 2 * i]) or 0) or 0
-    if reached == 0 and math.max(spent, settled) + reservedIn(KEYS[first + 2 * i - 1]) + cost > cap then reached = i end
-  end
-  if reached == 0 then
-    for i = 1, n do
-      redis.call('ZADD', KEYS[first + 2 * i - 1], nowMs + leaseMs, lease)
-      keepFor(KEYS[first + 2 * i - 1], leaseMs)
-    end
-  end
-  out[o + 1] = reached
-  o = o + 1
-  return at + 2 + 2 * n
+-- What every gateway holds reserved on each budget (budgets.reservations), in millionths of a dollar.
+local function readBudgets(first, n, v, at)
+  for i = 1, n do out[o + i] = reservedIn(KEYS[first + i]) end
+  o = o + n
+  return at
 end
 
 -- The request ended: its reservation leaves every budget, and what it cost is added to each
@@ -413,7 +434,7 @@ local function settleBudgets(first, keys, v, at, lease)
   return at + 1 + n
 end
 
-local operations = {admit, addTokens, release, read, learn, readLearned, reserveBudgets, settleBudgets}
+local operations = {admit, addTokens, release, read, learn, readLearned, readBudgets, settleBudgets}
 local v = unpackDoubles(ARGV[1])
 local at, first, leases = 1, 0, 1
 while at <= #v do
@@ -424,7 +445,7 @@ while at <= #v do
     at = at + 2
   else
     local lease
-    if code == 1 or code == 3 or code == 7 or code == 8 then
+    if code == 1 or code == 3 or code == 8 then
       leases = leases + 1
       lease = ARGV[leases]
     end

@@ -42,10 +42,11 @@ import {
   type LearnedVerdict,
   type MaybePromise,
   type SlotLease,
+  type SpendClaim,
 } from '../../ratelimit/index.ts';
 import { RedisAvailability, type CountersLogger } from './availability.ts';
-import { ADD_TOKENS, ADMIT, LEARN, PUBLISH, READ, READ_LEARNED, RELEASE, RESERVE_BUDGETS, SETTLE_BUDGETS, ScriptBatch, type BatchAnswer } from './batch.ts';
-import type { SharedBudget, SharedBudgetAnswer, SharedBudgetLedger } from '../../budgets/tracker.ts';
+import { ADD_TOKENS, ADMIT, LEARN, PUBLISH, READ, READ_BUDGETS, READ_LEARNED, RELEASE, SETTLE_BUDGETS, ScriptBatch, type BatchAnswer } from './batch.ts';
+import type { SharedBudgetLedger } from '../../budgets/tracker.ts';
 import { within, type CountersClient } from './client.ts';
 import type { RedisNames } from './keys.ts';
 import type { RedisDiagnosis } from './diagnosis.ts';
@@ -156,7 +157,11 @@ class ScriptPlan {
   readonly periods: number[];
   /** The periods, as a batch operation's parameters. */
   readonly periodNumbers: Float64Array;
-  /** The learned flag (0), then per rule: period, request cap, token cap, as an admission's parameters. */
+  /**
+   * An admission's parameters after its lease length: the learned flag (0), the tokens reserved,
+   * the reservation sets and the budgets (none), the cost (0), then per rule: period, request cap,
+   * token cap.
+   */
   readonly capNumbers: Float64Array;
   /** The same with the learned flag 1: the admission's last key is its target's learned capacity. */
   readonly learnedCapNumbers: Float64Array;
@@ -185,8 +190,8 @@ class ScriptPlan {
     this.periodNumbers = Float64Array.from(this.periods);
     this.readNumbers = Float64Array.from([rules.length, ...this.periods]);
     const caps = rules.flatMap((rule) => [rule.periodSeconds, rule.maxRequests, rule.maxTokens]);
-    this.capNumbers = Float64Array.from([0, 0, 0, ...caps]);
-    this.learnedCapNumbers = Float64Array.from([1, 0, 0, ...caps]);
+    this.capNumbers = Float64Array.from([0, 0, 0, 0, 0, ...caps]);
+    this.learnedCapNumbers = Float64Array.from([1, 0, 0, 0, 0, ...caps]);
     this.reservationNames = rules.filter((rule) => rule.periodSeconds > 0 && rule.maxTokens > 0).map((rule) => (rule.counter as RedisCounter).reservationKey);
     this.reservationKeys = this.reservationNames.map((name) => Buffer.from(name));
     this.readKeysWithReservations = [...this.keys, ...rules.filter((rule) => rule.periodSeconds > 0).map((rule) => Buffer.from((rule.counter as RedisCounter).reservationKey))];
@@ -210,16 +215,27 @@ class ScriptPlan {
     return this.#withLearned.keys;
   }
 
-  /** An admission's keys reserving tokens: the rules', their reservation sets, then the learned capacity's when there is one. */
-  reservingKeys(handle: RedisLearned | undefined): Buffer[] {
-    return handle === undefined ? [...this.keys, ...this.reservationKeys] : [...this.keys, ...this.reservationKeys, handle.redisKey];
+  /**
+   * An admission's keys reserving tokens or dollars: the rules', their reservation sets (reserving
+   * tokens), the budgets' keys, then the learned capacity's when there is one.
+   */
+  reservingKeys(handle: RedisLearned | undefined, tokens: boolean, budgetKeys: readonly string[]): Array<Buffer | string> {
+    const keys: Array<Buffer | string> = tokens ? [...this.keys, ...this.reservationKeys] : [...this.keys];
+    for (const key of budgetKeys) keys.push(key);
+    if (handle !== undefined) keys.push(handle.redisKey);
+    return keys;
   }
 
-  /** An admission's numbers reserving `reserve` tokens. */
-  reservingNumbers(learned: boolean, reserve: number): Float64Array {
-    const numbers = (learned ? this.learnedCapNumbers : this.capNumbers).slice();
+  /** An admission's numbers reserving `reserve` tokens (0: none) and `cost` on budgets (cap and spent per budget, in millionths). */
+  reservingNumbers(learned: boolean, reserve: number, cost: number, budgets: readonly number[]): Float64Array {
+    const base = learned ? this.learnedCapNumbers : this.capNumbers;
+    const numbers = new Float64Array(base.length + budgets.length);
+    numbers.set(base);
+    numbers.set(budgets, base.length);
     numbers[1] = reserve;
-    numbers[2] = this.reservationKeys.length;
+    numbers[2] = reserve > 0 ? this.reservationKeys.length : 0;
+    numbers[3] = budgets.length / 2;
+    numbers[4] = cost;
     return numbers;
   }
 }
@@ -233,6 +249,20 @@ class LocalLease {
 }
 
 const ROW_WIDTH = 6;
+
+/** A claim's budgets in an admission (see #budgetsOf). */
+interface AdmittedBudgets {
+  /** Per budget: its reservation set, then its settled spend. */
+  readonly keys: readonly string[];
+  readonly sets: readonly string[];
+  /** Per budget: cap, then spent, in millionths of a dollar. */
+  readonly numbers: readonly number[];
+  /** In millionths of a dollar. */
+  readonly cost: number;
+  /** When each settled spend expires (seconds): its period's end and a little more. */
+  readonly ends: Float64Array;
+}
+
 /** A budget's settled spend outlives its period a little: a replica whose clock runs behind still reads it. */
 const SETTLED_LINGER_SECONDS = 60;
 
@@ -389,30 +419,97 @@ export class RedisCounterStore implements CounterStore, SharedBudgetLedger {
     });
   }
 
-  tryAdmit(rules: readonly CounterRule[], nowSeconds: number, learned?: LearnedCheck, reserve = 0): MaybePromise<AdmitOutcome> {
+  tryAdmit(rules: readonly CounterRule[], nowSeconds: number, learned?: LearnedCheck, reserve = 0, spend?: SpendClaim): MaybePromise<AdmitOutcome> {
     const plan = this.#plan(rules);
-    if (!this.#availability.up) return this.#fallbackAdmit(plan, nowSeconds, learned, reserve);
+    if (!this.#availability.up) return this.#fallbackAdmit(plan, nowSeconds, learned, reserve, spend);
     const handle = learned?.handle as RedisLearned | undefined;
-    // Nothing to count: what this gateway heard decides, at once.
-    if (rules.length === 0 && handle !== undefined) return this.#heardAdmission(handle, nowSeconds);
+    // Nothing to count and no budget to reserve: what this gateway heard decides, at once.
+    if (rules.length === 0 && handle !== undefined && spend === undefined) return this.#heardAdmission(handle, nowSeconds);
     const reserving = reserve > 0 && plan.reservationKeys.length > 0;
+    // The budgets travel in the admission's own operation: checked and reserved in the same script step as the rules.
+    const budgets = spend === undefined ? undefined : this.#budgetsOf(spend);
+    const base = reserving || plan.hasSlots || budgets !== undefined ? this.#leases.nextId() : '';
     // A reservation's lease id carries its tokens: the script sums them from the members alone.
-    const leaseId = reserving ? `${this.#leases.nextId()}|${reserve}` : plan.hasSlots ? this.#leases.nextId() : '';
-    const keys = reserving ? plan.reservingKeys(handle) : handle === undefined ? plan.keys : plan.keysWith(handle);
-    const numbers = reserving ? plan.reservingNumbers(handle !== undefined, reserve) : handle === undefined ? plan.capNumbers : plan.learnedCapNumbers;
+    const leaseId = reserving ? `${base}|${reserve}` : base;
+    let keys: ReadonlyArray<Buffer | string>;
+    let numbers: Float64Array;
+    if (budgets !== undefined) {
+      keys = plan.reservingKeys(handle, reserving, budgets.keys);
+      numbers = plan.reservingNumbers(handle !== undefined, reserving ? reserve : 0, budgets.cost, budgets.numbers);
+    } else if (reserving) {
+      keys = plan.reservingKeys(handle, true, []);
+      numbers = plan.reservingNumbers(handle !== undefined, reserve, 0, []);
+    } else {
+      keys = handle === undefined ? plan.keys : plan.keysWith(handle);
+      numbers = handle === undefined ? plan.capNumbers : plan.learnedCapNumbers;
+    }
     return this.#batch.add(ADMIT, keys, this.#leaseMs, numbers, leaseId, plan.width + (handle === undefined ? 0 : ROW_WIDTH)).then(
       (answer) => {
-        const admitted = answer.reply.readDoubleLE((answer.at + 1) * 8) === 1;
+        const flag = answer.reply.readDoubleLE((answer.at + 1) * 8);
+        const admitted = flag === 1;
         const held = reserving ? [...plan.slotKeys, ...plan.reservationNames] : plan.slotKeys;
         const lease = admitted && held.length > 0 ? this.#leases.hold(leaseId, held) : undefined;
         const verdict = handle === undefined ? undefined : verdictAt(answer, plan.width);
-        return { status: admitted ? 'admitted' : 'refused', ...readingOf(plan.periods, answer), lease, learned: verdict };
+        if (budgets !== undefined && spend !== undefined) {
+          if (flag < 0) spend.sharedAnswer({ ok: false, index: -flag - 1 });
+          else if (admitted) spend.sharedAnswer({ ok: true, settle: this.#budgetSettlement(budgets, base) });
+        }
+        return { status: admitted ? 'admitted' : 'refused', ...readingOf(plan.periods, answer), lease, learned: verdict, spendRefused: flag < 0 };
       },
       (err: unknown) => {
         this.#availability.down(err);
-        return this.#fallbackAdmit(plan, nowSeconds, learned, reserve);
+        return this.#fallbackAdmit(plan, nowSeconds, learned, reserve, spend);
       },
     );
+  }
+
+  /** A claim's budgets as an admission sends them: their keys, the cost, and each one's cap and spend, in millionths of a dollar. */
+  #budgetsOf(spend: SpendClaim): AdmittedBudgets {
+    const keys: string[] = [];
+    const sets: string[] = [];
+    const numbers: number[] = [];
+    for (const budget of spend.budgets) {
+      const set = this.#names.budgetReservationKey(budget.id);
+      sets.push(set);
+      keys.push(set, this.#names.budgetSettledKey(budget.id, budget.startMs));
+      numbers.push(micros(budget.maxUsd), micros(budget.spentUsd));
+    }
+    const ends = Float64Array.from(spend.budgets.map((budget) => Math.ceil(budget.endMs / 1000) + SETTLED_LINGER_SECONDS));
+    return { keys, sets, numbers, cost: micros(spend.costUsd), ends };
+  }
+
+  /**
+   * How an admitted claim ends: its member (`<lease id>|<cost>`, as the script wrote it) leaves every
+   * budget's reservation set and what the request cost is added to each one's settled spend, in
+   * one operation. Renewed with the other leases meanwhile.
+   */
+  #budgetSettlement(budgets: AdmittedBudgets, base: string): (costUsd: number) => void {
+    const member = `${base}|${budgets.cost}`;
+    // A claim of $0 reserved nothing: only what the request cost may still have to be settled.
+    const lease = budgets.cost > 0 ? this.#leases.hold(member, budgets.sets) : undefined;
+    let settled = false;
+    return (actualUsd: number): void => {
+      if (settled) return;
+      settled = true;
+      if (lease !== undefined) this.#leases.giveBack(lease, budgets.sets);
+      const cost = micros(actualUsd);
+      // While Redis is away the reservation expires with its lease.
+      if ((lease === undefined && cost === 0) || !this.#availability.up) return;
+      this.#batch.add(SETTLE_BUDGETS, budgets.keys, cost, budgets.ends, member, 0).then(noop, (err: unknown) => this.#availability.down(err));
+    };
+  }
+
+  /** What every gateway holds reserved on each budget, in dollars (`ids`: budget identities); undefined when Redis cannot answer. */
+  async reservedOnBudgets(ids: readonly string[]): Promise<number[] | undefined> {
+    if (!this.#availability.up) return undefined;
+    if (ids.length === 0) return [];
+    try {
+      const answer = await this.#batch.add(READ_BUDGETS, ids.map((id) => this.#names.budgetReservationKey(id)), Number.NaN, undefined, undefined, ids.length);
+      return ids.map((_, i) => answer.reply.readDoubleLE((answer.at + i) * 8) / 1_000_000);
+    } catch (err) {
+      this.#availability.down(err);
+      return undefined;
+    }
   }
 
   settle(rules: readonly CounterRule[], lease: SlotLease, reserved: number, tokens: number, nowSeconds: number): MaybePromise<void> {
@@ -433,43 +530,6 @@ export class RedisCounterStore implements CounterStore, SharedBudgetLedger {
     const released = keys.length === 0 ? undefined : this.#batch.add(RELEASE, keys, Number.NaN, undefined, (lease as RedisLease).id, 0).then(noop, (err: unknown) => this.#availability.down(err));
     if (charged instanceof Promise) return released === undefined ? charged : Promise.all([charged, released]).then(noop);
     return released;
-  }
-
-  /**
-   * Reserves `costUsd` on every budget in one script step, shared by every gateway on this Redis,
-   * unless one is reached (see scripts.ts); undefined when Redis cannot answer.
-   */
-  reserveBudgets(budgets: readonly SharedBudget[], costUsd: number): Promise<SharedBudgetAnswer | undefined> {
-    if (!this.#availability.up || budgets.length === 0) return Promise.resolve(undefined);
-    const cost = micros(costUsd);
-    const leaseId = `${this.#leases.nextId()}|${cost}`;
-    const sets = budgets.map((budget) => this.#names.budgetReservationKey(budget.id));
-    const keys = budgets.flatMap((budget, i) => [sets[i]!, this.#names.budgetSettledKey(budget.id, budget.startMs)]);
-    const numbers = Float64Array.from([cost, ...budgets.flatMap((budget) => [micros(budget.maxUsd), micros(budget.spentUsd)])]);
-    return this.#batch.add(RESERVE_BUDGETS, keys, this.#leaseMs, numbers, leaseId, 1).then(
-      (answer): SharedBudgetAnswer => {
-        const reached = answer.reply.readDoubleLE(answer.at * 8);
-        if (reached > 0) return { ok: false, index: reached - 1 };
-        const lease = this.#leases.hold(leaseId, sets);
-        const ends = Float64Array.from(budgets.map((budget) => Math.ceil(budget.endMs / 1000) + SETTLED_LINGER_SECONDS));
-        let settled = false;
-        return {
-          ok: true,
-          settle: (actualUsd: number): void => {
-            if (settled) return;
-            settled = true;
-            this.#leases.giveBack(lease, sets);
-            // While Redis is away the reservation expires with its lease.
-            if (!this.#availability.up) return;
-            this.#batch.add(SETTLE_BUDGETS, keys, micros(actualUsd), ends, leaseId, 0).then(noop, (err: unknown) => this.#availability.down(err));
-          },
-        };
-      },
-      (err: unknown) => {
-        this.#availability.down(err);
-        return undefined;
-      },
-    );
   }
 
   learnedCounter(provider: string, model: string): LearnedHandle {
@@ -721,9 +781,10 @@ export class RedisCounterStore implements CounterStore, SharedBudgetLedger {
     return plan.local;
   }
 
-  #fallbackAdmit(plan: ScriptPlan, nowSeconds: number, learned: LearnedCheck | undefined, reserve: number): AdmitOutcome {
+  #fallbackAdmit(plan: ScriptPlan, nowSeconds: number, learned: LearnedCheck | undefined, reserve: number, spend: SpendClaim | undefined): AdmitOutcome {
     if (this.#onError !== 'local') return { status: 'unavailable', fallback: this.#onError, reason: UNREACHABLE };
-    const outcome = this.#local.tryAdmit(this.#localRules(plan, nowSeconds), nowSeconds, learned, reserve);
+    // The budgets too are decided on this gateway's counts there.
+    const outcome = this.#local.tryAdmit(this.#localRules(plan, nowSeconds), nowSeconds, learned, reserve, spend);
     if (outcome.status !== 'admitted' || outcome.lease === undefined) return outcome;
     return { ...outcome, lease: new LocalLease(outcome.lease) };
   }

@@ -63,7 +63,7 @@ export const budgetStatusRecord = z.object({
   period_seconds: z.int().meta({ description: 'The length of the current period (a month\'s varies).' }),
   max_usd: z.number(),
   spent_usd: z.number().meta({ description: 'Spend in the current period, from the usage records.' }),
-  reserved_usd: z.number().optional().meta({ description: 'With budgets.reservations on: the estimated cost of the requests running now, reserved at admission (not in spent_usd).' }),
+  reserved_usd: z.number().optional().meta({ description: 'With budgets.reservations on: the estimated cost of the requests running now, reserved at admission (not in spent_usd); with Redis counters, those of every replica.' }),
   remaining_usd: z.number().meta({ description: 'max(max_usd - spent_usd - reserved_usd, 0).' }),
   period_start: timestamp,
   period_end: timestamp,

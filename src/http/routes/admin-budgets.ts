@@ -13,7 +13,8 @@ import { definitionChange } from './definition-changes.ts';
  * read-only (409), a bad field is a 400 naming it, and a disabled feature is a 503.
  */
 export function registerAdminBudgets(app: FastifyInstance, services: Pick<HttpServices, 'budgets' | 'budgetManager' | 'now'>): void {
-  const list = (tracker: BudgetTracker) => ({ budgets: tracker.status(), server_time: new Date(services.now()).toISOString() });
+  // Every replica's reservations, with shared counters: what the admission check itself counts.
+  const list = async (tracker: BudgetTracker) => ({ budgets: await tracker.sharedStatus(), server_time: new Date(services.now()).toISOString() });
 
   app.get('/admin/budgets', async () => list(enabled(services).tracker));
 

@@ -44,7 +44,7 @@ export function registerUsage(app: FastifyInstance, services: Pick<HttpServices,
     totals.cost_usd = roundUsd(totals.cost_usd);
     // The user-path rules and budgets governing the caller, so a consumer can see how close it is to a limit.
     const rateLimits = (await services.limiter?.usageFor(userPath)) ?? [];
-    const budgets = services.budgets?.statusFor(userPath) ?? [];
+    const budgets = (await services.budgets?.sharedStatusFor(userPath)) ?? [];
     return { user_path: userPath, from: from.toISOString(), to: to.toISOString(), totals, by_model: byModel, rate_limits: rateLimits, budgets };
   });
 }
