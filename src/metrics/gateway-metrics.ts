@@ -1,12 +1,12 @@
 import { performance } from 'node:perf_hooks';
-import { Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { BudgetStatus } from '../budgets/types.ts';
 import type { CacheMode } from '../cache/response-cache.ts';
 import type { Usage } from '../providers/types.ts';
 import { PRIORITIES, type AdmissionResult, type BreachedLimit, type LearnedReading, type MaybePromise, type Priority, type RuleStatus, type Scope, type StatusOptions } from '../ratelimit/index.ts';
 import type { ModelListing } from '../routing/resolver.ts';
 import { LabelledChildren } from './children.ts';
-import { TallyCounter, type Tally } from './tally.ts';
+import { TallyCounter, TallyHistogram, type Observer, type Tally } from './tally.ts';
 
 /**
  * Where the scrape-time rule gauges come from: the limiter (its status may be read
@@ -79,8 +79,8 @@ interface TokenChildren {
 /**
  * The gateway's Prometheus metrics, in a registry of its own (several gateways may share a
  * process). The HTTP layer reports events through the methods below; a counted event is a map
- * lookup and an addition (see TallyCounter), an upstream latency one observation of prom-client's
- * histogram. Every label value is bounded: route patterns,
+ * lookup and an addition (see TallyCounter), an observed duration a bucket search and two
+ * additions (see TallyHistogram). Every label value is bounded: route patterns,
  * status codes, configured providers, listed models, configured rules' subjects.
  */
 export class GatewayMetrics {
@@ -94,13 +94,13 @@ export class GatewayMetrics {
   readonly #served = new Map<string, Set<string>>();
 
   readonly #responses: LabelledChildren<Tally>;
-  readonly #upstreamDuration: Histogram<'provider'>;
-  readonly #upstreamDurationByProvider = new Map<string, Histogram.Internal<'provider'>>();
+  readonly #upstreamDuration: TallyHistogram<'provider'>;
+  readonly #upstreamDurationByProvider = new Map<string, Observer>();
   readonly #upstreamResponses: LabelledChildren<Tally>;
-  readonly #requestDuration: Histogram<'endpoint'>;
-  readonly #firstByte: Histogram<'endpoint'>;
+  readonly #requestDuration: TallyHistogram<'endpoint'>;
+  readonly #firstByte: TallyHistogram<'endpoint'>;
   /** endpoint → its duration and first-byte series, made once. */
-  readonly #requestTimings = new Map<string, { duration: Histogram.Internal<'endpoint'>; firstByte: Histogram.Internal<'endpoint'> }>();
+  readonly #requestTimings = new Map<string, { duration: Observer; firstByte: Observer }>();
   readonly #failovers: LabelledChildren<Tally>;
   readonly #ruleRefusals: TallyCounter<'scope' | 'subject' | 'period'>;
   /** scope, rule subject and period → its refusal series; and each breach record's series, found without building a key. */
@@ -115,7 +115,8 @@ export class GatewayMetrics {
   readonly #inFlight: Gauge<'scope' | 'subject'>;
   readonly #remaining: Gauge<'scope' | 'subject' | 'period' | 'kind'>;
   readonly #limit: Gauge<'scope' | 'subject' | 'period' | 'kind'>;
-  readonly #queueWait: Histogram<'outcome'>;
+  readonly #queueWait: TallyHistogram<'outcome'>;
+  readonly #queueWaitByOutcome = new Map<string, Observer>();
   readonly #budgetSpent: Gauge<'user_path' | 'period'>;
   readonly #budgetLimit: Gauge<'user_path' | 'period'>;
   readonly #providerThrottled: LabelledChildren<Tally>;
@@ -155,7 +156,7 @@ export class GatewayMetrics {
     });
     this.#responses = new LabelledChildren((endpoint, status) => responses.series({ endpoint, status }));
 
-    this.#upstreamDuration = new Histogram({
+    this.#upstreamDuration = new TallyHistogram({
       name: 'floodgate_upstream_duration_seconds',
       help: 'Time from sending a request upstream to its answer\'s status and headers (a stream\'s body is not included), by provider.',
       labelNames: ['provider'] as const,
@@ -163,14 +164,14 @@ export class GatewayMetrics {
       registers,
     });
 
-    this.#requestDuration = new Histogram({
+    this.#requestDuration = new TallyHistogram({
       name: 'floodgate_request_duration_seconds',
       help: 'Time from a request\'s arrival to the end of its answer (a stream\'s last byte, or the client leaving), by matched route pattern ("unmatched" for a 404).',
       labelNames: ['endpoint'] as const,
       buckets: REQUEST_BUCKETS,
       registers,
     });
-    this.#firstByte = new Histogram({
+    this.#firstByte = new TallyHistogram({
       name: 'floodgate_time_to_first_byte_seconds',
       help: 'Time from a request\'s arrival to the first byte of its answer\'s body handed to the connection (a stream\'s first event), by matched route pattern.',
       labelNames: ['endpoint'] as const,
@@ -249,7 +250,7 @@ export class GatewayMetrics {
       registers,
     }).series({});
 
-    this.#queueWait = new Histogram({
+    this.#queueWait = new TallyHistogram({
       name: 'floodgate_queue_wait_seconds',
       help: 'How long requests waited for capacity, by how the wait ended: admitted, timed_out (answered its 429), cancelled (the client left) or full (refused a place: max_depth).',
       labelNames: ['outcome'] as const,
@@ -343,7 +344,7 @@ export class GatewayMetrics {
   requestEnded(endpoint: string | undefined, durationSeconds: number, firstByteSeconds: number | undefined): void {
     const label = endpoint ?? UNMATCHED_ENDPOINT;
     let timings = this.#requestTimings.get(label);
-    if (timings === undefined) this.#requestTimings.set(label, (timings = { duration: this.#requestDuration.labels(label), firstByte: this.#firstByte.labels(label) }));
+    if (timings === undefined) this.#requestTimings.set(label, (timings = { duration: this.#requestDuration.series({ endpoint: label }), firstByte: this.#firstByte.series({ endpoint: label }) }));
     timings.duration.observe(durationSeconds);
     if (firstByteSeconds !== undefined) timings.firstByte.observe(firstByteSeconds);
   }
@@ -363,7 +364,7 @@ export class GatewayMetrics {
       return result;
     } finally {
       let duration = this.#upstreamDurationByProvider.get(provider);
-      if (duration === undefined) this.#upstreamDurationByProvider.set(provider, (duration = this.#upstreamDuration.labels(provider)));
+      if (duration === undefined) this.#upstreamDurationByProvider.set(provider, (duration = this.#upstreamDuration.series({ provider })));
       duration.observe((this.#clock() - startedAt) / 1000);
       this.#upstreamResponses.get(provider, status).inc();
     }
@@ -392,7 +393,9 @@ export class GatewayMetrics {
 
   /** A request that waited for capacity: how its wait ended and how long it lasted. */
   queueWait(outcome: 'admitted' | 'timed_out' | 'cancelled' | 'full', seconds: number): void {
-    this.#queueWait.labels(outcome).observe(seconds);
+    let wait = this.#queueWaitByOutcome.get(outcome);
+    if (wait === undefined) this.#queueWaitByOutcome.set(outcome, (wait = this.#queueWait.series({ outcome })));
+    wait.observe(seconds);
   }
 
   /** A completed request's tokens, charged to the provider and model that executed it. */

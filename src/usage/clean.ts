@@ -13,9 +13,9 @@ const MAX_INT32 = 2_147_483_647;
 /**
  * The record with storable values: text without NUL or lone surrogates; token counts whole and
  * within MAX_TOKEN_COUNT (see tokenCount); a cost that is finite and at most MAX_USD (so an absurd cost still
- * reaches every budget, the cautious reading); integers where the schema holds integers.
+ * reaches every budget, the cautious reading; 0 when absent); integers where the schema holds integers.
  */
-export function cleanRecord(r: UsageRecord): UsageRecord {
+export function cleanRecord(r: Omit<UsageRecord, 'costUsd'> & { costUsd?: number }): UsageRecord {
   const promptTokens = count(r.promptTokens);
   return {
     timestampMs: Number.isFinite(r.timestampMs) ? Math.round(r.timestampMs) : Date.now(),
@@ -28,7 +28,7 @@ export function cleanRecord(r: UsageRecord): UsageRecord {
     totalTokens: count(r.totalTokens),
     // Part of the prompt tokens, never more (pricing relies on it).
     cachedPromptTokens: Math.min(count(r.cachedPromptTokens), promptTokens),
-    costUsd: storableCost(r.costUsd),
+    costUsd: storableCost(r.costUsd ?? 0),
     cached: r.cached === true,
     status: integer(r.status, 0, 999),
     latencyMs: integer(r.latencyMs, 0, MAX_INT32),

@@ -138,9 +138,9 @@ export class UsageRecorder {
    */
   record(entry: UsageEntry): UsageRecord | undefined {
     if (!this.enabled) return undefined;
-    const r = cleanRecord({ ...entry, costUsd: 0 });
+    const r = cleanRecord(entry);
     // Priced from the cleaned token counts.
-    r.costUsd = storableCost(entry.costUsd ?? this.price(r));
+    if (entry.costUsd === undefined) r.costUsd = storableCost(this.price(r));
     this.buffer.push(r);
     for (const listener of this.recordListeners) listener(r);
     if (this.pending > this.maxBuffered) this.enforceBound();

@@ -1,3 +1,4 @@
+import type { Statement } from 'better-sqlite3';
 import { subtreeMatch } from '../../user-path/user-path.ts';
 import { SQLITE_SUBTREE, sqliteMarks, sqliteParams, type SqliteDb } from '../sql/sqlite.ts';
 import { USAGE_COLUMNS, USAGE_GROUP_KEY_SQL, USAGE_SUMS, bucketFromRow, summaryFromRow, usageParams, type BucketRow, type SummaryRow } from './rows.ts';
@@ -13,6 +14,8 @@ const SUMMARY_COLUMNS = `
 
 export class SqliteUsage implements UsageRepository {
   readonly #db: SqliteDb;
+  /** The INSERT of each number of rows, by that number: its text is not built again for every statement. */
+  readonly #inserts = new Map<number, Statement>();
 
   constructor(db: SqliteDb) {
     this.#db = db;
@@ -25,8 +28,11 @@ export class SqliteUsage implements UsageRepository {
       // One transaction per batch: one commit instead of one per record.
       this.#db.transaction(() => {
         for (let first = 0; first < records.length; first += ROWS_PER_STATEMENT) {
-          const rows = records.slice(first, first + ROWS_PER_STATEMENT);
-          this.#insertStatement(rows.length).run(...rows.flatMap((r) => sqliteParams(usageParams(r))));
+          const end = Math.min(records.length, first + ROWS_PER_STATEMENT);
+          const values: unknown[] = [];
+          for (let i = first; i < end; i++) values.push(...usageParams(records[i]!));
+          // One array bound whole: spread into arguments, a full statement's 512 values are copied twice.
+          this.#insertStatement(end - first).run(sqliteParams(values));
         }
       });
     } catch (err) {
@@ -73,9 +79,14 @@ export class SqliteUsage implements UsageRepository {
     );
   }
 
-  #insertStatement(rows: number) {
-    const row = `(${sqliteMarks(USAGE_COLUMNS)})`;
-    return this.#db.stmt(`INSERT INTO usage_records (${USAGE_COLUMNS}) VALUES ${new Array(rows).fill(row).join(', ')}`);
+  #insertStatement(rows: number): Statement {
+    let stmt = this.#inserts.get(rows);
+    if (stmt === undefined) {
+      const row = `(${sqliteMarks(USAGE_COLUMNS)})`;
+      stmt = this.#db.stmt(`INSERT INTO usage_records (${USAGE_COLUMNS}) VALUES ${new Array(rows).fill(row).join(', ')}`);
+      this.#inserts.set(rows, stmt);
+    }
+    return stmt;
   }
 }
 
