@@ -159,6 +159,13 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     });
     // Background batch runs stop before the usage recorder and storage close.
     cleanup.unshift(() => batches.close());
+    const reservations = new ReservationEstimator(
+      { tokens: config.rate_limits.enabled && config.rate_limits.reservations.enabled, budgets: config.budgets.enabled && config.budgets.reservations.enabled, defaultCompletionTokens: config.rate_limits.reservations.default_completion_tokens },
+      pricing,
+      now,
+    );
+    // With reservations on every request is counted: the tokenizer loads before the first one.
+    await reservations.ready();
     const services: HttpServices = {
       options: {
         masterKey,
@@ -180,11 +187,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       storage,
       usage,
       admission,
-      reservations: new ReservationEstimator(
-        { tokens: config.rate_limits.enabled && config.rate_limits.reservations.enabled, budgets: config.budgets.enabled && config.budgets.reservations.enabled, defaultCompletionTokens: config.rate_limits.reservations.default_completion_tokens },
-        pricing,
-        now,
-      ),
+      reservations,
       refusals,
       batches,
       limiter,

@@ -52,7 +52,9 @@ export async function dispatch(
   const logged = line.hold();
   let settlement: Settlement | undefined;
   try {
-    const estimate = services.reservations?.enabled === true && modelRequest.json !== undefined ? await services.reservations.estimate(modelRequest.endpoint, modelRequest.model, modelRequest.json) : undefined;
+    let estimate = services.reservations?.enabled === true && modelRequest.json !== undefined ? services.reservations.estimate(modelRequest.endpoint, modelRequest.model, modelRequest.json) : undefined;
+    // Counted at once when the tokenizer is loaded (see count.ts): no promise to wait for.
+    if (estimate instanceof Promise) estimate = await estimate;
     const dispatched = await services.admission.dispatch(identity, route, end, (target) => callTarget(target, modelRequest, end.cancel), line, estimate);
     settlement = dispatched.settlement;
     const { result, target, headers: admitted } = dispatched;

@@ -5,7 +5,9 @@
  * bundled, so the count is an estimate of the same order, not the provider's number.
  *
  * An encoding is loaded on first use (it takes a noticeable moment and tens of megabytes), so a
- * gateway that never needs a count never pays for it.
+ * gateway that never needs a count never pays for it; a gateway that counts every request (token
+ * reservations) loads it at start-up (loadDefaultEncoding). Once loaded, a count is synchronous: it runs
+ * on every admission with reservations on, and a promise per count would cost that path a turn.
  *
  * Counting runs on the event loop, so its cost is bounded whatever the text: BPE's cost grows with
  * the square of a run of characters without a space, so a text is counted in pieces cut at spaces
@@ -26,7 +28,9 @@ const LOADERS: Readonly<Record<EncodingName, () => Promise<Encoding>>> = {
   cl100k_base: () => import('gpt-tokenizer/encoding/cl100k_base'),
 };
 
-const loaded = new Map<EncodingName, Promise<Encoding>>();
+/** The encodings loaded, and those being loaded. */
+const loaded = new Map<EncodingName, Encoding>();
+const loading = new Map<EncodingName, Promise<Encoding>>();
 /** Characters counted exactly at most, over all the texts of one count. */
 const MAX_COUNTED = 32 * 1024;
 /** The longest piece counted in one go. */
@@ -45,16 +49,52 @@ export function encodingOf(model: string): EncodingName {
   return 'cl100k_base';
 }
 
-/** The tokens of `texts` together, as `model`'s tokenizer (see encodingOf) counts them. */
-export async function countTokens(model: string, texts: readonly string[]): Promise<number> {
-  if (texts.every((t) => t === '')) return 0;
-  const name = encodingOf(model);
-  let encoding = loaded.get(name);
-  if (encoding === undefined) {
-    encoding = LOADERS[name]();
-    loaded.set(name, encoding);
+/**
+ * Loads `o200k_base`, the encoding of every model but OpenAI's older ones (see encodingOf), so
+ * that the first count does not wait for it; the other loads on its first use.
+ */
+export async function loadDefaultEncoding(): Promise<void> {
+  await encodingNamed('o200k_base');
+}
+
+/** The encoding, or the promise of it while it loads (a failed load is tried again next time). */
+function encodingNamed(name: EncodingName): Encoding | Promise<Encoding> {
+  const encoding = loaded.get(name);
+  if (encoding !== undefined) return encoding;
+  let pending = loading.get(name);
+  if (pending === undefined) {
+    pending = LOADERS[name]().then(
+      (ready) => {
+        loaded.set(name, ready);
+        loading.delete(name);
+        return ready;
+      },
+      (err: unknown) => {
+        loading.delete(name);
+        throw err;
+      },
+    );
+    loading.set(name, pending);
   }
-  const encoder = await encoding;
+  return pending;
+}
+
+/**
+ * The tokens of `texts` together, as `model`'s tokenizer (see encodingOf) counts them: at once
+ * when its encoding is loaded, else once it is.
+ */
+export function countTokens(model: string, texts: readonly string[]): number | Promise<number> {
+  if (allEmpty(texts)) return 0;
+  const encoding = encodingNamed(encodingOf(model));
+  return encoding instanceof Promise ? encoding.then((ready) => countWith(ready, texts)) : countWith(encoding, texts);
+}
+
+function allEmpty(texts: readonly string[]): boolean {
+  for (const text of texts) if (text !== '') return false;
+  return true;
+}
+
+function countWith(encoder: Encoding, texts: readonly string[]): number {
   let tokens = 0;
   let counted = 0;
   let total = 0;

@@ -72,10 +72,14 @@ function collectTexts(value: unknown, into: string[], depth = 0): void {
   }
 }
 
-/** The prompt tokens of a request, as `model`'s tokenizer counts them (see count.ts). */
-export async function estimatePromptTokens(model: string, body: unknown): Promise<number> {
+/** The prompt tokens of a request, as `model`'s tokenizer counts them (see count.ts): at once when its encoding is loaded. */
+export function estimatePromptTokens(model: string, body: unknown): number | Promise<number> {
   const { texts, messages } = promptParts(body);
-  const tokens = await countTokens(model, texts);
+  const tokens = countTokens(model, texts);
+  return typeof tokens === 'number' ? withMessageOverhead(tokens, messages) : tokens.then((counted) => withMessageOverhead(counted, messages));
+}
+
+function withMessageOverhead(tokens: number, messages: number): number {
   return messages === 0 ? tokens : sumCounts(tokens, messages * TOKENS_PER_MESSAGE, REPLY_PRIMING);
 }
 

@@ -20,14 +20,22 @@ export interface TokenEstimate {
 export function allowedCompletionTokens(endpoint: string, body: unknown, fallback: number): number {
   if (!COMPLETING.has(endpoint)) return 0;
   if (!isRecord(body)) return fallback;
-  const cap = [body.max_completion_tokens, body.max_tokens, body.max_output_tokens].find((value) => typeof value === 'number' && Number.isFinite(value) && value > 0);
+  const cap = positive(body.max_completion_tokens) ?? positive(body.max_tokens) ?? positive(body.max_output_tokens);
   const choices = typeof body.n === 'number' && Number.isInteger(body.n) && body.n > 1 ? body.n : 1;
-  return (cap === undefined ? fallback : Math.ceil(cap as number)) * choices;
+  return (cap === undefined ? fallback : Math.ceil(cap)) * choices;
 }
 
-/** A request's token estimate for `model`, as admission reserves it. */
-export async function estimateRequestTokens(model: string, endpoint: string, body: unknown, defaultCompletionTokens: number): Promise<TokenEstimate> {
-  const promptTokens = await estimatePromptTokens(model, body);
+function positive(value: unknown): number | undefined {
+  return typeof value === 'number' && Number.isFinite(value) && value > 0 ? value : undefined;
+}
+
+/** A request's token estimate for `model`, as admission reserves it: at once when the encoding is loaded (see count.ts). */
+export function estimateRequestTokens(model: string, endpoint: string, body: unknown, defaultCompletionTokens: number): TokenEstimate | Promise<TokenEstimate> {
   const completionTokens = allowedCompletionTokens(endpoint, body, defaultCompletionTokens);
+  const promptTokens = estimatePromptTokens(model, body);
+  return typeof promptTokens === 'number' ? tokenEstimate(promptTokens, completionTokens) : promptTokens.then((counted) => tokenEstimate(counted, completionTokens));
+}
+
+function tokenEstimate(promptTokens: number, completionTokens: number): TokenEstimate {
   return { promptTokens, completionTokens, totalTokens: promptTokens + completionTokens };
 }

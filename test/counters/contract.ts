@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { AdmitOutcome, CounterAdmission, CounterReading, CounterRow, CounterRule, CounterStore, LearnedDimension, LearnedHandle, LearnedRecord, LearnedUpdate, SlotLease } from '../../src/ratelimit/index.ts';
+import type { AdmitOutcome, CounterAdmission, CounterReading, CounterRow, CounterRule, CounterStore, LearnedDimension, LearnedHandle, LearnedRecord, LearnedUpdate, MaybePromise, SlotLease } from '../../src/ratelimit/index.ts';
 
 export interface StoreUnderTest {
   store: CounterStore;
@@ -146,6 +146,28 @@ export function counterStoreContract(name: string, open: () => Promise<StoreUnde
       const last = await reserving();
       assert.equal(last.status, 'admitted', '600 + 300 fits');
       assert.equal(last.rows[0]!.tokensReserved, 300);
+    });
+
+    it('admissions and settlements asked at the same moment see each other\'s reservations, in order', async () => {
+      const tokens = counterRule(store, '/res-burst', LONG, { maxTokens: 1000 });
+      const reserving = (): MaybePromise<CounterAdmission> => store.tryAdmit([tokens], wallSeconds(), undefined, 300) as MaybePromise<CounterAdmission>;
+      // Asked in one turn (one batch on Redis): each admission sees those before it.
+      const burst = await Promise.all([reserving(), reserving(), reserving(), reserving()]);
+      assert.deepEqual(burst.map((a) => a.status), ['admitted', 'admitted', 'admitted', 'refused']);
+      assert.deepEqual(burst.map((a) => a.rows[0]!.tokensReserved), [300, 600, 900, 900]);
+      // An admission, a settlement, two admissions, in one turn: the first is refused, the second
+      // takes the room the settlement made.
+      const refused = reserving();
+      const settled = store.settle([tokens], leaseOf(burst[0]!), 300, 0, wallSeconds());
+      const after = await Promise.all([refused, reserving(), reserving()]);
+      await settled;
+      assert.deepEqual(after.map((a) => a.status), ['refused', 'admitted', 'refused']);
+      assert.deepEqual(after.map((a) => a.rows[0]!.tokensReserved), [900, 900, 900]);
+      // Settled twice more at once, then read in the same turn: the read sees both gone.
+      const both = [store.settle([tokens], leaseOf(burst[1]!), 300, 0, wallSeconds()), store.settle([tokens], leaseOf(after[1]!), 300, 0, wallSeconds())];
+      const now = await read(store, [tokens]);
+      await Promise.all(both);
+      assert.equal(now.rows[0]!.tokensReserved, 300);
     });
 
     it('a reset drops the reservations held on the rule; settling one later still counts its tokens', async () => {

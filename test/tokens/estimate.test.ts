@@ -2,8 +2,9 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { countTokens as cl100k } from 'gpt-tokenizer/encoding/cl100k_base';
 import { countTokens as o200k } from 'gpt-tokenizer/encoding/o200k_base';
-import { countTokens, encodingOf } from '../../src/tokens/count.ts';
+import { countTokens, encodingOf, loadDefaultEncoding } from '../../src/tokens/count.ts';
 import { RelayedStream, estimatePromptTokens, estimateStreamUsage, promptParts } from '../../src/tokens/estimate.ts';
+import { allowedCompletionTokens, estimateRequestTokens } from '../../src/tokens/reservation.ts';
 
 const sse = (events: unknown[]): Buffer => Buffer.from(events.map((e) => `data: ${JSON.stringify(e)}\n\n`).join('') + 'data: [DONE]\n\n');
 
@@ -25,6 +26,17 @@ describe('token counts', () => {
     assert.equal(await countTokens('gpt-4', [text]), cl100k(text));
     assert.equal(await countTokens('gpt-4o', [text, text]), 2 * o200k(text));
     assert.equal(await countTokens('gpt-4o', []), 0);
+  });
+
+  it('counts at once, without a promise, once the encoding is loaded', async () => {
+    await loadDefaultEncoding();
+    const text = 'Say hello in one short sentence.';
+    assert.equal(countTokens('gpt-4o', [text]), o200k(text));
+    assert.deepEqual(estimateRequestTokens('claude-sonnet-4', 'chat', { messages: [{ role: 'user', content: text }], max_tokens: 32 }, 256), {
+      promptTokens: o200k(text) + 3 + 3,
+      completionTokens: 32,
+      totalTokens: o200k(text) + 6 + 32,
+    });
   });
 
   it('is exact for texts split at their spaces, and estimates past 32K characters at the same rate', async () => {
@@ -94,6 +106,19 @@ describe('prompt estimates', () => {
     const body = { model: 'gpt-4o', messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hello there' }] };
     assert.equal(await estimatePromptTokens('gpt-4o', body), o200k('Be brief.') + o200k('Hello there') + 2 * 3 + 3);
     assert.equal(await estimatePromptTokens('emb', { input: 'Hello there' }), o200k('Hello there'));
+  });
+});
+
+describe('completion tokens a request allows', () => {
+  it('takes the first positive cap of the dialects\' fields, times n choices, else the default', () => {
+    assert.equal(allowedCompletionTokens('chat', { max_completion_tokens: 100, max_tokens: 50 }, 256), 100);
+    assert.equal(allowedCompletionTokens('chat', { max_completion_tokens: 0, max_tokens: 50 }, 256), 50, 'a cap of 0 is no cap');
+    assert.equal(allowedCompletionTokens('responses', { max_output_tokens: 20.5 }, 256), 21);
+    assert.equal(allowedCompletionTokens('messages', { max_tokens: '64' }, 256), 256, 'a cap that is not a number is none');
+    assert.equal(allowedCompletionTokens('chat', { max_tokens: 10, n: 3 }, 256), 30);
+    assert.equal(allowedCompletionTokens('chat', { n: 2 }, 256), 512);
+    assert.equal(allowedCompletionTokens('embeddings', { max_tokens: 10 }, 256), 0, 'an embedding completes nothing');
+    assert.equal(allowedCompletionTokens('chat', undefined, 256), 256);
   });
 });
 

@@ -217,6 +217,40 @@ local function reservedIn(key)
   return sum
 end
 
+-- The tokens reserved in a token rule's reservation set, as reservedIn counts them, summed from
+-- its members once per batch (the batch runs at one nowMs) and then kept in step with what this
+-- batch adds and removes: summing every member at each admission costs as many steps as there
+-- are requests in flight, per rule, per admission.
+local tokensReserved = {}
+
+local function reservedTokensIn(key)
+  local sum = tokensReserved[key]
+  if sum == nil then
+    sum = reservedIn(key)
+    tokensReserved[key] = sum
+  end
+  return sum
+end
+
+-- The admission's lease joins a reservation set; a lease id already there (never, ids are unique)
+-- would make the sum unknown again.
+local function addReservation(key, lease, expiresMs)
+  local added = redis.call('ZADD', key, expiresMs, lease)
+  local sum = tokensReserved[key]
+  if sum ~= nil then tokensReserved[key] = added == 1 and sum + (tonumber(string.match(lease, '|(%d+)$')) or 0) or nil end
+end
+
+-- A lease leaves a key; in a reservation set summed in this batch, its tokens leave the sum if
+-- they were counted there (its lease unexpired).
+local function removeLease(key, lease)
+  local sum = tokensReserved[key]
+  if sum ~= nil then
+    local expiresMs = tonumber(redis.call('ZSCORE', key, lease))
+    if expiresMs ~= nil and expiresMs > nowMs then tokensReserved[key] = sum - (tonumber(string.match(lease, '|(%d+)$')) or 0) end
+  end
+  redis.call('ZREM', key, lease)
+end
+
 -- Per rule of the admission being checked (flat arrays, reused: no table per rule).
 local start, ws, rp, rc, tp, tc, rolled = {}, {}, {}, {}, {}, {}, {}
 
@@ -265,7 +299,7 @@ local function admit(first, keys, v, at, lease)
       if maxTokens > 0 and m > 0 then
         r = r + 1
         reservationKey[i] = KEYS[first + n + r]
-        reservedNow[i] = reservedIn(reservationKey[i])
+        reservedNow[i] = reservedTokensIn(reservationKey[i])
         if carried(q0, period, elapsed) + d0 + reservedNow[i] + reserve > maxTokens then breached = true end
       elseif maxTokens > 0 and carried(q0, period, elapsed) + d0 >= maxTokens then breached = true end
       start[i], ws[i], rp[i], rc[i], tp[i], tc[i], rolled[i] = s, w0, p0, c0, q0, d0, moved
@@ -310,7 +344,7 @@ local function admit(first, keys, v, at, lease)
       if not breached or rolled[i] then save(key, period, rolled[i], ws[i], rp[i], rc[i], tp[i], tc[i]) end
       local reserved = reservedNow[i]
       if reservationKey[i] and not breached then
-        redis.call('ZADD', reservationKey[i], nowMs + leaseMs, lease)
+        addReservation(reservationKey[i], lease, nowMs + leaseMs)
         keepFor(reservationKey[i], leaseMs)
         reserved = reserved + reserve
       end
@@ -340,7 +374,7 @@ local function addTokens(first, n, v, at)
 end
 
 local function release(first, n, v, at, lease)
-  for i = 1, n do redis.call('ZREM', KEYS[first + i], lease) end
+  for i = 1, n do removeLease(KEYS[first + i], lease) end
   return at
 end
 
@@ -362,7 +396,7 @@ local function read(first, keys, v, at)
       local reserved = 0
       if keys > n then
         r = r + 1
-        reserved = reservedIn(KEYS[first + n + r])
+        reserved = reservedTokensIn(KEYS[first + n + r])
       end
       out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = s, p0, c0, q0, d0, reserved
     end

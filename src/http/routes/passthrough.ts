@@ -43,7 +43,8 @@ export function registerPassthrough(app: FastifyInstance, services: Pick<HttpSer
       const end = new ResponseEnd(reply.raw);
       // With reservations on, a JSON body reserves its prompt and the completion it allows.
       const reservations = services.reservations;
-      const estimated = reservations?.enabled === true && json !== undefined && model !== undefined ? await reservations.estimate('chat', model, json) : undefined;
+      let estimated = reservations?.enabled === true && json !== undefined && model !== undefined ? reservations.estimate('chat', model, json) : undefined;
+      if (estimated instanceof Promise) estimated = await estimated;
       const estimate = estimated && { tokens: estimated.tokens, costUsd: estimated.costUsd && estimated.costUsd({ provider, model: model! }) };
       const { headers, settlement } = await services.admission.admitOneReserving(request.identity, { provider: provider.name, model }, { lifetime: end, estimate });
       const untrack = services.inFlight.track(end);
