@@ -179,6 +179,12 @@ describe('authentication with MASTER_KEY (CONTRACT §3)', () => {
       }
     }
   });
+  it('requests alternating between two header values each get their own user path', async () => {
+    for (const [value, path] of [['/team/a', '/team/a'], ['team/b/', '/team/b'], ['/team/a', '/team/a'], ['/team/ä', '/team/ä'], ['team/b/', '/team/b']]) {
+      const res = await gw.request('GET', '/v1/usage', { headers: { ...bearer(MASTER), 'x-floodgate-user-path': Buffer.from(value!, 'utf8').toString('latin1') } });
+      assert.equal(res.json().user_path, path);
+    }
+  });
 });
 
 describe('managed keys survive a restart (same SQLite file)', () => {
