@@ -78,22 +78,14 @@ function managedIdentity(request: FastifyRequest, key: ApiKeyRecord, userPathHea
   return { userPath: key.userPath ?? headerPath(request, userPathHeader), keyId: key.id, isMaster: false, maxPriority: key.maxPriority };
 }
 
-/** The last header value normalised, and its path: a client sends the same one request after request. */
-let lastHeaderValue: string | undefined;
-let lastHeaderPath = '/';
-
 /** The user path from the user-path header, normalised; `/` without one. */
 function headerPath(request: FastifyRequest, header: string): string {
   const raw = request.headers[header];
   if (raw === undefined) return '/';
-  const value = Array.isArray(raw) ? raw[0] ?? '' : raw;
-  if (value === lastHeaderValue) return lastHeaderPath;
-  const text = utf8HeaderValue(value);
+  const text = utf8HeaderValue(Array.isArray(raw) ? raw[0] ?? '' : raw);
   if (text === undefined) throw badRequest(`${header} header is not valid UTF-8`, header, 'invalid_user_path');
   const normalized = normalizeUserPath(text, `${header} header`);
   if (!normalized.ok) throw badRequest(normalized.error, header, 'invalid_user_path');
-  lastHeaderValue = value;
-  lastHeaderPath = normalized.value;
   return normalized.value;
 }
 
