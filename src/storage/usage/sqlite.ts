@@ -14,8 +14,6 @@ const SUMMARY_COLUMNS = `
 
 export class SqliteUsage implements UsageRepository {
   readonly #db: SqliteDb;
-  /** The INSERT of each number of rows, by that number: its text is not built again for every statement. */
-  readonly #inserts = new Map<number, Statement>();
 
   constructor(db: SqliteDb) {
     this.#db = db;
@@ -79,14 +77,10 @@ export class SqliteUsage implements UsageRepository {
     );
   }
 
+  /** Prepared once per number of rows: SqliteDb.stmt keeps each statement by its text. */
   #insertStatement(rows: number): Statement {
-    let stmt = this.#inserts.get(rows);
-    if (stmt === undefined) {
-      const row = `(${sqliteMarks(USAGE_COLUMNS)})`;
-      stmt = this.#db.stmt(`INSERT INTO usage_records (${USAGE_COLUMNS}) VALUES ${new Array(rows).fill(row).join(', ')}`);
-      this.#inserts.set(rows, stmt);
-    }
-    return stmt;
+    const row = `(${sqliteMarks(USAGE_COLUMNS)})`;
+    return this.#db.stmt(`INSERT INTO usage_records (${USAGE_COLUMNS}) VALUES ${new Array(rows).fill(row).join(', ')}`);
   }
 }
 
