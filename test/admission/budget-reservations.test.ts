@@ -6,10 +6,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { PricedTarget, ReservationEstimate } from '../../src/admission/core.ts';
-import { GatewayError } from '../../src/errors/gateway-error.ts';
 import type { ProviderResult } from '../../src/providers/types.ts';
 import { rule } from '../ratelimit/helpers.ts';
-import { answer, coreWorld, settle, T0_MS, TestLifetime } from './helpers.ts';
+import { answer, coreWorld, settle, T0_MS, TestLifetime, refusal } from './helpers.ts';
 
 const CALLER = { userPath: '/team/alice', keyId: 'key-1' };
 const USAGE = { promptTokens: 7, completionTokens: 3, totalTokens: 10 };
@@ -25,16 +24,6 @@ function world(maxUsd: number) {
     budgets: [{ userPath: '/team', period: 'day', maxUsd, source: 'manual', createdAt: new Date(T0_MS), updatedAt: new Date(T0_MS) }],
     budgetReservations: true,
   });
-}
-
-async function refusal(promise: Promise<unknown>): Promise<GatewayError> {
-  try {
-    await promise;
-  } catch (err) {
-    assert.ok(err instanceof GatewayError, `not a gateway error: ${String(err)}`);
-    return err;
-  }
-  assert.fail('the request was admitted');
 }
 
 const requestsUsed = async (w: ReturnType<typeof world>): Promise<number> => (await w.limiter.status())[0]!.requests_used;

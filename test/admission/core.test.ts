@@ -2,21 +2,10 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { GatewayError } from '../../src/errors/gateway-error.ts';
 import { rule } from '../ratelimit/helpers.ts';
-import { answer, brokenStream, coreWorld, scriptedCalls, T0_MS, TestLifetime } from './helpers.ts';
+import { answer, brokenStream, coreWorld, scriptedCalls, T0_MS, TestLifetime, refusal } from './helpers.ts';
 
 const CALLER = { userPath: '/team/alice', keyId: 'key-1' };
 const USAGE = { promptTokens: 7, completionTokens: 3, totalTokens: 10 };
-
-/** The 429 (or other gateway error) a dispatch threw. */
-async function refusal(promise: Promise<unknown>): Promise<GatewayError> {
-  try {
-    await promise;
-  } catch (err) {
-    assert.ok(err instanceof GatewayError, `not a gateway error: ${String(err)}`);
-    return err;
-  }
-  assert.fail('the request was admitted');
-}
 
 /** In-flight counts of every rule, by `scope subject`. */
 async function inFlight(world: ReturnType<typeof coreWorld>): Promise<Record<string, number>> {

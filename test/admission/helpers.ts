@@ -3,12 +3,14 @@
  * when told to, fake providers whose calls the test decides, a lifetime the test ends, and sinks
  * that keep what the core recorded.
  */
+import assert from 'node:assert/strict';
 import { Readable } from 'node:stream';
 import { AdmissionCore, type AdmissionMetrics, type Lifetime, type QueueOutcome, type Refusal } from '../../src/admission/core.ts';
 import { WaitQueue, type Timers } from '../../src/admission/queue.ts';
 import { BudgetTracker } from '../../src/budgets/tracker.ts';
 import type { BudgetDefinition } from '../../src/budgets/types.ts';
 import { MemoryCounterStore } from '../../src/counters/memory.ts';
+import { GatewayError } from '../../src/errors/gateway-error.ts';
 import { Cancellation } from '../../src/providers/cancellation.ts';
 import type { Provider, ProviderResult, Usage } from '../../src/providers/types.ts';
 import { RateLimiter, type AdmissionTicket, type Headroom, type LearnedCause, type LearnedSettings, type RuleDefinition } from '../../src/ratelimit/index.ts';
@@ -23,6 +25,17 @@ function provider(name: string, models: readonly string[]): Provider {
     throw new Error(`provider ${name} is only called through the test's call function`);
   };
   return { name, type: 'fake', listModels: async () => [...models], call: refuse, passthrough: refuse, close: async () => {} };
+}
+
+/** The 429 (or other gateway error) a dispatch threw; fails the test when it was admitted. */
+export async function refusal(promise: Promise<unknown>): Promise<GatewayError> {
+  try {
+    await promise;
+  } catch (err) {
+    assert.ok(err instanceof GatewayError, `not a gateway error: ${String(err)}`);
+    return err;
+  }
+  assert.fail('the request was admitted');
 }
 
 /** A buffered answer with the usage a real provider would report. */

@@ -5,10 +5,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Caller } from '../../src/admission/core.ts';
-import { GatewayError } from '../../src/errors/gateway-error.ts';
 import type { ProviderResult } from '../../src/providers/types.ts';
 import type { Capacity } from '../../src/shared/capacity.ts';
-import { answer, coreWorld, scriptedCalls, settle, TestLifetime, type CoreWorld } from './helpers.ts';
+import { answer, coreWorld, scriptedCalls, settle, TestLifetime, type CoreWorld, refusal } from './helpers.ts';
 
 const CALLER: Caller = { userPath: '/team', keyId: null };
 const LEARN = { reserve: 0, cooldownMs: 5000 };
@@ -25,16 +24,6 @@ function failoverWorld(): CoreWorld {
 async function dispatch(world: CoreWorld, model: string, call: ReturnType<typeof scriptedCalls>['call'], caller: Caller = CALLER): Promise<string> {
   const done = await world.core.dispatch(caller, world.route(model), new TestLifetime(), call);
   return done.target.id;
-}
-
-async function refusal(promise: Promise<unknown>): Promise<GatewayError> {
-  try {
-    await promise;
-  } catch (err) {
-    assert.ok(err instanceof GatewayError);
-    return err;
-  }
-  assert.fail('the request was admitted');
 }
 
 describe('learned capacity in the admission core', () => {
