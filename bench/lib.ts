@@ -510,16 +510,22 @@ export interface LoadSide {
 
 /**
  * Unmeasured load before a measured run, on the same sides at once: a process that sat idle for
- * a minute while others were measured starts its run as warm as one measured a moment ago.
+ * a minute while others were measured starts its run as warm as one measured a moment ago. Idle,
+ * V8 gives heap pages back, and the first requests after pay a page fault each to take them again;
+ * so the load goes on in short steps until a step runs at steady state, as the warm-up does.
  */
-const PRIME_SECONDS = 1;
+const PRIME_STEP_SECONDS = 1;
+const PRIME_MAX_SECONDS = 8;
 
 export async function prime(server: ChildServer, stream: boolean, connections: number): Promise<void> {
-  await load(server.url, stream ? STREAM_BODY : JSON_BODY, PRIME_SECONDS, connections);
+  for (let seconds = 0; seconds < PRIME_MAX_SECONDS; seconds += PRIME_STEP_SECONDS) {
+    const step = await measure(server, stream, PRIME_STEP_SECONDS, connections);
+    if (step.faultsPerRequest <= STEADY_FAULTS_PER_REQUEST) return;
+  }
 }
 
 /**
- * Loads both sides at the same moment, after PRIME_SECONDS of the same load unmeasured; returns
+ * Loads both sides at the same moment, after the same load unmeasured until both run at steady state; returns
  * a's figures, then b's. The caller alternates `bFirst` round by round: the side started a
  * moment earlier has a small head start.
  */
