@@ -525,9 +525,9 @@ export async function prime(server: ChildServer, stream: boolean, connections: n
 }
 
 /**
- * Loads both sides at the same moment, after the same load unmeasured until both run at steady state; returns
- * a's figures, then b's. The caller alternates `bFirst` round by round: the side started a
- * moment earlier has a small head start.
+ * Loads both sides at the same moment, after the same load unmeasured until both run at steady
+ * state; returns a's figures, then b's. The caller alternates `bFirst` round by round: the side
+ * started a moment earlier has a small head start.
  */
 export async function sideBySide(a: LoadSide, b: LoadSide, seconds: number, connections: number, bFirst: boolean): Promise<[RoundFigures, RoundFigures]> {
   await Promise.all([prime(a.server, a.stream, connections), prime(b.server, b.stream, connections)]);
