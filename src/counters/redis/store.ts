@@ -433,12 +433,9 @@ export class RedisCounterStore implements CounterStore, SharedBudgetLedger {
     const leaseId = reserving ? `${base}|${reserve}` : base;
     let keys: ReadonlyArray<Buffer | string>;
     let numbers: Float64Array;
-    if (budgets !== undefined) {
-      keys = plan.reservingKeys(handle, reserving, budgets.keys);
-      numbers = plan.reservingNumbers(handle !== undefined, reserving ? reserve : 0, budgets.cost, budgets.numbers);
-    } else if (reserving) {
-      keys = plan.reservingKeys(handle, true, []);
-      numbers = plan.reservingNumbers(handle !== undefined, reserve, 0, []);
+    if (budgets !== undefined || reserving) {
+      keys = plan.reservingKeys(handle, reserving, budgets?.keys ?? []);
+      numbers = plan.reservingNumbers(handle !== undefined, reserving ? reserve : 0, budgets?.cost ?? 0, budgets?.numbers ?? []);
     } else {
       keys = handle === undefined ? plan.keys : plan.keysWith(handle);
       numbers = handle === undefined ? plan.capNumbers : plan.learnedCapNumbers;
