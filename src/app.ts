@@ -1,3 +1,5 @@
+// First: see the module (it must run before start-up's first full garbage collection).
+import './runtime/tick-shape.ts';
 import type { AddressInfo } from 'node:net';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { AdmissionCore } from './admission/core.ts';
