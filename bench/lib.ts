@@ -87,10 +87,10 @@ function processFaults(pid: number): number {
 export const STATS_PRELOAD: readonly string[] = ['--import', pathToFileURL(join(BENCH_DIR, 'servers/stats.ts')).href];
 
 /**
- * Loaded into every server the benchmark starts: the floor proxy, the fake upstream and a
- * baseline checkout hold one `process.nextTick` entry from start-up, as the gateway itself does
- * (src/runtime/tick-shape.ts, the module itself). Without it V8 builds every tick of a process in
- * its slow path whenever an early full collection happens to fall with no tick pending, which
+ * The gateway's own src/runtime/tick-shape.ts, loaded first into every server the benchmark
+ * starts, so the floor proxy, the fake upstream and a baseline checkout hold one
+ * `process.nextTick` entry from start-up as the gateway does. Without it V8 builds every tick of a
+ * process in its slow path whenever an early full collection falls with no tick pending, which
  * comes and goes from one process to the next: a comparison would measure that, not the code.
  */
 const TICK_HOLD: readonly string[] = ['--import', pathToFileURL(join(REPO_DIR, 'src/runtime/tick-shape.ts')).href];

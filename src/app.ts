@@ -1,4 +1,4 @@
-// First: see the module (it must run before start-up's first full garbage collection).
+// First of all: it must run before start-up's first full garbage collection (see the module).
 import './runtime/tick-shape.ts';
 import type { AddressInfo } from 'node:net';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
