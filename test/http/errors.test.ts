@@ -3,6 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
 import { anthropicProvider, assertAnthropicError, assertNoStack, assertOpenAiError, openaiProvider } from '../support/e2e.ts';
+import { refusedPort } from '../support/processes.ts';
 
 const chat = (content = 'hi', model = 'up/gpt-x') => ({ model, messages: [{ role: 'user', content }] });
 
@@ -15,9 +16,7 @@ describe('error responses (CONTRACT §4)', () => {
   before(async () => {
     up = await startFakeUpstream({ apiKey: 'k-up', name: 'up' });
     ant = await startFakeUpstream({ apiKey: 'k-ant', name: 'ant' });
-    const dead = await startFakeUpstream();
-    deadUrl = dead.url;
-    await dead.close(); // nothing listens there any more: connection refused
+    deadUrl = `http://127.0.0.1:${await refusedPort()}`;
     gw = await startTestGateway({
       yaml:
         'server: { body_limit: 1kb }\n' +

@@ -35,10 +35,14 @@ async function health(replica: Replica): Promise<unknown> {
   return res.json();
 }
 
-/** The gateway's log line that says it runs degraded. */
-function degradedLine(replica: Replica): string | undefined {
-  const line = replica.logs().find((l) => String(l.msg).startsWith('rate-limit counters: Redis unreachable'));
-  return line === undefined ? undefined : String(line.msg);
+/**
+ * The gateway's log line that says it runs degraded. Its stdout and its HTTP answers reach this
+ * process on different pipes, so the line may arrive after the /health answer that follows it.
+ */
+async function degradedLine(replica: Replica): Promise<string> {
+  const find = () => replica.logs().find((l) => String(l.msg).startsWith('rate-limit counters: Redis unreachable'));
+  await until(async () => find() !== undefined, 5000, 'the degraded log line');
+  return String(find()?.msg);
 }
 
 describe('a Redis the gateway cannot use, named', () => {
@@ -80,9 +84,9 @@ rate_limits:
     for (const url of [`redis://:wrong-pass@127.0.0.1:${redis.port}`, `redis://127.0.0.1:${redis.port}`]) {
       const gw = await start(url);
       assert.deepEqual(await health(gw), { status: 'degraded', rate_limits: 'redis unreachable: authentication failed' }, url);
-      const line = degradedLine(gw);
-      assert.match(line ?? '', /^rate-limit counters: Redis unreachable \(authentication failed: (WRONGPASS|NOAUTH) /, url);
-      assert.equal(line?.includes(PASSWORD), false);
+      const line = await degradedLine(gw);
+      assert.match(line, /^rate-limit counters: Redis unreachable \(authentication failed: (WRONGPASS|NOAUTH) /, url);
+      assert.equal(line.includes(PASSWORD), false);
       const res = await gw.request('POST', '/v1/chat/completions', { body: chat('up/gpt-x'), headers: { [USER_PATH_HEADER]: '/capped' } });
       assert.equal(res.status, 200, res.text);
     }
@@ -91,7 +95,7 @@ rate_limits:
   it('rediss:// against a plain server: "TLS handshake failed", at start-up and in /health', async () => {
     const gw = await start(`rediss://:${PASSWORD}@127.0.0.1:${redis.port}`);
     assert.deepEqual(await health(gw), { status: 'degraded', rate_limits: 'redis unreachable: TLS handshake failed' });
-    assert.match(degradedLine(gw) ?? '', /^rate-limit counters: Redis unreachable \(TLS handshake failed: the server answers plain Redis commands .*use a redis:\/\/ URL/);
+    assert.match(await degradedLine(gw), /^rate-limit counters: Redis unreachable \(TLS handshake failed: the server answers plain Redis commands .*use a redis:\/\/ URL/);
     // It stays named while the gateway keeps trying.
     await sleep(2500);
     assert.deepEqual(await health(gw), { status: 'degraded', rate_limits: 'redis unreachable: TLS handshake failed' });
@@ -115,7 +119,7 @@ rate_limits:
       await own.start(['--databases', '2']);
       const lost = { status: 'degraded', rate_limits: 'redis unreachable: database 3 does not exist' };
       await until(async () => JSON.stringify(await health(gw)) === JSON.stringify(lost), 10_000, 'the lost database named in /health');
-      assert.match(degradedLine(gw) ?? '', /^rate-limit counters: Redis unreachable \(database 3 does not exist: ERR DB index is out of range/);
+      assert.match(await degradedLine(gw), /^rate-limit counters: Redis unreachable \(database 3 does not exist: ERR DB index is out of range/);
       assert.equal((await send()).status, 200, 'served meanwhile (on_error: local)');
       await sleep(1500);
       assert.deepEqual(await health(gw), lost, 'the probe does not take database 0 for the real one');

@@ -5,12 +5,12 @@
  * first byte), with per-attempt provider/model accounting and once-per-request user paths.
  */
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
 import { describe, it } from 'node:test';
 import OpenAI, { APIError } from 'openai';
 import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.ts';
 import { startTestGateway, type TestGateway, type TestResponse } from '../support/gateway.ts';
 import { assertOpenAiError, openaiProvider, waitFor } from '../support/e2e.ts';
+import { refusedPort } from '../support/processes.ts';
 import {
   USER_PATH_HEADER,
   assertRateLimited,
@@ -126,15 +126,6 @@ async function listModelIds(w: World): Promise<string[]> {
   const res = await w.gw.request('GET', '/v1/models');
   assert.equal(res.status, 200, res.text);
   return res.json().data.map((m: { id: string }) => m.id);
-}
-
-/** A loopback port nothing listens on. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 function rule(rules: StatusRecord[], scope: string, subject: string, period: number): StatusRecord {
@@ -340,7 +331,7 @@ describe('routing: failover', { concurrency: true }, () => {
   });
 
   it('connection refused on the primary: served by the next candidate', async () => {
-    const port = await closedPort();
+    const port = await refusedPort();
     await withWorld(FAILOVER_ABC, async (w) => {
       assert.equal(await sdkChat(w, 'a/m1'), 'b');
       assert.deepEqual(w.counts(), [0, 1, 0]);
@@ -408,7 +399,7 @@ describe('routing: failover', { concurrency: true }, () => {
   });
 
   it('without failover a timeout is a 504 and a refused connection a 502', async () => {
-    const port = await closedPort();
+    const port = await refusedPort();
     await withWorld('', async (w) => {
       w.a.hangNext(1);
       assertOpenAiError(await chat(w, 'a/m1'), 504, 'provider_error');

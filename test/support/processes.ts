@@ -16,6 +16,18 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/**
+ * A loopback port that refuses connections for the whole test. A port freed after listening on
+ * port 0 can be handed to a server another test starts meanwhile; a privileged port never is, as
+ * the kernel picks those only when asked by number.
+ */
+export async function refusedPort(): Promise<number> {
+  for (let port = 1; port < 1024; port++) {
+    if (!(await accepts(port))) return port;
+  }
+  throw new Error('every port below 1024 accepts connections on 127.0.0.1');
+}
+
 /** Whether something accepts TCP connections on 127.0.0.1:port. */
 export function accepts(port: number): Promise<boolean> {
   return new Promise((resolve) => {
