@@ -11,6 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { TestResponse } from '../support/gateway.ts';
 import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.ts';
 import { assertRateLimited, chat, USER_PATH_HEADER } from '../support/rate-limits.ts';
+import { eventually } from '../support/processes.ts';
 import { ownRedis, testPrefix, type OwnRedis } from '../support/redis.ts';
 import { startReplica, type Replica } from '../support/replicas.ts';
 
@@ -118,6 +119,8 @@ rate_limits:
     }
     for (const gateway of gateways.values()) {
       while (JSON.stringify(await health(gateway)) !== JSON.stringify({ status: 'ok' })) await sleep(50);
+      // The log line comes on stdout, which may reach this process after the /health answer.
+      await eventually(() => logged(gateway, 'Redis answers again; back to the shared counters') > 0, 5000);
       assert.equal(logged(gateway, 'Redis answers again; back to the shared counters'), 1, 'one log line when recovering');
       // This Redis kept nothing: the shared count starts again from the first request.
       const again = await chatOn(gateway, '/capped');
