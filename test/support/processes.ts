@@ -4,14 +4,47 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { createServer, connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-/** A TCP port nothing listens on right now. */
+/**
+ * A TCP port nothing listens on right now, for a server a test starts (and may stop and start
+ * again) on a port it names. Taken below the kernel's ephemeral range, which it hands out to the
+ * servers other tests start on port 0, so none of them can take the port meanwhile.
+ */
 export async function freePort(): Promise<number> {
+  const [low, high] = BELOW_EPHEMERAL;
+  if (high > low) {
+    for (let attempt = 0; attempt < 100; attempt++) {
+      const port = low + Math.floor(Math.random() * (high - low));
+      if (await canListen(port)) return port;
+    }
+  }
+  return listenOnce(0);
+}
+
+/** Ports from 10,000 up to the first of the kernel's ephemeral range (Linux: 32768). */
+const BELOW_EPHEMERAL = ((): [number, number] => {
+  try {
+    const first = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    return Number.isInteger(first) ? [10_000, first] : [0, 0];
+  } catch {
+    return [0, 0];
+  }
+})();
+
+function canListen(port: number): Promise<boolean> {
+  return listenOnce(port).then(
+    () => true,
+    () => false,
+  );
+}
+
+/** Listens on `port` and closes again; resolves with the port listened on. */
+function listenOnce(port: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
+    server.listen(port, '127.0.0.1', () => {
+      const { port: bound } = server.address() as { port: number };
+      server.close(() => resolve(bound));
     });
   });
 }
