@@ -1,6 +1,6 @@
 import { after, beforeEach, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
+import { refusedPort } from '../support/processes.ts';
 import { bedrockProviderType } from '../../src/providers/bedrock.ts';
 import { UnsupportedParameterError, UpstreamUnavailableError, type ProviderCall } from '../../src/providers/types.ts';
 import { startFakeBedrock } from '../support/fake-bedrock.ts';
@@ -385,13 +385,7 @@ test('endpoints Converse does not serve are 400 unsupported_endpoint; passthroug
 });
 
 test('connection refused is a 502 naming the provider', async () => {
-  const port = await new Promise<number>((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const p = (s.address() as { port: number }).port;
-      s.close(() => resolve(p));
-    });
-  });
+  const port = await refusedPort();
   const dead = bedrockProviderType.create('deadend', { ...settings, endpoint: `http://127.0.0.1:${port}` });
   try {
     await assert.rejects(dead.call(chat()), (err: unknown) => err instanceof UpstreamUnavailableError && err.status === 502 && /provider deadend/.test(err.message));

@@ -1,6 +1,6 @@
 import { test, after, beforeEach } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
+import { refusedPort } from '../support/processes.ts';
 import { openaiProviderType } from '../../src/providers/openai.ts';
 import { UpstreamUnavailableError } from '../../src/providers/types.ts';
 import type { ProviderCall } from '../../src/providers/types.ts';
@@ -119,10 +119,7 @@ test('timeout -> 504 naming the provider; connection refused -> 502', async () =
   await assert.rejects(bodyOf(r), (err: unknown) => err instanceof UpstreamUnavailableError && err.status === 504);
   await slow.close();
 
-  const srv = createServer();
-  await new Promise<void>((res) => srv.listen(0, '127.0.0.1', res));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((res) => srv.close(() => res()));
+  const port = await refusedPort();
   const dead = openaiProviderType.create('deadend', { base_url: `http://127.0.0.1:${port}/v1` });
   await assert.rejects(dead.call(chat()), (err: unknown) => {
     assert.ok(err instanceof UpstreamUnavailableError);
