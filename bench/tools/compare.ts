@@ -24,6 +24,7 @@ import {
   GATEWAY_LABELS, LOAD_CPU, REPO_DIR, SERVER_CPU, WARM_MAX_SECONDS, canPin, createCpuGroups, describeWarmUp, median, pin, probe, sideBySide,
   startFloorProxy, startGateway, startUpstream, warmUp, type ChildServer, type GatewayVariant,
 } from '../lib.ts';
+import { wholeNumber } from './targets.ts';
 
 const { values: flags } = parseArgs({
   options: {
@@ -66,13 +67,6 @@ function side(flag: string, spec: string | undefined): GatewayTarget {
     throw new Error(`--${flag}: unknown configuration "${variant}" (floor, floor-reply or one of ${Object.keys(GATEWAY_LABELS).join(', ')})`);
   }
   return { variant: variant as GatewayVariant | Floor, checkout: at < 0 ? REPO_DIR : resolve(spec.slice(at + 1)), label: spec };
-}
-
-/** A command-line count: a whole number >= `min`, or an error naming the flag. */
-function wholeNumber(flag: string, raw: string, min: number): number {
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < min) throw new Error(`--${flag}: expected a whole number >= ${min}, got ${raw}`);
-  return value;
 }
 
 const a = side('a', flags.a);

@@ -16,7 +16,8 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { Agent, request } from 'undici';
-import { CHAT_PATH, GATEWAY_LABELS, REQUEST_HEADERS, longStreamBody, startFloorProxy, startGateway, startUpstream, type ChildServer, type GatewayVariant } from '../lib.ts';
+import { CHAT_PATH, REQUEST_HEADERS, longStreamBody, startUpstream, type ChildServer } from '../lib.ts';
+import { parseTargets, startTarget, targetTitle, wholeNumber } from './targets.ts';
 
 const { values } = parseArgs({
   options: {
@@ -28,18 +29,9 @@ const { values } = parseArgs({
   strict: true,
 });
 
-function wholeNumber(flag: string, raw: string, min: number): number {
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < min) throw new Error(`--${flag}: expected a whole number >= ${min}, got ${raw}`);
-  return value;
-}
-
 const concurrency = wholeNumber('concurrency', values.concurrency, 1);
 const top = wholeNumber('top', values.top, 1);
-const targets = values.targets.split(',');
-for (const t of targets) {
-  if (t !== 'floor' && !(t in GATEWAY_LABELS)) throw new Error(`--targets: unknown target ${t} (floor or one of ${Object.keys(GATEWAY_LABELS).join(', ')})`);
-}
+const targets = parseTargets(values.targets);
 
 /** Opens `concurrency` streams long enough to outlast the snapshot; resolves once all have their headers. */
 async function holdStreams(server: ChildServer, agent: Agent): Promise<() => void> {
@@ -110,7 +102,7 @@ try {
   for (const target of targets) {
     const dir = mkdtempSync(join(tmpdir(), `floodgate-stream-heap-${target}-`));
     const flags = ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${dir}`];
-    const server = target === 'floor' ? await startFloorProxy(upstream.url, flags) : await startGateway(target as GatewayVariant, upstream.url, flags);
+    const server = await startTarget(target, upstream.url, flags);
     const agent = new Agent({ connections: concurrency + 10, keepAliveTimeout: 60_000 });
     try {
       const release = await holdStreams(server, agent);
@@ -118,8 +110,7 @@ try {
       const file = await snapshot(server, dir);
       release();
       const { total, kinds } = heapByKind(file);
-      const title = target === 'floor' ? 'minimal proxy (floor)' : `gateway, ${GATEWAY_LABELS[target as GatewayVariant]}`;
-      console.log(`\n##### ${title}: ${concurrency} streams open, heap ${(total / 1e6).toFixed(1)} MB = ${(total / concurrency / 1024).toFixed(1)} KB a stream`);
+      console.log(`\n##### ${targetTitle(target)}: ${concurrency} streams open, heap ${(total / 1e6).toFixed(1)} MB = ${(total / concurrency / 1024).toFixed(1)} KB a stream`);
       const rows = [...kinds].sort((a, b) => b[1].bytes - a[1].bytes).slice(0, top);
       for (const [kind, { count, bytes }] of rows) {
         console.log(`${(bytes / concurrency).toFixed(0).padStart(8)} B ${(count / concurrency).toFixed(2).padStart(8)} a stream  ${kind}`);

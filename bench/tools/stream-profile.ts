@@ -22,7 +22,8 @@ import { parseArgs } from 'node:util';
 import { printSummary, summarize } from './cpuprofile.ts';
 import { printGcSummary, summarizeGc, type GcTrace } from './gctrace.ts';
 import { describeLongRun, figuresOf, probeLong, readStats, shapeName, streamLoad, type LongStreamShape } from '../long-stream.bench.ts';
-import { GATEWAY_LABELS, LOAD_CPU, SERVER_CPU, STATS_PRELOAD, canPin, pin, startFloorProxy, startGateway, startUpstream, type ChildServer, type GatewayVariant } from '../lib.ts';
+import { LOAD_CPU, SERVER_CPU, STATS_PRELOAD, canPin, pin, startUpstream, type ChildServer } from '../lib.ts';
+import { parseTargets, startTarget, targetTitle, wholeNumber } from './targets.ts';
 
 const { values } = parseArgs({
   options: {
@@ -38,12 +39,6 @@ const { values } = parseArgs({
   strict: true,
 });
 
-function wholeNumber(flag: string, raw: string, min: number): number {
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < min) throw new Error(`--${flag}: expected a whole number >= ${min}, got ${raw}`);
-  return value;
-}
-
 const shape: LongStreamShape = {
   id: 'profile',
   concurrency: wholeNumber('concurrency', values.concurrency, 1),
@@ -53,10 +48,7 @@ const shape: LongStreamShape = {
 const seconds = wholeNumber('duration', values.duration, 1);
 const warmup = wholeNumber('warmup', values.warmup, 0);
 const top = wholeNumber('top', values.top, 1);
-const targets = values.targets.split(',');
-for (const t of targets) {
-  if (t !== 'floor' && !(t in GATEWAY_LABELS)) throw new Error(`--targets: unknown target ${t} (floor or one of ${Object.keys(GATEWAY_LABELS).join(', ')})`);
-}
+const targets = parseTargets(values.targets);
 
 if (canPin()) pin(process.pid, LOAD_CPU);
 const upstream = await startUpstream(STATS_PRELOAD);
@@ -67,11 +59,11 @@ try {
     process.env['BENCH_PROFILE_DIR'] = dir;
     let server: ChildServer;
     try {
-      server = target === 'floor' ? await startFloorProxy(upstream.url, STATS_PRELOAD) : await startGateway(target as GatewayVariant, upstream.url, STATS_PRELOAD);
+      server = await startTarget(target, upstream.url, STATS_PRELOAD);
     } finally {
       delete process.env['BENCH_PROFILE_DIR'];
     }
-    const title = `${target === 'floor' ? 'minimal proxy (floor)' : `gateway, ${GATEWAY_LABELS[target as GatewayVariant]}`}, ${shapeName(shape)}`;
+    const title = `${targetTitle(target)}, ${shapeName(shape)}`;
     try {
       pin(server.pid, SERVER_CPU);
       await probeLong(server, undefined);
