@@ -83,34 +83,45 @@ function withMessageOverhead(tokens: number, messages: number): number {
   return messages === 0 ? tokens : sumCounts(tokens, messages * TOKENS_PER_MESSAGE, REPLY_PRIMING);
 }
 
-/** Bytes of a relayed stream kept for an estimate; past it the count is extrapolated. */
+/**
+ * Bytes of a relayed stream kept as the sample an estimate is counted from; past them the count is
+ * extrapolated by size. A sample of a few hundred events gives the rate as well as the whole
+ * stream would, and keeps a thousand long answers at once from holding a megabyte each.
+ */
+const SAMPLE_BYTES = 64 * 1024;
+
+/** How far the sample may grow to hold its first whole event, when that event is larger than the sample. */
 const MAX_KEPT_BYTES = 1024 * 1024;
 
-/** The first room taken for a relayed stream's bytes; it doubles as they come, up to MAX_KEPT_BYTES. */
+/** The first room taken for a relayed stream's bytes; it doubles as they come, up to the sample's size. */
 const FIRST_ROOM = 1024;
 
 /**
- * The bytes of a streamed answer as they were relayed to the client, kept (up to MAX_KEPT_BYTES)
- * until the stream is over, in case its usage report never comes. Keeping a chunk is a copy into
- * one buffer of the stream's own (not a reference to the chunk: a long stream would otherwise
- * hold an object per event for its whole length); nothing is parsed unless an estimate is asked
- * for.
+ * The first bytes of a streamed answer as they were relayed to the client (the sample), kept until
+ * the stream is over in case its usage report never comes. Keeping a chunk is a copy into one buffer
+ * of the stream's own (not a reference to the chunk: a long stream would otherwise hold an object
+ * per event for its whole length); nothing is parsed unless an estimate is asked for.
  */
 export class RelayedStream {
   #kept: Buffer | undefined;
   #keptBytes = 0;
   #total = 0;
+  /** The sample holds at least one whole event (then it stops at SAMPLE_BYTES). */
+  #wholeEvent = false;
 
   add(chunk: Buffer): void {
     this.#total += chunk.length;
-    const room = MAX_KEPT_BYTES - this.#keptBytes;
+    if (!this.#wholeEvent && this.#keptBytes >= SAMPLE_BYTES && this.#keptBytes < MAX_KEPT_BYTES) {
+      this.#wholeEvent = wholeEventsEnd(this.#kept!, this.#keptBytes) > 0;
+    }
+    const room = (this.#wholeEvent ? SAMPLE_BYTES : MAX_KEPT_BYTES) - this.#keptBytes;
     if (room <= 0) return;
     const length = Math.min(chunk.length, room);
     const needed = this.#keptBytes + length;
     if (this.#kept === undefined || this.#kept.length < needed) {
       let size = Math.max(this.#kept?.length ?? 0, FIRST_ROOM);
       while (size < needed) size *= 2;
-      const grown = Buffer.allocUnsafe(Math.min(size, MAX_KEPT_BYTES));
+      const grown = Buffer.allocUnsafe(Math.min(size, needed <= SAMPLE_BYTES ? SAMPLE_BYTES : MAX_KEPT_BYTES));
       this.#kept?.copy(grown, 0, 0, this.#keptBytes);
       this.#kept = grown;
     }
@@ -127,16 +138,29 @@ export class RelayedStream {
   async completionTokens(model: string): Promise<number> {
     const parser = new SseParser();
     const texts: string[] = [];
+    const cut = this.#total > this.#keptBytes;
+    // A sample cut short ends inside an event: it is counted up to its last whole one, and the
+    // rate extrapolated from exactly those bytes.
+    const counted = cut && this.#kept !== undefined ? wholeEventsEnd(this.#kept, this.#keptBytes) : this.#keptBytes;
     try {
-      if (this.#kept !== undefined) for (const event of parser.push(this.#kept.subarray(0, this.#keptBytes))) contentOf(event, texts);
-      for (const event of parser.end()) contentOf(event, texts);
+      if (this.#kept !== undefined) for (const event of parser.push(this.#kept.subarray(0, counted))) contentOf(event, texts);
+      if (!cut) for (const event of parser.end()) contentOf(event, texts);
     } catch {
       // An event past the parser's size limit: the content read before it is what counts.
     }
-    const counted = await countTokens(model, texts);
-    // Past the bytes kept, the rest of the stream is assumed to carry content at the same rate.
-    return this.#total > this.#keptBytes && this.#keptBytes > 0 ? Math.ceil((counted * this.#total) / this.#keptBytes) : counted;
+    const tokens = await countTokens(model, texts);
+    // Past the sample, the rest of the stream is assumed to carry content at the same rate.
+    return cut && counted > 0 ? Math.ceil((tokens * this.#total) / counted) : tokens;
   }
+}
+
+/** Where the last whole SSE event in `buffer`'s first `length` bytes ends (after its blank line); 0 when none does. */
+function wholeEventsEnd(buffer: Buffer, length: number): number {
+  const bytes = buffer.subarray(0, length);
+  const lf = bytes.lastIndexOf('\n\n');
+  const crlf = bytes.lastIndexOf('\r\n\r\n');
+  const cr = bytes.lastIndexOf('\r\r');
+  return Math.max(lf < 0 ? 0 : lf + 2, crlf < 0 ? 0 : crlf + 4, cr < 0 ? 0 : cr + 2);
 }
 
 /**

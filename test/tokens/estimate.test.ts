@@ -163,6 +163,26 @@ describe('completion estimates from the content relayed', () => {
     assert.ok(Math.abs(estimate - 400 * one) / (400 * one) < 0.01, `${estimate} for about ${400 * one}`);
   });
 
+  it('counts a long stream from a sample of whole events, cut at any byte, and extrapolates by size', async () => {
+    // Events of uneven sizes, relayed in pieces that end inside events, far past the sample.
+    const contents = Array.from({ length: 400 }, (_, i) => `${'token '.repeat(200 + ((i * 397) % 3000))}${i}`);
+    const bytes = Buffer.from(contents.map((content) => `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content } }] })}\r\n\r\n`).join(''));
+    const pieces = Array.from({ length: Math.ceil(bytes.length / 4093) }, (_, i) => bytes.subarray(i * 4093, (i + 1) * 4093));
+    const stream = relayed(...pieces);
+    assert.equal(stream.bytes, bytes.length);
+    const exact = contents.reduce((sum, content) => sum + o200k(content), 0);
+    const estimate = await stream.completionTokens('gpt-4o');
+    assert.ok(Math.abs(estimate - exact) / exact < 0.01, `${estimate} for ${exact}`);
+  });
+
+  it('keeps a first event larger than the sample whole, so a stream of such events is still counted', async () => {
+    const event = sse([{ choices: [{ index: 0, delta: { content: 'word '.repeat(40_000) } }] }]);
+    const one = await relayed(event).completionTokens('gpt-4o');
+    const pieces = Array.from({ length: 8 }, () => event).flatMap((e) => Array.from({ length: Math.ceil(e.length / 16_384) }, (_, i) => e.subarray(i * 16_384, (i + 1) * 16_384)));
+    const estimate = await relayed(...pieces).completionTokens('gpt-4o');
+    assert.ok(Math.abs(estimate - 8 * one) / (8 * one) < 0.01, `${estimate} for about ${8 * one}`);
+  });
+
   it('keeps what the provider did report where it is larger, and says nothing of cached tokens it did not report', async () => {
     const stream = relayed(sse([{ type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'Bonjour' } }]));
     const request = { model: 'claude-x', messages: [{ role: 'user', content: 'Hi' }] };
