@@ -8,8 +8,10 @@
  *   node bench/long-stream.bench.ts                          # both shapes, 5 rounds (~12 min)
  *   node bench/long-stream.bench.ts --quick --shapes c1000   # one shape, 1 round (~1 min)
  *   node bench/long-stream.bench.ts --rows floor,none --concurrency 200 --duration 5
+ *   node bench/long-stream.bench.ts --shapes c500 --rows floor,none --concurrency 200 --events 2000 --interval 20 --rounds 1
  *   flags: --shapes c500,c1000 --rows upstream,floor,none,ten,redisTen --rounds N --duration N
- *          --warmup N --concurrency N (every shape) --quick --out FILE (the result as JSON)
+ *          --warmup N --concurrency N --events N --interval MS (each for every shape) --quick
+ *          --out FILE (the result as JSON)
  *   (or BENCH_LONG_SHAPES, BENCH_LONG_ROWS, BENCH_LONG_ROUNDS, BENCH_LONG_DURATION,
  *   BENCH_LONG_WARMUP, BENCH_LONG_CONCURRENCY)
  *
@@ -67,7 +69,7 @@ export interface LongStreamSettings {
  * Settings from flags (`--shapes` ...) or environment variables (`BENCH_LONG_SHAPES` ...), with
  * the defaults of a full or a quick run.
  */
-export function longStreamSettings(flags: Partial<Record<'shapes' | 'rows' | 'rounds' | 'duration' | 'warmup' | 'concurrency', string>>, quick: boolean): LongStreamSettings {
+export function longStreamSettings(flags: Partial<Record<'shapes' | 'rows' | 'rounds' | 'duration' | 'warmup' | 'concurrency' | 'events' | 'interval', string>>, quick: boolean): LongStreamSettings {
   const raw = (name: keyof typeof flags): string | undefined => flags[name] ?? process.env[`BENCH_LONG_${name.toUpperCase()}`];
   const count = (name: keyof typeof flags, normal: number, quickValue: number, min: number): number => {
     const text = raw(name);
@@ -82,10 +84,14 @@ export function longStreamSettings(flags: Partial<Record<'shapes' | 'rows' | 'ro
     for (const p of picked) if (!known.includes(p as T)) throw new Error(`long streams, ${name}: unknown "${p}" (one of ${known.join(', ')})`);
     return known.filter((k) => picked.includes(k));
   };
-  const concurrency = raw('concurrency') === undefined ? undefined : count('concurrency', 0, 0, 1);
+  // Overrides of every shape: how many streams at once, and how long an answer (events, interval).
+  const override = (name: 'concurrency' | 'events' | 'interval', min: number): number | undefined => (raw(name) === undefined ? undefined : count(name, 0, 0, min));
+  const concurrency = override('concurrency', 1);
+  const events = override('events', 1);
+  const intervalMs = override('interval', 0);
   const shapes = list('shapes', LONG_STREAM_SHAPES.map((s) => s.id)).map((id) => {
     const shape = LONG_STREAM_SHAPES.find((s) => s.id === id)!;
-    return concurrency === undefined ? { ...shape } : { ...shape, concurrency };
+    return { ...shape, concurrency: concurrency ?? shape.concurrency, events: events ?? shape.events, intervalMs: intervalMs ?? shape.intervalMs };
   });
   return {
     shapes,
@@ -427,6 +433,8 @@ if (import.meta.main) {
       duration: { type: 'string' },
       warmup: { type: 'string' },
       concurrency: { type: 'string' },
+      events: { type: 'string' },
+      interval: { type: 'string' },
       quick: { type: 'boolean', default: false },
       out: { type: 'string' },
     },
