@@ -8,9 +8,9 @@
  *   node bench/long-stream.bench.ts                          # both shapes, 5 rounds (~12 min)
  *   node bench/long-stream.bench.ts --quick --shapes c1000   # one shape, 1 round (~1 min)
  *   node bench/long-stream.bench.ts --rows floor,none --concurrency 200 --duration 5
- *   node bench/long-stream.bench.ts --shapes c500 --rows floor,none --concurrency 200 --events 2000 --interval 20 --rounds 1
+ *   node bench/long-stream.bench.ts --shapes c500 --rows floor,none --concurrency 200 --events 2000 --interval-ms 20 --rounds 1
  *   flags: --shapes c500,c1000 --rows upstream,floor,none,ten,redisTen --rounds N --duration N
- *          --warmup N --concurrency N --events N --interval MS (each for every shape) --quick
+ *          --warmup N --concurrency N --events N --interval-ms N (each for every shape) --quick
  *          --out FILE (the result as JSON)
  *   (or BENCH_LONG_SHAPES, BENCH_LONG_ROWS, BENCH_LONG_ROUNDS, BENCH_LONG_DURATION,
  *   BENCH_LONG_WARMUP, BENCH_LONG_CONCURRENCY)
@@ -69,8 +69,8 @@ export interface LongStreamSettings {
  * Settings from flags (`--shapes` ...) or environment variables (`BENCH_LONG_SHAPES` ...), with
  * the defaults of a full or a quick run.
  */
-export function longStreamSettings(flags: Partial<Record<'shapes' | 'rows' | 'rounds' | 'duration' | 'warmup' | 'concurrency' | 'events' | 'interval', string>>, quick: boolean): LongStreamSettings {
-  const raw = (name: keyof typeof flags): string | undefined => flags[name] ?? process.env[`BENCH_LONG_${name.toUpperCase()}`];
+export function longStreamSettings(flags: Partial<Record<'shapes' | 'rows' | 'rounds' | 'duration' | 'warmup' | 'concurrency' | 'events' | 'interval-ms', string>>, quick: boolean): LongStreamSettings {
+  const raw = (name: keyof typeof flags): string | undefined => flags[name] ?? process.env[`BENCH_LONG_${name.toUpperCase().replace('-', '_')}`];
   const count = (name: keyof typeof flags, normal: number, quickValue: number, min: number): number => {
     const text = raw(name);
     const value = text === undefined ? (quick ? quickValue : normal) : Number(text);
@@ -85,10 +85,10 @@ export function longStreamSettings(flags: Partial<Record<'shapes' | 'rows' | 'ro
     return known.filter((k) => picked.includes(k));
   };
   // Overrides of every shape: how many streams at once, and how long an answer (events, interval).
-  const override = (name: 'concurrency' | 'events' | 'interval', min: number): number | undefined => (raw(name) === undefined ? undefined : count(name, 0, 0, min));
+  const override = (name: 'concurrency' | 'events' | 'interval-ms', min: number): number | undefined => (raw(name) === undefined ? undefined : count(name, 0, 0, min));
   const concurrency = override('concurrency', 1);
   const events = override('events', 1);
-  const intervalMs = override('interval', 0);
+  const intervalMs = override('interval-ms', 0);
   const shapes = list('shapes', LONG_STREAM_SHAPES.map((s) => s.id)).map((id) => {
     const shape = LONG_STREAM_SHAPES.find((s) => s.id === id)!;
     return { ...shape, concurrency: concurrency ?? shape.concurrency, events: events ?? shape.events, intervalMs: intervalMs ?? shape.intervalMs };
@@ -434,7 +434,7 @@ if (import.meta.main) {
       warmup: { type: 'string' },
       concurrency: { type: 'string' },
       events: { type: 'string' },
-      interval: { type: 'string' },
+      'interval-ms': { type: 'string' },
       quick: { type: 'boolean', default: false },
       out: { type: 'string' },
     },
