@@ -13,7 +13,7 @@
  *          --warmup N --concurrency N --events N --interval-ms N (each for every shape) --quick
  *          --out FILE (the result as JSON)
  *   (or BENCH_LONG_SHAPES, BENCH_LONG_ROWS, BENCH_LONG_ROUNDS, BENCH_LONG_DURATION,
- *   BENCH_LONG_WARMUP, BENCH_LONG_CONCURRENCY)
+ *   BENCH_LONG_WARMUP, BENCH_LONG_CONCURRENCY, BENCH_LONG_EVENTS, BENCH_LONG_INTERVAL_MS)
  *
  * Rounds run every configuration once each, in turn (forwards, then backwards), so the two
  * configurations a target compares run next to each other, minutes apart at most, in every

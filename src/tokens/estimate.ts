@@ -141,16 +141,16 @@ export class RelayedStream {
     const cut = this.#total > this.#keptBytes;
     // A sample cut short ends inside an event: it is counted up to its last whole one, and the
     // rate extrapolated from exactly those bytes.
-    const counted = cut && this.#kept !== undefined ? wholeEventsEnd(this.#kept, this.#keptBytes) : this.#keptBytes;
+    const sampleEnd = cut && this.#kept !== undefined ? wholeEventsEnd(this.#kept, this.#keptBytes) : this.#keptBytes;
     try {
-      if (this.#kept !== undefined) for (const event of parser.push(this.#kept.subarray(0, counted))) contentOf(event, texts);
+      if (this.#kept !== undefined) for (const event of parser.push(this.#kept.subarray(0, sampleEnd))) contentOf(event, texts);
       if (!cut) for (const event of parser.end()) contentOf(event, texts);
     } catch {
       // An event past the parser's size limit: the content read before it is what counts.
     }
     const tokens = await countTokens(model, texts);
     // Past the sample, the rest of the stream is assumed to carry content at the same rate.
-    return cut && counted > 0 ? Math.ceil((tokens * this.#total) / counted) : tokens;
+    return cut && sampleEnd > 0 ? Math.ceil((tokens * this.#total) / sampleEnd) : tokens;
   }
 }
 
