@@ -18,13 +18,12 @@
  * disabled), optionally run from another copy of the repository; or `floor`, the minimal proxy, or
  * `floor-reply`, the minimal proxy answering through fastify's reply as the gateway does.
  */
-import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import {
-  GATEWAY_LABELS, LOAD_CPU, REPO_DIR, SERVER_CPU, WARM_MAX_SECONDS, canPin, createCpuGroups, describeWarmUp, median, pin, probe, sideBySide,
+  GATEWAY_LABELS, LOAD_CPU, SERVER_CPU, WARM_MAX_SECONDS, canPin, createCpuGroups, describeWarmUp, median, pin, probe, sideBySide,
   startFloorProxy, startGateway, startUpstream, warmUp, type ChildServer, type GatewayVariant,
 } from '../lib.ts';
-import { wholeNumber } from './targets.ts';
+import { atCheckout, wholeNumber } from './targets.ts';
 
 const { values: flags } = parseArgs({
   options: {
@@ -61,12 +60,11 @@ interface GatewayTarget {
 /** Parses VARIANT[@CHECKOUT] (e.g. `ten` or `ten@/tmp/fg-base`) given for `--flag`. */
 function side(flag: string, spec: string | undefined): GatewayTarget {
   if (spec === undefined) throw new Error(`--${flag}: required, as VARIANT[@CHECKOUT] (e.g. ten or ten@/tmp/fg-base)`);
-  const at = spec.indexOf('@');
-  const variant = at < 0 ? spec : spec.slice(0, at);
+  const { name: variant, checkout } = atCheckout(spec);
   if (!FLOORS.includes(variant) && !(variant in GATEWAY_LABELS)) {
     throw new Error(`--${flag}: unknown configuration "${variant}" (floor, floor-reply or one of ${Object.keys(GATEWAY_LABELS).join(', ')})`);
   }
-  return { variant: variant as GatewayVariant | Floor, checkout: at < 0 ? REPO_DIR : resolve(spec.slice(at + 1)), label: spec };
+  return { variant: variant as GatewayVariant | Floor, checkout, label: spec };
 }
 
 const a = side('a', flags.a);

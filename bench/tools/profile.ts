@@ -12,10 +12,11 @@
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { printSummary, summarize } from './cpuprofile.ts';
-import { JSON_BODY, REPO_DIR, STREAM_BODY, load, probe, startFloorProxy, startGateway, startUpstream, type GatewayVariant } from '../lib.ts';
+import { JSON_BODY, STREAM_BODY, load, probe, startUpstream } from '../lib.ts';
+import { parseTargets, startTarget, targetTitle } from './targets.ts';
 
 const { values } = parseArgs({
   options: {
@@ -29,20 +30,12 @@ const { values } = parseArgs({
   strict: true,
 });
 
+const targets = parseTargets(values.targets);
 const upstream = await startUpstream();
 try {
-  const titles: Record<string, string> = { floor: 'minimal proxy (floor)', none: 'gateway, no rules', ten: 'gateway, 10 matching rules', tenThousand: 'gateway, 10,000 rules', disabled: 'gateway, rate limits disabled', tenReserving: 'gateway, 10 rules, token reservations', redisTen: 'gateway, 10 rules, Redis', redisTenReserving: 'gateway, 10 rules, Redis, token reservations' };
-  for (const target of values.targets.split(',')) {
-    const at = target.indexOf('@');
-    const variant = at < 0 ? target : target.slice(0, at);
-    const checkout = at < 0 ? REPO_DIR : resolve(target.slice(at + 1));
-    if (!(variant in titles)) throw new Error(`--targets: unknown target ${variant} (one of ${Object.keys(titles).join(', ')})`);
-    if (variant === 'floor' && at >= 0) throw new Error(`--targets: ${target}: the minimal proxy runs from this checkout only`);
-    const dir = mkdtempSync(join(tmpdir(), `floodgate-prof-${variant}-`));
-    const flags = ['--cpu-prof', `--cpu-prof-dir=${dir}`];
-    const gateway = variant === 'floor'
-      ? await startFloorProxy(upstream.url, flags)
-      : await startGateway(variant as GatewayVariant, upstream.url, flags, checkout);
+  for (const target of targets) {
+    const dir = mkdtempSync(join(tmpdir(), `floodgate-prof-${target.name}-`));
+    const gateway = await startTarget(target, upstream.url, ['--cpu-prof', `--cpu-prof-dir=${dir}`]);
     let figures;
     let warmupRequests = 0;
     try {
@@ -55,7 +48,7 @@ try {
     const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
     if (!file) throw new Error(`no .cpuprofile written in ${dir}`);
     const summary = summarize(JSON.parse(readFileSync(join(dir, file), 'utf8')), Number(values.top));
-    printSummary(`${titles[variant]}${at < 0 ? '' : ` at ${checkout}`}${values.stream ? ', streaming' : ''} (${figures.rps} req/s under profiling)`, summary, figures.requests + warmupRequests + 1);
+    printSummary(`${targetTitle(target)}${values.stream ? ', streaming' : ''} (${figures.rps} req/s under profiling)`, summary, figures.requests + warmupRequests + 1);
     if (values.keep) console.log(`profile kept: ${join(dir, file)}`);
     else rmSync(dir, { recursive: true, force: true });
   }

@@ -100,7 +100,7 @@ function heapByKind(file: string): { total: number; kinds: Map<string, { count: 
 const upstream = await startUpstream();
 try {
   for (const target of targets) {
-    const dir = mkdtempSync(join(tmpdir(), `floodgate-stream-heap-${target}-`));
+    const dir = mkdtempSync(join(tmpdir(), `floodgate-stream-heap-${target.name}-`));
     const flags = ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${dir}`];
     const server = await startTarget(target, upstream.url, flags);
     const agent = new Agent({ connections: concurrency + 10, keepAliveTimeout: 60_000 });

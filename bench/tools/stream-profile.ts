@@ -54,7 +54,7 @@ if (canPin()) pin(process.pid, LOAD_CPU);
 const upstream = await startUpstream(STATS_PRELOAD);
 try {
   for (const target of targets) {
-    const dir = mkdtempSync(join(tmpdir(), `floodgate-stream-prof-${target}-`));
+    const dir = mkdtempSync(join(tmpdir(), `floodgate-stream-prof-${target.name}-`));
     // The target inherits this process's environment (lib.ts startChild); the upstream, started before, does not profile.
     process.env['BENCH_PROFILE_DIR'] = dir;
     let server: ChildServer;
